@@ -1,0 +1,38 @@
+# The README's two commands: `make demo` and `make test`. Each sets up .venv when needed.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export OMP_WAIT_POLICY := passive
+export PREDOPS_SHARED_DATA ?= $(abspath ../shared/data)
+
+.PHONY: setup demo test lint typecheck layers unit bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/predops demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+layers: $(STAMP)
+	$(BIN)/lint-imports
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test: lint typecheck layers unit
+
+clean:
+	rm -rf $(VENV) workspace .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,115 @@
+"""Model outputs every layer shares: provenance, failure risk and demand forecasts."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+
+def _require_utc(name: str, value: datetime) -> None:
+    if value.tzinfo is None or value.utcoffset() != timedelta(0):
+        raise ValueError(f"{name} must be a UTC-aware datetime, got {value!r}")
+
+
+def _iso(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _iso(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_iso(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where a prediction came from: which model version, which features, which data."""
+
+    model_name: str
+    model_version: str
+    feature_set_hash: str
+    data_cutoff: datetime
+    run_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.model_name or not self.model_version:
+            raise ValueError("provenance needs a model name and version")
+        if not self.feature_set_hash:
+            raise ValueError("provenance needs a feature-set hash")
+        _require_utc("data_cutoff", self.data_cutoff)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(_iso(asdict(self)))
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """One feature's signed contribution to a prediction, in words an SRE reads."""
+
+    feature: str
+    contribution: float
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class FailureRisk:
+    """Calibrated probability that ``node_id`` fails within ``horizon`` of ``as_of``."""
+
+    node_id: str
+    as_of: datetime
+    horizon: timedelta
+    p_fail: float
+    reasons: tuple[Reason, ...] = ()
+    provenance: Provenance | None = None
+
+    def __post_init__(self) -> None:
+        _require_utc("as_of", self.as_of)
+        if not (0.0 <= self.p_fail <= 1.0) or math.isnan(self.p_fail):
+            raise ValueError(f"p_fail of {self.node_id} must be in [0, 1], got {self.p_fail}")
+        if self.horizon <= timedelta(0):
+            raise ValueError(f"horizon must be positive, got {self.horizon}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = _iso(asdict(self))
+        d["horizon_hours"] = self.horizon.total_seconds() / 3600
+        del d["horizon"]
+        return dict(d)
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """Demand quantiles of one series for one target time (p10 <= p50 <= p90)."""
+
+    series_id: str
+    issued_at: datetime
+    valid_at: datetime
+    p10: float
+    p50: float
+    p90: float
+    method: str = "model"
+    provenance: Provenance | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _require_utc("issued_at", self.issued_at)
+        _require_utc("valid_at", self.valid_at)
+        if self.valid_at < self.issued_at:
+            raise ValueError(f"{self.series_id}: valid_at {self.valid_at} before issued_at")
+        for q in ("p10", "p50", "p90"):
+            v = getattr(self, q)
+            if not math.isfinite(v):
+                raise ValueError(f"{self.series_id}: {q} is not finite ({v})")
+        if not (self.p10 <= self.p50 <= self.p90):
+            raise ValueError(
+                f"{self.series_id}: quantiles cross: p10={self.p10} p50={self.p50} "
+                f"p90={self.p90}"
+            )
+
+    @property
+    def horizon(self) -> timedelta:
+        return self.valid_at - self.issued_at
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(_iso(asdict(self)))

@@ -1,0 +1,284 @@
+"""Frame schemas: the column contracts every table in the lake keeps.
+
+One place names every table, its columns (snake_case, units in the name), its key
+(what makes a row unique, used for idempotent re-ingest) and its time column (what
+the lake partitions by date). Times are UTC-aware; observations use ``ts``, events
+``*_at``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+UTC_TS = pl.Datetime("us", "UTC")
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of a frame schema.
+
+    ``low`` / ``high`` bound numeric values (inclusive); ``allowed`` restricts strings;
+    ``counter`` marks a cumulative counter (never negative).
+    """
+
+    name: str
+    dtype: pl.DataType
+    nullable: bool = False
+    low: float | None = None
+    high: float | None = None
+    allowed: frozenset[str] | None = None
+    counter: bool = False
+    doc: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FrameSchema:
+    """A table's contract: columns, key and the time column the lake partitions by."""
+
+    name: str
+    columns: tuple[Column, ...]
+    key: tuple[str, ...]
+    time_column: str
+    entity_column: str | None = None
+    doc: str = ""
+    _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_name = {c.name: c for c in self.columns}
+        if len(by_name) != len(self.columns):
+            raise ValueError(f"schema {self.name}: duplicate column names")
+        for k in (*self.key, self.time_column):
+            if k not in by_name:
+                raise ValueError(f"schema {self.name}: key/time column {k!r} not a column")
+        object.__setattr__(self, "_by_name", by_name)
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def required(self) -> list[str]:
+        """Columns an input must carry (non-nullable ones)."""
+        return [c.name for c in self.columns if not c.nullable]
+
+    def column(self, name: str) -> Column:
+        return self._by_name[name]
+
+    def has(self, name: str) -> bool:
+        return name in self._by_name
+
+    def polars_schema(self) -> pl.Schema:
+        return pl.Schema({c.name: c.dtype for c in self.columns})
+
+    def empty(self) -> pl.DataFrame:
+        return pl.DataFrame(schema=self.polars_schema())
+
+
+def _pct(name: str, nullable: bool = False, doc: str = "") -> Column:
+    return Column(name, pl.Float32(), nullable=nullable, low=0.0, high=100.0, doc=doc)
+
+
+def _counter(name: str, doc: str) -> Column:
+    return Column(name, pl.Int64(), nullable=True, low=0, counter=True, doc=doc)
+
+
+FAILURE_CAUSES = frozenset(
+    {"gpu_ecc", "gpu_xid", "thermal", "psu", "disk", "nic", "kernel", "memory", "cpu",
+     "network", "software", "facilities", "human", "unknown"}
+)
+EVENT_KINDS = frozenset(
+    {"failure", "repair", "maintenance_start", "maintenance_end", "cordon", "uncordon",
+     "drain", "not_ready", "ready"}
+)
+
+INVENTORY = FrameSchema(
+    name="inventory",
+    doc="One node at one snapshot time: capacity and where it sits in the topology.",
+    columns=(
+        Column("ts", UTC_TS, doc="snapshot time"),
+        Column("node_id", pl.String()),
+        Column("pool", pl.String(), doc="node pool (Kubernetes node group)"),
+        Column("sku", pl.String(), doc="hardware SKU name"),
+        Column("gpu_model", pl.String(), nullable=True, doc="null for CPU-only nodes"),
+        Column("gpus", pl.Int32(), low=0, high=64),
+        Column("cpu_milli", pl.Int64(), low=1),
+        Column("memory_mib", pl.Int64(), low=1),
+        Column("numa_nodes", pl.Int16(), low=1, high=16),
+        Column("nvlink_domain", pl.String(), nullable=True,
+               doc="NVLink domain id; GPUs sharing one id are NVLink-connected"),
+        Column("region", pl.String()),
+        Column("zone", pl.String()),
+        Column("spine", pl.String()),
+        Column("rack", pl.String()),
+        Column("installed_at", UTC_TS, nullable=True),
+    ),
+    key=("node_id", "ts"),
+    time_column="ts",
+    entity_column="node_id",
+)
+
+TELEMETRY = FrameSchema(
+    name="telemetry",
+    doc="One node at one sample time; gauges are node-level (GPU values: max temp, "
+    "mean util, summed power over the node's GPUs); counters are cumulative totals.",
+    columns=(
+        Column("ts", UTC_TS),
+        Column("node_id", pl.String()),
+        _pct("cpu_util_pct", nullable=True),
+        Column("mem_used_bytes", pl.Int64(), nullable=True, low=0),
+        _pct("gpu_util_pct", nullable=True, doc="mean over the node's GPUs"),
+        Column("gpu_temp_c", pl.Float32(), nullable=True, low=-40.0, high=150.0,
+               doc="hottest GPU of the node"),
+        Column("gpu_power_w", pl.Float32(), nullable=True, low=0.0, high=20000.0,
+               doc="sum over the node's GPUs"),
+        _counter("ecc_sbe_total", "GPU single-bit ECC errors since boot/install"),
+        _counter("ecc_dbe_total", "GPU double-bit ECC errors"),
+        _counter("xid_errors_total", "GPU XID errors"),
+        _counter("pcie_replay_total", "PCIe replay counter"),
+        _counter("nic_flaps_total", "NIC link down/up transitions"),
+        _counter("disk_realloc_total", "disk reallocated sectors"),
+        _counter("mce_total", "machine-check exceptions"),
+        Column("node_ready", pl.Boolean(), nullable=True, doc="Kubernetes Ready condition"),
+    ),
+    key=("node_id", "ts"),
+    time_column="ts",
+    entity_column="node_id",
+)
+
+EVENTS = FrameSchema(
+    name="events",
+    doc="Things that happened to a node: failures (with cause), repairs, maintenance, "
+    "cordons and drains.",
+    columns=(
+        Column("node_id", pl.String()),
+        Column("kind", pl.String(), allowed=EVENT_KINDS),
+        Column("at", UTC_TS),
+        Column("cause", pl.String(), nullable=True),
+        Column("detail", pl.String(), nullable=True),
+    ),
+    key=("node_id", "kind", "at"),
+    time_column="at",
+    entity_column="node_id",
+)
+
+PODS = FrameSchema(
+    name="pods",
+    doc="One pod (task) request and its life; gpu_milli is the share of one GPU "
+    "(1000 = whole) when num_gpu == 1.",
+    columns=(
+        Column("pod_id", pl.String()),
+        Column("job_id", pl.String(), nullable=True),
+        Column("gang_id", pl.String(), nullable=True, doc="pods of one gang place together"),
+        Column("gang_size", pl.Int32(), nullable=True, low=1),
+        Column("pool", pl.String(), nullable=True),
+        Column("cpu_milli", pl.Int64(), low=0),
+        Column("memory_mib", pl.Int64(), low=0),
+        Column("num_gpu", pl.Int32(), low=0, high=64),
+        Column("gpu_milli", pl.Int32(), low=0, high=1000),
+        Column("gpu_spec", pl.String(), nullable=True, doc="allowed GPU models, '|'-separated"),
+        Column("qos", pl.String(), nullable=True),
+        Column("priority", pl.Int32(), nullable=True),
+        Column("phase", pl.String(), nullable=True),
+        Column("created_at", UTC_TS),
+        Column("scheduled_at", UTC_TS, nullable=True),
+        Column("deleted_at", UTC_TS, nullable=True),
+        Column("node_id", pl.String(), nullable=True),
+    ),
+    key=("pod_id",),
+    time_column="created_at",
+)
+
+DEMAND = FrameSchema(
+    name="demand",
+    doc="Demand of one series (pool x resource x GPU model) per interval: value = "
+    "running + pending (unconstrained), capacity = what the pool held.",
+    columns=(
+        Column("series_id", pl.String()),
+        Column("ts", UTC_TS),
+        Column("value", pl.Float64(), low=0.0, doc="demand = running + pending"),
+        Column("running", pl.Float64(), nullable=True, low=0.0),
+        Column("pending", pl.Float64(), nullable=True, low=0.0),
+        Column("capacity", pl.Float64(), nullable=True, low=0.0),
+        Column("pool", pl.String(), nullable=True),
+        Column("resource", pl.String(), nullable=True, doc="gpus, cpu_cores, nodes, cpu_pct..."),
+        Column("gpu_model", pl.String(), nullable=True),
+    ),
+    key=("series_id", "ts"),
+    time_column="ts",
+)
+
+CALENDAR = FrameSchema(
+    name="calendar",
+    doc="Known-in-advance events (promotions, launches) that move demand.",
+    columns=(
+        Column("name", pl.String()),
+        Column("kind", pl.String()),
+        Column("starts_at", UTC_TS),
+        Column("ends_at", UTC_TS),
+        Column("scope", pl.String(), nullable=True, doc="pool it applies to; null = all"),
+        Column("magnitude", pl.Float64(), nullable=True, low=0.0,
+               doc="planned demand multiplier, when known"),
+    ),
+    key=("name", "starts_at"),
+    time_column="starts_at",
+)
+
+DRIVE_SMART = FrameSchema(
+    name="drive_smart",
+    doc="One drive at one observation (Backblaze daily snapshot or an hds interval "
+    "start); node_id is the drive serial number.",
+    columns=(
+        Column("ts", UTC_TS),
+        Column("node_id", pl.String()),
+        Column("model", pl.String(), nullable=True),
+        Column("capacity_bytes", pl.Int64(), nullable=True, low=0),
+        Column("power_on_hours", pl.Float64(), nullable=True, low=0.0),
+        *(
+            Column(f"smart_{n}_raw", pl.Float64(), nullable=True, low=0.0)
+            for n in (1, 5, 9, 10, 12, 187, 188, 189, 194, 196, 197, 198)
+        ),
+    ),
+    key=("node_id", "ts"),
+    time_column="ts",
+    entity_column="node_id",
+)
+
+SERIES = FrameSchema(
+    name="series",
+    doc="A single univariate metric series (e.g. NAB, a VM's CPU %).",
+    columns=(
+        Column("series_id", pl.String()),
+        Column("ts", UTC_TS),
+        Column("value", pl.Float64()),
+    ),
+    key=("series_id", "ts"),
+    time_column="ts",
+)
+
+ANOMALY_WINDOWS = FrameSchema(
+    name="anomaly_windows",
+    doc="Labelled anomaly windows of a series (NAB scoring windows).",
+    columns=(
+        Column("series_id", pl.String()),
+        Column("starts_at", UTC_TS),
+        Column("ends_at", UTC_TS),
+    ),
+    key=("series_id", "starts_at"),
+    time_column="starts_at",
+)
+
+SCHEMAS: dict[str, FrameSchema] = {
+    s.name: s
+    for s in (INVENTORY, TELEMETRY, EVENTS, PODS, DEMAND, CALENDAR, DRIVE_SMART, SERIES,
+              ANOMALY_WINDOWS)
+}
+
+
+def schema_for(table: str) -> FrameSchema:
+    """The schema of ``table``; a clear error for unknown tables."""
+    try:
+        return SCHEMAS[table]
+    except KeyError:
+        raise KeyError(f"unknown table {table!r}; known: {', '.join(sorted(SCHEMAS))}") from None

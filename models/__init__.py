@@ -1,0 +1,1 @@
+"""predops models layer."""

@@ -1,0 +1,230 @@
+"""The ``predops`` command.
+
+Every subcommand that reports something takes ``--json`` and then prints exactly one
+JSON object on stdout (progress goes to stderr). Failures exit non-zero with a message
+that names the file, row or field; with ``--json`` the message is also the object
+``{"error": ..., "type": ...}`` on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from core.validation import SchemaError
+from pipelines.clock import SystemClock
+from pipelines.ingest.batch import IngestError
+from pipelines.lake import Lake, LakeError
+from pipelines.settings import Settings, load_settings
+
+F = TypeVar("F", bound=Callable[..., Any])
+EXPECTED_ERRORS = (IngestError, SchemaError, LakeError, KeyError, ValueError, OSError)
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> timedelta:
+    """'30s', '5m', '1h', '2d', '1w' -> timedelta; a clear error otherwise."""
+    m = _DURATION.match(text)
+    if not m:
+        raise click.BadParameter(f"{text!r} is not a duration like 30s, 5m, 1h, 2d")
+    return timedelta(seconds=float(m.group(1)) * _UNIT_S[m.group(2)])
+
+
+def parse_time(text: str) -> datetime:
+    """ISO-8601 date or time; naive values are UTC."""
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not an ISO-8601 time") from None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def emit(obj: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]], str]) -> None:
+    if as_json:
+        click.echo(json.dumps(obj, default=str, sort_keys=True))
+    else:
+        click.echo(human(obj))
+
+
+def reports(fn: F) -> F:
+    """Turn expected errors into one clear message (and a JSON object with --json)."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except EXPECTED_ERRORS as exc:
+            msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            if kwargs.get("as_json"):
+                click.echo(json.dumps({"error": str(msg), "type": type(exc).__name__}))
+            raise click.ClickException(str(msg)) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--workspace", type=click.Path(file_okay=False), default=None,
+              help="Where predops writes (lake, MLflow store, plans, audit log). "
+              "Default: $PREDOPS_WORKSPACE or ./workspace.")
+@click.pass_context
+def main(ctx: click.Context, workspace: str | None) -> None:
+    """predops: predictive operations for large compute clusters."""
+    ctx.obj = load_settings(workspace)
+
+
+def _settings() -> Settings:
+    obj = click.get_current_context().obj
+    assert isinstance(obj, Settings)
+    return obj
+
+
+# ---------------------------------------------------------------- simulate
+@main.command()
+@click.option("--nodes", type=click.IntRange(1), default=200, show_default=True)
+@click.option("--days", type=click.FloatRange(min=0, min_open=True), default=14,
+              show_default=True)
+@click.option("--interval", default="5m", show_default=True, help="Telemetry interval.")
+@click.option("--seed", type=int, default=7, show_default=True)
+@click.option("--start", default="2026-01-05", show_default=True,
+              help="First simulated instant (UTC).")
+@json_option
+@reports
+def simulate(nodes: int, days: float, interval: str, seed: int, start: str,
+             as_json: bool) -> None:
+    """Simulate a fleet (topology, telemetry, failures, pods, demand) into the lake."""
+    from pipelines.synthetic.run import SimConfig, simulate_to_lake
+
+    cfg = SimConfig(nodes=nodes, days=days, interval=parse_duration(interval), seed=seed,
+                    start=parse_time(start))
+    lake = Lake(_settings().lake_dir)
+    summary = simulate_to_lake(lake, cfg, clock=SystemClock(), progress=not as_json)
+    emit(summary, as_json, lambda s: json.dumps(s, indent=2, default=str))
+
+
+# ---------------------------------------------------------------- ingest
+@main.command()
+@click.argument("source")
+@click.argument("path")
+@click.option("--table", default=None, help="Table the input holds (files source).")
+@click.option("--source-name", default=None, help="Lake source name (default: the adapter's).")
+@click.option("--start", default=None, help="Range start (Prometheus), ISO-8601.")
+@click.option("--end", default=None, help="Range end (Prometheus), ISO-8601.")
+@click.option("--step", default=None, help="Range step (Prometheus), e.g. 5m.")
+@click.option("-o", "--option", "extra", multiple=True, metavar="KEY=VALUE",
+              help="Adapter-specific option; repeatable.")
+@json_option
+@reports
+def ingest(source: str, path: str, table: str | None, source_name: str | None,
+           start: str | None, end: str | None, step: str | None, extra: tuple[str, ...],
+           as_json: bool) -> None:
+    """Validate SOURCE at PATH (file, directory or URL) and write it to the lake.
+
+    Sources: files, prometheus, kubernetes, openb, backblaze-daily, backblaze-hds,
+    nab, helios, philly, datacenter, azure-vm.
+    """
+    from pipelines.ingest.registry import IngestOptions, adapter
+    from pipelines.ingest.run import file_digest
+    from pipelines.ingest.run import ingest as run_ingest
+
+    mod = adapter(source)
+    pairs = {}
+    for kv in extra:
+        if "=" not in kv:
+            raise click.BadParameter(f"{kv!r} is not KEY=VALUE", param_hint="--option")
+        k, v = kv.split("=", 1)
+        pairs[k.strip()] = v
+    clock = SystemClock()
+    opts = IngestOptions(
+        clock=clock, table=table,
+        start=parse_time(start) if start else None,
+        end=parse_time(end) if end else None,
+        step_s=parse_duration(step).total_seconds() if step else None,
+        extra=pairs,
+    )
+    lake = Lake(_settings().lake_dir)
+    report = run_ingest(lake, source_name or mod.SOURCE, mod.read(path, opts), clock=clock,
+                        input_name=path)
+    out = report.to_dict()
+    local = Path(path)
+    if local.exists():
+        out["input_sha256"] = file_digest(local)
+    emit(out, as_json, _human_ingest)
+
+
+def _human_ingest(r: dict[str, Any]) -> str:
+    lines = [f"ingested {r['input']} as source {r['source']}"]
+    for name, t in r["tables"].items():
+        lines.append(
+            f"  {name:<15} in {t['rows_in']:>10,}  written {t['rows_written']:>10,}  "
+            f"already present {t['rows_already_present']:>10,}  "
+            f"quarantined {t['rows_quarantined']:>8,}"
+        )
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- lake
+@main.group()
+def lake() -> None:
+    """Inspect the Parquet lake."""
+
+
+@lake.command("stats")
+@json_option
+@reports
+def lake_stats(as_json: bool) -> None:
+    """Rows, partitions, sources, time range and quarantined rows per table."""
+    settings = _settings()
+    stats = Lake(settings.lake_dir).stats()
+    emit({"lake": str(settings.lake_dir), "tables": stats}, as_json, _human_stats)
+
+
+def _human_stats(s: dict[str, Any]) -> str:
+    lines = [f"lake at {s['lake']}"]
+    if not s["tables"]:
+        lines.append("  (empty)")
+    for name, t in s["tables"].items():
+        lines.append(
+            f"  {name:<15} rows {t['rows']:>12,}  partitions {t['partitions']:>5}  "
+            f"quarantined {t['quarantined_rows']:>8,}  {t['time_min']} .. {t['time_max']}  "
+            f"sources: {', '.join(t['sources'])}"
+        )
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- demo
+@main.command()
+@click.option("--nodes", type=click.IntRange(1), default=200, show_default=True)
+@click.option("--days", type=float, default=14, show_default=True)
+@click.option("--seed", type=int, default=7, show_default=True)
+@json_option
+@reports
+def demo(nodes: int, days: float, seed: int, as_json: bool) -> None:
+    """The main job on the embedded default: simulate a fleet, ingest it, show the lake."""
+    from pipelines.synthetic.run import SimConfig, simulate_to_lake
+
+    settings = _settings()
+    lake_ = Lake(settings.lake_dir)
+    cfg = SimConfig(nodes=nodes, days=days, interval=timedelta(minutes=5), seed=seed,
+                    start=parse_time("2026-01-05"))
+    if not as_json:
+        click.echo(f"workspace: {settings.workspace}", err=True)
+    sim = simulate_to_lake(lake_, cfg, clock=SystemClock(), progress=not as_json)
+    out = {"workspace": str(settings.workspace), "simulate": sim, "lake": lake_.stats()}
+    emit(out, as_json, lambda o: _human_stats({"lake": str(settings.lake_dir),
+                                               "tables": o["lake"]}))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Ingest: adapters turn a source into contract frames; ``run`` validates and writes."""

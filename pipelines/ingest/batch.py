@@ -1,0 +1,24 @@
+"""The unit adapters hand to the ingest writer: contract columns for one table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+
+class IngestError(ValueError):
+    """An input that cannot be ingested at all; the message names the file and the cause."""
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Rows for ``table`` in (or castable to) the contract's columns.
+
+    ``first_row`` numbers the first row as the input counts it (1-based data row), so
+    quarantine entries point back at the input.
+    """
+
+    table: str
+    frame: pl.DataFrame
+    first_row: int = 1

@@ -1,0 +1,151 @@
+"""Parquet / CSV files already in the contract's columns.
+
+``predops ingest files PATH --table telemetry``: PATH is one file or a directory of
+``*.parquet`` / ``*.csv`` / ``*.csv.gz`` files. CSV values are read as text and typed by
+validation, so a bad value quarantines its row (named by row number and field) instead
+of failing the file. Whole-file problems (empty, truncated, not UTF-8, absurd header)
+raise :class:`IngestError` naming the file, before anything is written.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from core.schemas import SCHEMAS
+from pipelines.ingest.batch import Batch, IngestError
+from pipelines.ingest.registry import IngestOptions
+
+SOURCE = "files"
+HELP = "Parquet/CSV files in the contract's columns (--table names the table)"
+
+MAX_HEADER_BYTES = 1 << 20
+"""A CSV header line longer than this is refused (no contract has such a header)."""
+MAX_PARQUET_FOOTER_BYTES = 64 << 20
+"""Parquet metadata larger than this is refused before it is parsed."""
+BATCH_ROWS = 1_000_000
+
+
+def _suffix(path: Path) -> str:
+    name = path.name.lower()
+    for s in (".csv.gz", ".parquet", ".pq", ".csv"):
+        if name.endswith(s):
+            return s
+    raise IngestError(f"{path}: unknown file type (expected .parquet, .csv or .csv.gz)")
+
+
+def input_files(path: Path) -> list[Path]:
+    """The files an input path names, with a clear error when there are none."""
+    if not path.exists():
+        raise IngestError(f"{path}: no such file or directory")
+    if path.is_file():
+        return [path]
+    files = sorted(
+        p for p in path.rglob("*")
+        if p.is_file() and p.name.lower().endswith((".parquet", ".pq", ".csv", ".csv.gz"))
+    )
+    if not files:
+        raise IngestError(f"{path}: directory holds no .parquet / .csv / .csv.gz files")
+    return files
+
+
+def _csv_bytes(path: Path) -> bytes:
+    raw = path.read_bytes()
+    if path.name.lower().endswith(".gz"):
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise IngestError(f"{path}: not a readable gzip file ({exc})") from exc
+    return raw
+
+
+def read_csv_text(path: Path) -> pl.DataFrame:
+    """A CSV file as a frame of text columns, after whole-file checks."""
+    raw = _csv_bytes(path)
+    if not raw.strip():
+        raise IngestError(f"{path}: empty file (no header, no rows)")
+    newline = raw.find(b"\n")
+    header_len = len(raw) if newline < 0 else newline
+    if header_len > MAX_HEADER_BYTES:
+        raise IngestError(
+            f"{path}: header line is {header_len:,} bytes (limit {MAX_HEADER_BYTES:,}); "
+            "not a contract CSV"
+        )
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise IngestError(
+            f"{path}: line {line} (byte {exc.start}) is not valid UTF-8; "
+            "re-encode the file as UTF-8"
+        ) from exc
+    try:
+        return pl.read_csv(raw, infer_schema=False, raise_if_empty=False)
+    except pl.exceptions.PolarsError as exc:
+        raise IngestError(f"{path}: not a readable CSV file ({exc})") from exc
+
+
+def check_parquet(path: Path) -> None:
+    """Refuse truncated files and oversized footers before handing them to a reader."""
+    size = path.stat().st_size
+    if size == 0:
+        raise IngestError(f"{path}: empty file")
+    with open(path, "rb") as fh:
+        head = fh.read(4)
+        if size < 12 or head != b"PAR1":
+            raise IngestError(f"{path}: not a Parquet file (bad magic bytes or too short)")
+        fh.seek(size - 8)
+        tail = fh.read(8)
+    if tail[4:] != b"PAR1":
+        raise IngestError(f"{path}: truncated Parquet file (no footer magic at the end)")
+    footer_len = int.from_bytes(tail[:4], "little")
+    if footer_len > min(size - 12, MAX_PARQUET_FOOTER_BYTES):
+        raise IngestError(
+            f"{path}: Parquet footer claims {footer_len:,} bytes of metadata in a "
+            f"{size:,}-byte file; refusing to read it"
+        )
+
+
+def read_parquet_batches(path: Path, table: str) -> Iterator[Batch]:
+    check_parquet(path)
+    try:
+        pf = pq.ParquetFile(path)
+        first = 1
+        for rb in pf.iter_batches(batch_size=BATCH_ROWS):
+            frame = pl.from_arrow(rb)
+            assert isinstance(frame, pl.DataFrame)
+            yield Batch(table, frame, first_row=first)
+            first += frame.height
+    except (OSError, ValueError) as exc:
+        raise IngestError(f"{path}: not a readable Parquet file ({exc})") from exc
+
+
+def read(path: str, options: IngestOptions) -> Iterator[Batch]:
+    table = options.table
+    if table is None:
+        raise IngestError("files: say which table the files hold with --table")
+    if table not in SCHEMAS:
+        raise IngestError(f"files: unknown table {table!r}; known: {', '.join(sorted(SCHEMAS))}")
+    files = input_files(Path(path))
+    # Check every file before yielding anything, so one bad file in a directory
+    # fails the whole input before any of it is written.
+    csv_frames: dict[Path, pl.DataFrame] = {}
+    for f in files:
+        if _suffix(f) in (".parquet", ".pq"):
+            check_parquet(f)
+            try:
+                pq.ParquetFile(f)
+            except (OSError, ValueError) as exc:
+                raise IngestError(f"{f}: not a readable Parquet file ({exc})") from exc
+        else:
+            csv_frames[f] = read_csv_text(f)
+    for f in files:
+        if f in csv_frames:
+            yield Batch(table, csv_frames.pop(f))
+        else:
+            yield from read_parquet_batches(f, table)
