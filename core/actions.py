@@ -69,8 +69,12 @@ class Action:
     def idempotency_key(self) -> str:
         """Same action on the same target with the same parameters and window: same key."""
         body = json.dumps(
-            {"kind": self.kind, "target": self.target, "params": _iso(self.params()),
-             "not_before": _iso(self.not_before)},
+            {
+                "kind": self.kind,
+                "target": self.target,
+                "params": _iso(self.params()),
+                "not_before": _iso(self.not_before),
+            },
             sort_keys=True,
         )
         return f"{self.kind}:{self.target}:{hashlib.sha256(body.encode()).hexdigest()[:16]}"
@@ -147,8 +151,11 @@ class Buy(Action):
             raise ValueError(f"buy {self.target}: quantity must be positive")
 
     def params(self) -> dict[str, Any]:
-        return {"region": self.region, "quantity": self.quantity,
-                "by_date": self.by_date.isoformat()}
+        return {
+            "region": self.region,
+            "quantity": self.quantity,
+            "by_date": self.by_date.isoformat(),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,8 +168,12 @@ class Skip:
     detail: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "target": self.target, "reason": self.reason.value,
-                "detail": self.detail}
+        return {
+            "kind": self.kind,
+            "target": self.target,
+            "reason": self.reason.value,
+            "detail": self.detail,
+        }
 
 
 @dataclass(frozen=True, slots=True)

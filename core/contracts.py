@@ -103,8 +103,7 @@ class Forecast:
                 raise ValueError(f"{self.series_id}: {q} is not finite ({v})")
         if not (self.p10 <= self.p50 <= self.p90):
             raise ValueError(
-                f"{self.series_id}: quantiles cross: p10={self.p10} p50={self.p50} "
-                f"p90={self.p90}"
+                f"{self.series_id}: quantiles cross: p10={self.p10} p50={self.p50} p90={self.p90}"
             )
 
     @property

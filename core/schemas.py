@@ -85,12 +85,35 @@ def _counter(name: str, doc: str) -> Column:
 
 
 FAILURE_CAUSES = frozenset(
-    {"gpu_ecc", "gpu_xid", "thermal", "psu", "disk", "nic", "kernel", "memory", "cpu",
-     "network", "software", "facilities", "human", "unknown"}
+    {
+        "gpu_ecc",
+        "gpu_xid",
+        "thermal",
+        "psu",
+        "disk",
+        "nic",
+        "kernel",
+        "memory",
+        "cpu",
+        "network",
+        "software",
+        "facilities",
+        "human",
+        "unknown",
+    }
 )
 EVENT_KINDS = frozenset(
-    {"failure", "repair", "maintenance_start", "maintenance_end", "cordon", "uncordon",
-     "drain", "not_ready", "ready"}
+    {
+        "failure",
+        "repair",
+        "maintenance_start",
+        "maintenance_end",
+        "cordon",
+        "uncordon",
+        "drain",
+        "not_ready",
+        "ready",
+    }
 )
 
 INVENTORY = FrameSchema(
@@ -106,8 +129,12 @@ INVENTORY = FrameSchema(
         Column("cpu_milli", pl.Int64(), low=1),
         Column("memory_mib", pl.Int64(), low=1),
         Column("numa_nodes", pl.Int16(), low=1, high=16),
-        Column("nvlink_domain", pl.String(), nullable=True,
-               doc="NVLink domain id; GPUs sharing one id are NVLink-connected"),
+        Column(
+            "nvlink_domain",
+            pl.String(),
+            nullable=True,
+            doc="NVLink domain id; GPUs sharing one id are NVLink-connected",
+        ),
         Column("region", pl.String()),
         Column("zone", pl.String()),
         Column("spine", pl.String()),
@@ -129,10 +156,22 @@ TELEMETRY = FrameSchema(
         _pct("cpu_util_pct", nullable=True),
         Column("mem_used_bytes", pl.Int64(), nullable=True, low=0),
         _pct("gpu_util_pct", nullable=True, doc="mean over the node's GPUs"),
-        Column("gpu_temp_c", pl.Float32(), nullable=True, low=-40.0, high=150.0,
-               doc="hottest GPU of the node"),
-        Column("gpu_power_w", pl.Float32(), nullable=True, low=0.0, high=20000.0,
-               doc="sum over the node's GPUs"),
+        Column(
+            "gpu_temp_c",
+            pl.Float32(),
+            nullable=True,
+            low=-40.0,
+            high=150.0,
+            doc="hottest GPU of the node",
+        ),
+        Column(
+            "gpu_power_w",
+            pl.Float32(),
+            nullable=True,
+            low=0.0,
+            high=20000.0,
+            doc="sum over the node's GPUs",
+        ),
         _counter("ecc_sbe_total", "GPU single-bit ECC errors since boot/install"),
         _counter("ecc_dbe_total", "GPU double-bit ECC errors"),
         _counter("xid_errors_total", "GPU XID errors"),
@@ -218,8 +257,13 @@ CALENDAR = FrameSchema(
         Column("starts_at", UTC_TS),
         Column("ends_at", UTC_TS),
         Column("scope", pl.String(), nullable=True, doc="pool it applies to; null = all"),
-        Column("magnitude", pl.Float64(), nullable=True, low=0.0,
-               doc="planned demand multiplier, when known"),
+        Column(
+            "magnitude",
+            pl.Float64(),
+            nullable=True,
+            low=0.0,
+            doc="planned demand multiplier, when known",
+        ),
     ),
     key=("name", "starts_at"),
     time_column="starts_at",
@@ -271,8 +315,17 @@ ANOMALY_WINDOWS = FrameSchema(
 
 SCHEMAS: dict[str, FrameSchema] = {
     s.name: s
-    for s in (INVENTORY, TELEMETRY, EVENTS, PODS, DEMAND, CALENDAR, DRIVE_SMART, SERIES,
-              ANOMALY_WINDOWS)
+    for s in (
+        INVENTORY,
+        TELEMETRY,
+        EVENTS,
+        PODS,
+        DEMAND,
+        CALENDAR,
+        DRIVE_SMART,
+        SERIES,
+        ANOMALY_WINDOWS,
+    )
 }
 
 

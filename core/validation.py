@@ -69,8 +69,12 @@ def _cast_expr(col: Column, src_dtype: pl.DataType) -> pl.Expr:
             ]
             naive = [
                 s.str.to_datetime(fmt, time_unit="us", strict=False).dt.replace_time_zone("UTC")
-                for fmt in ("%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M",
-                            "%Y-%m-%d %H:%M")
+                for fmt in (
+                    "%Y-%m-%dT%H:%M:%S%.f",
+                    "%Y-%m-%d %H:%M:%S%.f",
+                    "%Y-%m-%dT%H:%M",
+                    "%Y-%m-%d %H:%M",
+                )
             ]
             day = s.str.to_date("%Y-%m-%d", strict=False).cast(pl.Datetime("us"))
             parsed = pl.coalesce(*aware, *naive, day.dt.replace_time_zone("UTC"))
@@ -84,17 +88,16 @@ def _cast_expr(col: Column, src_dtype: pl.DataType) -> pl.Expr:
         return c.cast(UTC_TS, strict=False)
     if target == pl.Boolean and src_dtype == pl.String:
         s = c.str.strip_chars().str.to_lowercase()
-        return (
-            pl.when(s.is_in(_TRUE)).then(True).when(s.is_in(_FALSE)).then(False)
-            .otherwise(None)
-        )
+        return pl.when(s.is_in(_TRUE)).then(True).when(s.is_in(_FALSE)).then(False).otherwise(None)
     if src_dtype == pl.String:
         c = c.str.strip_chars()
         if target.is_integer():
             # "12.0" is a fine integer in a CSV; "12.5" is not.
             as_float = c.cast(pl.Float64, strict=False)
             return (
-                pl.when(as_float == as_float.round(0)).then(as_float).otherwise(None)
+                pl.when(as_float == as_float.round(0))
+                .then(as_float)
+                .otherwise(None)
                 .cast(target, strict=False)
             )
     if target.is_integer() and src_dtype.is_float():
@@ -112,8 +115,9 @@ def _checks(col: Column, src: str, cast: str, src_dtype: pl.DataType) -> list[pl
     if src_dtype == pl.String:
         raw_present = raw_present & (raw.str.strip_chars() != "")
     out.append(
-        pl.when(raw_present & val.is_null())
-        .then(pl.format("cannot read {} as {}", raw.cast(pl.String), pl.lit(str(col.dtype))))
+        pl.when(raw_present & val.is_null()).then(
+            pl.format("cannot read {} as {}", raw.cast(pl.String), pl.lit(str(col.dtype)))
+        )
     )
     if not col.nullable:
         out.append(pl.when(~raw_present).then(pl.lit("missing value")))
@@ -129,8 +133,9 @@ def _checks(col: Column, src: str, cast: str, src_dtype: pl.DataType) -> list[pl
         )
     if col.high is not None:
         out.append(
-            pl.when(val > col.high).then(pl.format("value {} above maximum {}", val,
-                                                   pl.lit(col.high)))
+            pl.when(val > col.high).then(
+                pl.format("value {} above maximum {}", val, pl.lit(col.high))
+            )
         )
     if col.allowed is not None:
         allowed = sorted(col.allowed)
@@ -183,36 +188,42 @@ def validate(
         limit = now + future_tolerance
         reasons.append(
             pl.when(tcol > pl.lit(limit, dtype=UTC_TS)).then(
-                pl.format("timestamp {} is more than {} ahead of ingest time",
-                          tcol.cast(pl.String), pl.lit(str(future_tolerance)))
+                pl.format(
+                    "timestamp {} is more than {} ahead of ingest time",
+                    tcol.cast(pl.String),
+                    pl.lit(str(future_tolerance)),
+                )
             )
         )
-        fields.append(pl.when(tcol > pl.lit(limit, dtype=UTC_TS)).then(
-            pl.lit(schema.time_column)))
+        fields.append(pl.when(tcol > pl.lit(limit, dtype=UTC_TS)).then(pl.lit(schema.time_column)))
     if known_entities is not None and schema.entity_column is not None:
         ent = pl.col(f"__v_{schema.entity_column}")
         unknown = ent.is_not_null() & ~ent.is_in(list(known_entities))
-        reasons.append(pl.when(unknown).then(
-            pl.format("unknown {} {} (not in inventory)", pl.lit(schema.entity_column), ent)))
+        reasons.append(
+            pl.when(unknown).then(
+                pl.format("unknown {} {} (not in inventory)", pl.lit(schema.entity_column), ent)
+            )
+        )
         fields.append(pl.when(unknown).then(pl.lit(schema.entity_column)))
 
     checked = typed.with_columns(
-        pl.coalesce(reasons).alias("__reason") if reasons else pl.lit(None, pl.String)
-        .alias("__reason"),
-        pl.coalesce(fields).alias("__field") if fields else pl.lit(None, pl.String)
-        .alias("__field"),
+        pl.coalesce(reasons).alias("__reason")
+        if reasons
+        else pl.lit(None, pl.String).alias("__reason"),
+        pl.coalesce(fields).alias("__field")
+        if fields
+        else pl.lit(None, pl.String).alias("__field"),
     )
     key_v = [f"__v_{k}" for k in schema.key]
     # Duplicate keys: among otherwise-good rows, the first occurrence wins.
     ok = pl.col("__reason").is_null()
-    checked = checked.with_columns(
-        pl.struct(key_v).is_first_distinct().over(ok).alias("__first")
-    )
+    checked = checked.with_columns(pl.struct(key_v).is_first_distinct().over(ok).alias("__first"))
     dup = ok & ~pl.col("__first")
     checked = checked.with_columns(
-        pl.when(dup).then(pl.format("duplicate key ({}) already in this input",
-                                    pl.lit(", ".join(schema.key))))
-        .otherwise(pl.col("__reason")).alias("__reason"),
+        pl.when(dup)
+        .then(pl.format("duplicate key ({}) already in this input", pl.lit(", ".join(schema.key))))
+        .otherwise(pl.col("__reason"))
+        .alias("__reason"),
         pl.when(dup).then(pl.lit(schema.key[0])).otherwise(pl.col("__field")).alias("__field"),
     )
     good = checked.filter(pl.col("__reason").is_null()).select(
@@ -221,7 +232,8 @@ def validate(
     bad = checked.filter(pl.col("__reason").is_not_null())
     record = (
         pl.struct([pl.col(c).cast(pl.String) for c in src_cols]).struct.json_encode()
-        if src_cols else pl.lit("{}")
+        if src_cols
+        else pl.lit("{}")
     )
     quarantined = bad.select(
         pl.col(_ROW_IDX).cast(pl.Int64).alias("row"),

@@ -75,9 +75,13 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print one JS
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--workspace", type=click.Path(file_okay=False), default=None,
-              help="Where predops writes (lake, MLflow store, plans, audit log). "
-              "Default: $PREDOPS_WORKSPACE or ./workspace.")
+@click.option(
+    "--workspace",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where predops writes (lake, MLflow store, plans, audit log). "
+    "Default: $PREDOPS_WORKSPACE or ./workspace.",
+)
 @click.pass_context
 def main(ctx: click.Context, workspace: str | None) -> None:
     """predops: predictive operations for large compute clusters."""
@@ -93,21 +97,25 @@ def _settings() -> Settings:
 # ---------------------------------------------------------------- simulate
 @main.command()
 @click.option("--nodes", type=click.IntRange(1), default=200, show_default=True)
-@click.option("--days", type=click.FloatRange(min=0, min_open=True), default=14,
-              show_default=True)
+@click.option("--days", type=click.FloatRange(min=0, min_open=True), default=14, show_default=True)
 @click.option("--interval", default="5m", show_default=True, help="Telemetry interval.")
 @click.option("--seed", type=int, default=7, show_default=True)
-@click.option("--start", default="2026-01-05", show_default=True,
-              help="First simulated instant (UTC).")
+@click.option(
+    "--start", default="2026-01-05", show_default=True, help="First simulated instant (UTC)."
+)
 @json_option
 @reports
-def simulate(nodes: int, days: float, interval: str, seed: int, start: str,
-             as_json: bool) -> None:
+def simulate(nodes: int, days: float, interval: str, seed: int, start: str, as_json: bool) -> None:
     """Simulate a fleet (topology, telemetry, failures, pods, demand) into the lake."""
     from pipelines.synthetic.run import SimConfig, simulate_to_lake
 
-    cfg = SimConfig(nodes=nodes, days=days, interval=parse_duration(interval), seed=seed,
-                    start=parse_time(start))
+    cfg = SimConfig(
+        nodes=nodes,
+        days=days,
+        interval=parse_duration(interval),
+        seed=seed,
+        start=parse_time(start),
+    )
     lake = Lake(_settings().lake_dir)
     summary = simulate_to_lake(lake, cfg, clock=SystemClock(), progress=not as_json)
     emit(summary, as_json, lambda s: json.dumps(s, indent=2, default=str))
@@ -122,13 +130,27 @@ def simulate(nodes: int, days: float, interval: str, seed: int, start: str,
 @click.option("--start", default=None, help="Range start (Prometheus), ISO-8601.")
 @click.option("--end", default=None, help="Range end (Prometheus), ISO-8601.")
 @click.option("--step", default=None, help="Range step (Prometheus), e.g. 5m.")
-@click.option("-o", "--option", "extra", multiple=True, metavar="KEY=VALUE",
-              help="Adapter-specific option; repeatable.")
+@click.option(
+    "-o",
+    "--option",
+    "extra",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Adapter-specific option; repeatable.",
+)
 @json_option
 @reports
-def ingest(source: str, path: str, table: str | None, source_name: str | None,
-           start: str | None, end: str | None, step: str | None, extra: tuple[str, ...],
-           as_json: bool) -> None:
+def ingest(
+    source: str,
+    path: str,
+    table: str | None,
+    source_name: str | None,
+    start: str | None,
+    end: str | None,
+    step: str | None,
+    extra: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Validate SOURCE at PATH (file, directory or URL) and write it to the lake.
 
     Sources: files, prometheus, kubernetes, openb, backblaze-daily, backblaze-hds,
@@ -147,15 +169,17 @@ def ingest(source: str, path: str, table: str | None, source_name: str | None,
         pairs[k.strip()] = v
     clock = SystemClock()
     opts = IngestOptions(
-        clock=clock, table=table,
+        clock=clock,
+        table=table,
         start=parse_time(start) if start else None,
         end=parse_time(end) if end else None,
         step_s=parse_duration(step).total_seconds() if step else None,
         extra=pairs,
     )
     lake = Lake(_settings().lake_dir)
-    report = run_ingest(lake, source_name or mod.SOURCE, mod.read(path, opts), clock=clock,
-                        input_name=path)
+    report = run_ingest(
+        lake, source_name or mod.SOURCE, mod.read(path, opts), clock=clock, input_name=path
+    )
     out = report.to_dict()
     local = Path(path)
     if local.exists():
@@ -216,14 +240,20 @@ def demo(nodes: int, days: float, seed: int, as_json: bool) -> None:
 
     settings = _settings()
     lake_ = Lake(settings.lake_dir)
-    cfg = SimConfig(nodes=nodes, days=days, interval=timedelta(minutes=5), seed=seed,
-                    start=parse_time("2026-01-05"))
+    cfg = SimConfig(
+        nodes=nodes,
+        days=days,
+        interval=timedelta(minutes=5),
+        seed=seed,
+        start=parse_time("2026-01-05"),
+    )
     if not as_json:
         click.echo(f"workspace: {settings.workspace}", err=True)
     sim = simulate_to_lake(lake_, cfg, clock=SystemClock(), progress=not as_json)
     out = {"workspace": str(settings.workspace), "simulate": sim, "lake": lake_.stats()}
-    emit(out, as_json, lambda o: _human_stats({"lake": str(settings.lake_dir),
-                                               "tables": o["lake"]}))
+    emit(
+        out, as_json, lambda o: _human_stats({"lake": str(settings.lake_dir), "tables": o["lake"]})
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import polars as pl
 import pyarrow.parquet as pq
@@ -37,7 +37,7 @@ _SOURCE_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 QUARANTINE_DIR = "_quarantine"
 STAGING_DIR = "_staging"
 INGEST_LOG = "_ingest_log.jsonl"
-PARQUET_COMPRESSION = "zstd"
+PARQUET_COMPRESSION: Final = "zstd"
 
 
 class LakeError(RuntimeError):
@@ -60,9 +60,13 @@ class WriteResult:
         self.partitions.extend(p for p in other.partitions if p not in self.partitions)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"table": self.table, "source": self.source, "rows_written": self.rows_written,
-                "rows_already_present": self.rows_already_present,
-                "partitions": len(self.partitions)}
+        return {
+            "table": self.table,
+            "source": self.source,
+            "rows_written": self.rows_written,
+            "rows_already_present": self.rows_already_present,
+            "partitions": len(self.partitions),
+        }
 
 
 def check_source(source: str) -> str:
@@ -142,14 +146,15 @@ class Lake:
         result = WriteResult(table, source)
         if frame.height == 0:
             return result
-        frame = frame.select(schema.names).cast(dict(schema.polars_schema()))
+        frame = frame.select(schema.names).cast(schema.polars_schema())
         day = pl.col(schema.time_column).dt.date().alias("__date")
         sort_cols = [*[k for k in schema.key if k != schema.time_column], schema.time_column]
         with self._locked(table):
             staging = self._staging()
             try:
-                parts = frame.with_columns(day).partition_by("__date", as_dict=True,
-                                                             maintain_order=True)
+                parts = frame.with_columns(day).partition_by(
+                    "__date", as_dict=True, maintain_order=True
+                )
                 for (part_day,), part in sorted(parts.items(), key=lambda kv: kv[0]):
                     assert isinstance(part_day, date)
                     part_dir = self._partition_dir(self.root / table, source, part_day)
@@ -175,8 +180,9 @@ class Lake:
             raise LakeError(f"cannot read stored keys in {part_dir}: {exc}") from exc
         return rows.join(stored, on=list(schema.key), how="anti", nulls_equal=True)
 
-    def quarantine(self, table: str, source: str, bad: pl.DataFrame, *, input_name: str,
-                   ingested_at: datetime) -> int:
+    def quarantine(
+        self, table: str, source: str, bad: pl.DataFrame, *, input_name: str, ingested_at: datetime
+    ) -> int:
         """Keep rejected rows (row, field, reason, original record) with their input."""
         check_source(source)
         if bad.height == 0:
@@ -213,7 +219,7 @@ class Lake:
     # ------------------------------------------------------------------ reads
     def files(self, table: str, source: str | None = None) -> list[Path]:
         base = self.table_dir(table)
-        pattern = f"source={source}/date=*/part-*.parquet" if source else "source=*/date=*/part-*.parquet"
+        pattern = f"source={source or '*'}/date=*/part-*.parquet"
         return sorted(base.glob(pattern))
 
     def quarantine_files(self, table: str) -> list[Path]:
@@ -225,16 +231,18 @@ class Lake:
         files = self.files(table, source)
         if not files:
             return schema.empty().lazy().with_columns(pl.lit(None, pl.String).alias("source"))
-        lf = pl.scan_parquet(files, hive_partitioning=True,
-                             hive_schema={"source": pl.String, "date": pl.Date})
+        lf = pl.scan_parquet(
+            files, hive_partitioning=True, hive_schema={"source": pl.String, "date": pl.Date}
+        )
         return lf.drop("date")
 
     def read_quarantine(self, table: str) -> pl.DataFrame:
         files = self.quarantine_files(table)
         if not files:
             return pl.DataFrame(schema=QUARANTINE_SCHEMA)
-        return pl.read_parquet(files, hive_partitioning=True,
-                               hive_schema={"source": pl.String, "date": pl.Date})
+        return pl.read_parquet(
+            files, hive_partitioning=True, hive_schema={"source": pl.String, "date": pl.Date}
+        )
 
     def node_ids(self, source: str) -> set[str] | None:
         """Node ids the inventory of ``source`` knows, or None when it has no inventory."""
@@ -258,8 +266,11 @@ class Lake:
             tmin = tmax = None
             if files:
                 t = schema.time_column
-                rng = pl.scan_parquet(files).select(
-                    pl.col(t).min().alias("min"), pl.col(t).max().alias("max")).collect()
+                rng = (
+                    pl.scan_parquet(files)
+                    .select(pl.col(t).min().alias("min"), pl.col(t).max().alias("max"))
+                    .collect()
+                )
                 tmin, tmax = rng["min"][0], rng["max"][0]
             quarantined = sum(pq.ParquetFile(f).metadata.num_rows for f in qfiles)
             out[name] = {

@@ -46,7 +46,8 @@ def input_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     files = sorted(
-        p for p in path.rglob("*")
+        p
+        for p in path.rglob("*")
         if p.is_file() and p.name.lower().endswith((".parquet", ".pq", ".csv", ".csv.gz"))
     )
     if not files:

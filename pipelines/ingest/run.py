@@ -95,13 +95,20 @@ def ingest(
             if not known_loaded:
                 known, known_loaded = lake.node_ids(source), True
             entities = known
-        res = validate(batch.frame, schema, now=now, future_tolerance=future_tolerance,
-                       known_entities=entities, first_row=batch.first_row)
+        res = validate(
+            batch.frame,
+            schema,
+            now=now,
+            future_tolerance=future_tolerance,
+            known_entities=entities,
+            first_row=batch.first_row,
+        )
         if batch.table == "inventory":
             known_loaded = False  # the inventory changed: reload before the next check
         w = lake.write(batch.table, source, res.good)
-        q = lake.quarantine(batch.table, source, res.quarantined, input_name=input_name,
-                            ingested_at=now)
+        q = lake.quarantine(
+            batch.table, source, res.quarantined, input_name=input_name, ingested_at=now
+        )
         t.rows_in += batch.frame.height
         t.rows_written += w.rows_written
         t.rows_already_present += w.rows_already_present

@@ -71,7 +71,7 @@ def nodes_frame(raw: pl.DataFrame, snapshot: datetime) -> pl.DataFrame:
 
 def _rel_time(col: str, epoch: datetime) -> pl.Expr:
     secs = pl.col(col).str.strip_chars().cast(pl.Float64, strict=False)
-    return (pl.lit(epoch, dtype=UTC_TS) + pl.duration(microseconds=(secs * 1e6).round(0)))
+    return pl.lit(epoch, dtype=UTC_TS) + pl.duration(microseconds=(secs * 1e6).round(0))
 
 
 def workload_name(path: Path) -> str:
@@ -94,14 +94,15 @@ def pods_frame(raw: pl.DataFrame, epoch: datetime, workload: str) -> pl.DataFram
         if col not in has:
             return pl.lit(None, dtype=UTC_TS)
         return (
-            pl.when(pl.col(col).str.strip_chars() != "").then(_rel_time(col, epoch))
-            .otherwise(None)
+            pl.when(pl.col(col).str.strip_chars() != "").then(_rel_time(col, epoch)).otherwise(None)
         )
 
     created = (
         pl.when(pl.col("creation_time").str.strip_chars() != "")
-        .then(_rel_time("creation_time", epoch)).otherwise(None)
-        if "creation_time" in has else pl.lit(epoch, dtype=UTC_TS)
+        .then(_rel_time("creation_time", epoch))
+        .otherwise(None)
+        if "creation_time" in has
+        else pl.lit(epoch, dtype=UTC_TS)
     )
     return raw.select(
         pl.format("{}/{}", pl.lit(workload), pl.col("name")).alias("pod_id"),
