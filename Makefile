@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export OMP_WAIT_POLICY := passive
 export PREDOPS_SHARED_DATA ?= $(abspath ../shared/data)
 
-.PHONY: setup demo test lint typecheck layers unit bench clean
+.PHONY: setup system-deps demo test lint typecheck layers unit clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+system-deps:
+	bash scripts/system-deps.sh
 
 demo: $(STAMP)
 	$(BIN)/predops demo
@@ -29,7 +32,7 @@ typecheck: $(STAMP)
 layers: $(STAMP)
 	$(BIN)/lint-imports
 
-unit: $(STAMP)
+unit: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck layers unit

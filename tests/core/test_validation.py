@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.schemas import SCHEMAS, TELEMETRY, schema_for
+from core.validation import SchemaError, validate
+
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+def test_every_schema_is_consistent() -> None:
+    for name, schema in SCHEMAS.items():
+        assert schema.name == name
+        assert all(c == c.lower() for c in schema.names)
+        assert schema.empty().schema == schema.polars_schema()
+        assert not schema.column(schema.time_column).nullable
+    with pytest.raises(KeyError, match="unknown table 'nope'"):
+        schema_for("nope")
+
+
+def test_missing_required_column_names_it() -> None:
+    with pytest.raises(SchemaError, match="missing required column\\(s\\) node_id"):
+        validate(pl.DataFrame({"ts": [NOW]}), TELEMETRY)
+
+
+def test_nullable_columns_may_be_absent() -> None:
+    res = validate(pl.DataFrame({"ts": [NOW], "node_id": ["n1"]}), TELEMETRY)
+    assert res.good.height == 1 and res.good.schema == TELEMETRY.polars_schema()
+
+
+def test_timestamps_in_many_spellings_become_utc() -> None:
+    spellings = [
+        "2026-03-01T10:00:00Z",
+        "2026-03-01 10:00:00",
+        "2026-03-01T11:00:00+01:00",
+        "2026-03-01T10:00:00.000000",
+        "2026-03-01T10:00",
+    ]
+    frame = pl.DataFrame({"ts": spellings, "node_id": [f"n{i}" for i in range(5)]})
+    res = validate(frame, TELEMETRY)
+    assert res.quarantined.height == 0
+    assert set(res.good["ts"].to_list()) == {datetime(2026, 3, 1, 10, tzinfo=UTC)}
+
+
+gauges = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True, width=32))
+counters = st.one_of(st.none(), st.integers(min_value=-5, max_value=10**12))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 20), gauges, counters), min_size=0, max_size=40
+    )
+)
+def test_every_row_is_either_good_and_valid_or_quarantined(rows: list) -> None:
+    frame = pl.DataFrame(
+        {
+            "node_id": [f"n{r[0]}" for r in rows],
+            "ts": [NOW - timedelta(minutes=r[1]) for r in rows],
+            "gpu_temp_c": [r[2] for r in rows],
+            "ecc_dbe_total": [r[3] for r in rows],
+        },
+        schema={
+            "node_id": pl.String,
+            "ts": pl.Datetime("us", "UTC"),
+            "gpu_temp_c": pl.Float32,
+            "ecc_dbe_total": pl.Int64,
+        },
+    )
+    res = validate(frame, TELEMETRY, now=NOW)
+    assert res.good.height + res.quarantined.height == len(rows)
+    assert res.good.select("node_id", "ts").is_duplicated().sum() == 0
+    for t in res.good["gpu_temp_c"].to_list():
+        assert t is None or (math.isfinite(t) and -40 <= t <= 150)
+    assert all(c is None or c >= 0 for c in res.good["ecc_dbe_total"].to_list())
+    assert res.quarantined["row"].is_unique().all()
+    assert res.quarantined["reason"].null_count() == 0
+
+
+def test_unknown_entities_are_quarantined_only_when_an_inventory_is_known() -> None:
+    frame = pl.DataFrame({"ts": [NOW, NOW], "node_id": ["n1", "ghost"]})
+    assert validate(frame, TELEMETRY).quarantined.height == 0
+    res = validate(frame, TELEMETRY, known_entities={"n1"})
+    assert res.quarantined["reason"].to_list() == ["unknown node_id ghost (not in inventory)"]
+
+
+def test_rows_are_numbered_from_first_row() -> None:
+    frame = pl.DataFrame({"ts": [NOW, None], "node_id": ["a", "b"]})
+    res = validate(frame, TELEMETRY, first_row=101)
+    assert res.quarantined["row"].to_list() == [102]
+    assert res.quarantined["field"].to_list() == ["ts"]
