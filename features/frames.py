@@ -1,0 +1,101 @@
+"""Assemble node feature frames: offline (every evaluation time up to a cutoff, with
+labels) and online (the latest row per node). Both come from the same definitions and
+the same steps, so a model sees in serving exactly what it saw in training."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import polars as pl
+
+from features.definitions import FeatureSet, NodeFeatureSpec, node_feature_set
+from features.labels import add_failure_labels, label_name
+from features.node import (
+    END,
+    NODE,
+    ORIGIN,
+    add_event_features,
+    add_peer_features,
+    add_static_features,
+    add_window_features,
+    bucket_grid,
+    bucket_telemetry,
+    floor_to_bucket,
+)
+
+DEFAULT_HORIZONS = (timedelta(hours=6), timedelta(hours=24), timedelta(hours=72))
+
+
+def _on_every(every: timedelta) -> pl.Expr:
+    us = int(every.total_seconds() * 1_000_000)
+    return ((pl.col(END) - pl.lit(ORIGIN)).dt.total_microseconds() % us) == 0
+
+
+def node_features(
+    telemetry: pl.LazyFrame,
+    inventory: pl.LazyFrame,
+    events: pl.LazyFrame,
+    *,
+    cutoff: datetime,
+    spec: NodeFeatureSpec | None = None,
+    eval_every: timedelta | None = None,
+    latest_only: bool = False,
+    since: datetime | None = None,
+) -> pl.LazyFrame:
+    """Node features as of ``cutoff``.
+
+    Uses only telemetry and events with time ``<= cutoff - spec.ingestion_delay`` and
+    inventory snapshots ``<= cutoff``. Rows are at bucket ends, stamped
+    ``ts = bucket_end + ingestion_delay``; ``eval_every`` keeps only bucket ends on that
+    grid (e.g. hourly training rows); ``latest_only`` keeps only the last bucket end;
+    ``since`` drops rows before it (the windows still see earlier data).
+    """
+    spec = spec or NodeFeatureSpec()
+    fs = node_feature_set(spec)
+    visible = cutoff - spec.ingestion_delay
+    buckets = bucket_telemetry(telemetry, spec, cutoff=visible)
+    grid = bucket_grid(buckets, spec, cutoff=visible)
+    lf = add_window_features(grid, spec)
+    if latest_only:
+        lf = lf.filter(pl.col(END) == floor_to_bucket(visible, spec.bucket))
+    elif eval_every is not None:
+        lf = lf.filter(_on_every(eval_every))
+    if since is not None:
+        lf = lf.filter(pl.col(END) + spec.ingestion_delay >= since)
+    lf = add_static_features(lf, inventory.filter(pl.col("ts") <= cutoff))
+    lf = add_peer_features(lf, spec)
+    lf = add_event_features(lf, events.filter(pl.col("at") <= visible), spec)
+    return lf.select(
+        NODE,
+        (pl.col(END) + spec.ingestion_delay).alias("ts"),
+        *[pl.col(n).cast(pl.Categorical) if n in fs.categorical else pl.col(n) for n in fs.names],
+        pl.col("last_ts").forward_fill().over(NODE).alias("last_sample_ts")
+        if not latest_only
+        else pl.col("last_ts").alias("last_sample_ts"),
+    ).sort(NODE, "ts")
+
+
+def training_frame(
+    telemetry: pl.LazyFrame,
+    inventory: pl.LazyFrame,
+    events: pl.LazyFrame,
+    *,
+    cutoff: datetime,
+    spec: NodeFeatureSpec | None = None,
+    eval_every: timedelta = timedelta(hours=1),
+    horizons: tuple[timedelta, ...] = DEFAULT_HORIZONS,
+    since: datetime | None = None,
+) -> pl.LazyFrame:
+    """Features every ``eval_every`` up to ``cutoff`` with failure labels known by
+    ``cutoff`` and the ``usable`` mask (node not down, not in maintenance)."""
+    feats = node_features(
+        telemetry, inventory, events, cutoff=cutoff, spec=spec, eval_every=eval_every, since=since
+    )
+    return add_failure_labels(feats, events, horizons=horizons, label_cutoff=cutoff)
+
+
+def feature_set(spec: NodeFeatureSpec | None = None) -> FeatureSet:
+    return node_feature_set(spec)
+
+
+__all__ = ["DEFAULT_HORIZONS", "feature_set", "label_name", "node_features", "training_frame"]

@@ -1,0 +1,92 @@
+"""Failure labels: "node fails within H" for several horizons.
+
+The label of a row at ``t`` looks only at failures strictly after ``t`` (and at or before
+``t + H``); it is null (unknown, not 0) when ``t + H`` lies beyond the label cutoff and
+no failure was seen before it. Rows where the node is already down (a failure without a
+later repair at or before ``t``) or in a maintenance window are marked unusable: a node
+is never counted as failing while it is already down.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import polars as pl
+
+from features.definitions import window_label
+
+NODE = "node_id"
+
+
+def label_name(h: timedelta) -> str:
+    return f"fails_within_{window_label(h)}"
+
+
+def _last(events: pl.LazyFrame, kind: str, name: str) -> pl.LazyFrame:
+    return events.filter(pl.col("kind") == kind).select(NODE, pl.col("at").alias(name)).sort(name)
+
+
+def add_failure_labels(
+    rows: pl.LazyFrame,
+    events: pl.LazyFrame,
+    *,
+    horizons: tuple[timedelta, ...],
+    label_cutoff: datetime,
+    time_col: str = "ts",
+) -> pl.LazyFrame:
+    """Add one Int8 label column per horizon and a boolean ``usable`` column.
+
+    ``events`` are filtered to ``at <= label_cutoff`` here: nothing later can inform a
+    label in a frame built as of that cutoff.
+    """
+    ev = events.filter(pl.col("at") <= label_cutoff)
+    out = rows.sort(time_col)
+    # The next failure strictly after t (a failure at t is not in the future).
+    nxt = _last(ev, "failure", "__next_fail")
+    out = out.join_asof(
+        nxt,
+        left_on=time_col,
+        right_on="__next_fail",
+        by=NODE,
+        strategy="forward",
+        allow_exact_matches=False,
+        check_sortedness=False,
+    )
+    cutoff = pl.lit(label_cutoff, dtype=pl.Datetime("us", "UTC"))
+    labels = []
+    for h in horizons:
+        hit = pl.col("__next_fail").is_not_null() & (pl.col("__next_fail") <= pl.col(time_col) + h)
+        known = hit | (pl.col(time_col) + h <= cutoff)
+        labels.append(
+            pl.when(hit)
+            .then(1)
+            .when(known)
+            .then(0)
+            .otherwise(None)
+            .cast(pl.Int8)
+            .alias(label_name(h))
+        )
+    out = out.with_columns(labels)
+    for kind, name in (
+        ("failure", "__last_fail"),
+        ("repair", "__last_repair"),
+        ("maintenance_start", "__last_mstart"),
+        ("maintenance_end", "__last_mend"),
+    ):
+        out = out.join_asof(
+            _last(ev, kind, name),
+            left_on=time_col,
+            right_on=name,
+            by=NODE,
+            strategy="backward",
+            check_sortedness=False,
+        )
+    down = pl.col("__last_fail").is_not_null() & (
+        pl.col("__last_repair").is_null() | (pl.col("__last_repair") < pl.col("__last_fail"))
+    )
+    in_maint = pl.col("__last_mstart").is_not_null() & (
+        pl.col("__last_mend").is_null() | (pl.col("__last_mend") < pl.col("__last_mstart"))
+    )
+    return out.with_columns((~down & ~in_maint).alias("usable")).drop(
+        "__next_fail", "__last_fail", "__last_repair", "__last_mstart", "__last_mend"
+    )
