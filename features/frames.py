@@ -31,6 +31,51 @@ def _on_every(every: timedelta) -> pl.Expr:
     return ((pl.col(END) - pl.lit(ORIGIN)).dt.total_microseconds() % us) == 0
 
 
+def node_local_features(
+    telemetry: pl.LazyFrame,
+    inventory: pl.LazyFrame,
+    events: pl.LazyFrame,
+    *,
+    cutoff: datetime,
+    spec: NodeFeatureSpec,
+    eval_every: timedelta | None = None,
+    latest_only: bool = False,
+    since: datetime | None = None,
+) -> pl.LazyFrame:
+    """Everything that needs only one node's own rows (so it can run per partition of
+    nodes, e.g. on Dask): windows, static attributes, events. Peers come after."""
+    visible = cutoff - spec.ingestion_delay
+    buckets = bucket_telemetry(telemetry, spec, cutoff=visible)
+    grid = bucket_grid(buckets, spec, cutoff=visible)
+    lf = add_window_features(grid, spec)
+    if latest_only:
+        lf = lf.filter(pl.col(END) == floor_to_bucket(visible, spec.bucket))
+    elif eval_every is not None:
+        lf = lf.filter(_on_every(eval_every))
+    if since is not None:
+        lf = lf.filter(pl.col(END) + spec.ingestion_delay >= since)
+    lf = add_static_features(lf, inventory.filter(pl.col("ts") <= cutoff))
+    lf = add_event_features(lf, events.filter(pl.col("at") <= visible), spec)
+    have = set(lf.collect_schema().names())
+    keep = [n for n in node_feature_set(spec).names if n in have]  # all but peer features
+    last_seen = (
+        pl.col("last_ts").forward_fill().over(NODE) if not latest_only else pl.col("last_ts")
+    )
+    return lf.select(NODE, END, *keep, last_seen.alias("last_sample_ts"))
+
+
+def finish_node_features(local: pl.LazyFrame, spec: NodeFeatureSpec) -> pl.LazyFrame:
+    """Cross-node features (peer deviations at the same time) and the final columns."""
+    fs = node_feature_set(spec)
+    lf = add_peer_features(local, spec)
+    return lf.select(
+        NODE,
+        (pl.col(END) + spec.ingestion_delay).alias("ts"),
+        *[pl.col(n).cast(pl.Categorical) if n in fs.categorical else pl.col(n) for n in fs.names],
+        "last_sample_ts",
+    ).sort(NODE, "ts")
+
+
 def node_features(
     telemetry: pl.LazyFrame,
     inventory: pl.LazyFrame,
@@ -51,28 +96,17 @@ def node_features(
     ``since`` drops rows before it (the windows still see earlier data).
     """
     spec = spec or NodeFeatureSpec()
-    fs = node_feature_set(spec)
-    visible = cutoff - spec.ingestion_delay
-    buckets = bucket_telemetry(telemetry, spec, cutoff=visible)
-    grid = bucket_grid(buckets, spec, cutoff=visible)
-    lf = add_window_features(grid, spec)
-    if latest_only:
-        lf = lf.filter(pl.col(END) == floor_to_bucket(visible, spec.bucket))
-    elif eval_every is not None:
-        lf = lf.filter(_on_every(eval_every))
-    if since is not None:
-        lf = lf.filter(pl.col(END) + spec.ingestion_delay >= since)
-    lf = add_static_features(lf, inventory.filter(pl.col("ts") <= cutoff))
-    lf = add_peer_features(lf, spec)
-    lf = add_event_features(lf, events.filter(pl.col("at") <= visible), spec)
-    return lf.select(
-        NODE,
-        (pl.col(END) + spec.ingestion_delay).alias("ts"),
-        *[pl.col(n).cast(pl.Categorical) if n in fs.categorical else pl.col(n) for n in fs.names],
-        pl.col("last_ts").forward_fill().over(NODE).alias("last_sample_ts")
-        if not latest_only
-        else pl.col("last_ts").alias("last_sample_ts"),
-    ).sort(NODE, "ts")
+    local = node_local_features(
+        telemetry,
+        inventory,
+        events,
+        cutoff=cutoff,
+        spec=spec,
+        eval_every=eval_every,
+        latest_only=latest_only,
+        since=since,
+    )
+    return finish_node_features(local, spec)
 
 
 def training_frame(
@@ -98,4 +132,12 @@ def feature_set(spec: NodeFeatureSpec | None = None) -> FeatureSet:
     return node_feature_set(spec)
 
 
-__all__ = ["DEFAULT_HORIZONS", "feature_set", "label_name", "node_features", "training_frame"]
+__all__ = [
+    "DEFAULT_HORIZONS",
+    "feature_set",
+    "finish_node_features",
+    "label_name",
+    "node_features",
+    "node_local_features",
+    "training_frame",
+]

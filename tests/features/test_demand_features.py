@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+
+from core.schemas import CALENDAR, DEMAND
+from features.demand import HOURLY, WEEKLY, add_calendar_features, demand_features, resample_demand
+
+T0 = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday
+
+
+def demand(hours: int = 400, every_min: int = 5, series: str = "train/gpus/H100") -> pl.DataFrame:
+    n = hours * 60 // every_min
+    ts = [T0 + timedelta(minutes=every_min * (i + 1)) for i in range(n)]
+    rng = np.random.default_rng(0)
+    running = 100 + 20 * np.sin(np.arange(n) * 2 * np.pi / (24 * 60 / every_min))
+    pending = np.where(running > 115, rng.uniform(0, 10, n), 0.0)
+    return (
+        pl.DataFrame(
+            {
+                "series_id": series,
+                "ts": ts,
+                "value": running + pending,
+                "running": running,
+                "pending": pending,
+                "capacity": 118.0,
+                "pool": "train",
+                "resource": "gpus",
+                "gpu_model": "H100",
+            }
+        )
+        .cast(DEMAND.polars_schema())
+        .select(DEMAND.names)
+    )
+
+
+def test_resample_is_a_complete_grid_with_nulls_for_gaps() -> None:
+    d = demand(48)
+    gap = d.filter(
+        ~pl.col("ts").is_between(T0 + timedelta(hours=10), T0 + timedelta(hours=13), closed="right")
+    )
+    r = resample_demand(gap.lazy(), HOURLY).collect()
+    assert r.height == 48
+    assert r.filter(pl.col("ts") == T0 + timedelta(hours=12))["value"].to_list() == [None]
+    # bucket (t - 1h, t]: the mean of the 12 five-minute samples ending at t
+    first = d.filter(pl.col("ts") <= T0 + timedelta(hours=1))["value"].mean()
+    assert r["value"][0] == pytest.approx(first)
+
+
+def test_lags_and_rolling_use_only_the_past() -> None:
+    r = resample_demand(demand(400).lazy(), HOURLY)
+    f = demand_features(r).collect()
+    v = f["value"].to_numpy()
+    i = 300
+    row = f.row(i, named=True)
+    assert row["value__lag_0"] == pytest.approx(v[i])
+    assert row["value__lag_24"] == pytest.approx(v[i - 24])
+    assert row["value__lag_168"] == pytest.approx(v[i - 168])
+    assert row["value__mean_24"] == pytest.approx(v[i - 23 : i + 1].mean(), rel=1e-5)
+    assert row["value__max_168"] == pytest.approx(v[i - 167 : i + 1].max(), rel=1e-5)
+    # Changing the future leaves row i alone.
+    later = demand(400).with_columns(
+        pl.when(pl.col("ts") > row["ts"])
+        .then(pl.col("value") * 3)
+        .otherwise(pl.col("value"))
+        .alias("value")
+    )
+    g = demand_features(resample_demand(later.lazy(), HOURLY)).collect()
+    assert g.row(i, named=True) == row
+
+
+def test_pending_is_demand_and_its_share_is_a_feature() -> None:
+    f = demand_features(resample_demand(demand(72).lazy(), HOURLY)).collect()
+    capped = f.filter(pl.col("pending") > 0)
+    assert capped.height > 0
+    assert (capped["value"] > capped["running"]).all()
+    assert (capped["pending__share"] > 0).all()
+
+
+def test_calendar_events_apply_to_their_scope() -> None:
+    cal = pl.DataFrame(
+        {
+            "name": ["double11", "launch"],
+            "kind": ["promotion", "launch"],
+            "starts_at": [T0 + timedelta(days=1), T0 + timedelta(days=2)],
+            "ends_at": [T0 + timedelta(days=2), T0 + timedelta(days=3)],
+            "scope": [None, "infer"],
+            "magnitude": [2.5, None],
+        }
+    ).cast(CALENDAR.polars_schema())
+    rows = pl.DataFrame(
+        {
+            "ts": [T0 + timedelta(hours=h) for h in (12, 30, 50, 50)],
+            "pool": ["train", "train", "train", "infer"],
+        }
+    ).with_columns(pl.col("ts").cast(pl.Datetime("us", "UTC")))
+    out = add_calendar_features(rows.lazy(), calendar=cal, prefix="target").collect()
+    assert out["target__event_active"].to_list() == [0, 1, 0, 1]
+    assert out["target__event_magnitude"].to_list() == [0.0, 2.5, 0.0, 1.0]
+    assert out["target__hours_to_event"].to_list()[0] == 12.0
+    assert out["target__dow"].to_list()[0] == 1 and out["target__hour"].to_list()[0] == 12
+
+
+def test_weekly_config_for_procurement() -> None:
+    d = demand(24 * 7 * 12, every_min=60)
+    f = demand_features(resample_demand(d.lazy(), WEEKLY), WEEKLY).collect()
+    assert f.height == 12
+    assert f["value__lag_4"].null_count() == 4
+    assert HOURLY.hash != WEEKLY.hash
+    assert set(WEEKLY.names) <= set(f.columns)
