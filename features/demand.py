@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import polars as pl
 
@@ -87,7 +87,7 @@ def polars_every(step: timedelta) -> str:
 
 
 def resample_demand(
-    demand: pl.LazyFrame, spec: DemandFeatureSpec, *, cutoff: object | None = None
+    demand: pl.LazyFrame, spec: DemandFeatureSpec, *, cutoff: datetime | None = None
 ) -> pl.LazyFrame:
     """Each series on a complete ``freq`` grid up to its last bucket (or ``cutoff``).
 
@@ -99,13 +99,15 @@ def resample_demand(
         lf = lf.filter(pl.col("ts") <= cutoff)
     every = polars_every(spec.freq)
     end = (pl.col("ts") - timedelta(microseconds=1)).dt.truncate(every).dt.offset_by(every)
-    agg = (lambda c: pl.col(c).mean()) if spec.agg == "mean" else (lambda c: pl.col(c).max())
     keys = [SERIES, "pool", "resource", "gpu_model"]
     b = (
         lf.with_columns(end.alias("__end"))
         .group_by(SERIES, "__end")
         .agg(
-            *[agg(c).alias(c) for c in VALUE_COLUMNS],
+            *[
+                (pl.col(c).mean() if spec.agg == "mean" else pl.col(c).max()).alias(c)
+                for c in VALUE_COLUMNS
+            ],
             *[pl.col(k).drop_nulls().first().alias(k) for k in keys[1:]],
         )
     )
