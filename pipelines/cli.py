@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+import polars as pl
 
 from core.validation import SchemaError
 from pipelines.clock import SystemClock
@@ -224,6 +225,89 @@ def _human_stats(s: dict[str, Any]) -> str:
             f"quarantined {t['quarantined_rows']:>8,}  {t['time_min']} .. {t['time_max']}  "
             f"sources: {', '.join(t['sources'])}"
         )
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- features
+@main.group()
+def features() -> None:
+    """Build and read feature frames (offline for training, online latest values)."""
+
+
+@features.command("build")
+@click.option(
+    "--as-of",
+    "as_of",
+    default=None,
+    help="Cutoff (ISO-8601). Default: the latest telemetry time in the lake.",
+)
+@click.option("--every", default="1h", show_default=True, help="Training row cadence.")
+@click.option("--since", default=None, help="First training row time (ISO-8601).")
+@click.option(
+    "--ingestion-delay",
+    default="0s",
+    show_default=True,
+    help="How long after ts a sample is assumed visible.",
+)
+@click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True)
+@click.option("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://host:8786.")
+@json_option
+@reports
+def features_build(
+    as_of: str | None,
+    every: str,
+    since: str | None,
+    ingestion_delay: str,
+    engine: str,
+    scheduler: str | None,
+    as_json: bool,
+) -> None:
+    """Write the node training frame (features + labels) and demand features as of a
+    cutoff, then materialise the online latest values."""
+    from features.definitions import NodeFeatureSpec
+    from pipelines.feature_jobs import build_features
+    from pipelines.feature_store import FeatureStore
+
+    settings = _settings()
+    lake_ = Lake(settings.lake_dir)
+    cutoff = parse_time(as_of) if as_of else _latest_telemetry(lake_)
+    spec = NodeFeatureSpec(ingestion_delay=parse_duration(ingestion_delay))
+    report = build_features(
+        lake_,
+        FeatureStore(settings.features_dir),
+        as_of=cutoff,
+        spec=spec,
+        eval_every=parse_duration(every),
+        since=parse_time(since) if since else None,
+        engine=engine,
+        scheduler=scheduler,
+    )
+    emit(report, as_json, _human_features)
+
+
+def _latest_telemetry(lake_: Lake) -> datetime:
+    t = lake_.scan("telemetry").select(pl.col("ts").max()).collect().item()
+    if t is None:
+        raise LakeError("the lake has no telemetry; run `predops simulate` or `predops ingest`")
+    assert isinstance(t, datetime)
+    return t
+
+
+def _human_features(r: dict[str, Any]) -> str:
+    lines = [f"features as of {r['as_of']} ({r['engine']}, {r['seconds']} s)"]
+    if "nodes" in r:
+        n = r["nodes"]
+        lines.append(
+            f"  nodes   {n['rows']:>10,} rows x {n['columns']} columns  "
+            f"hash {n['feature_set_hash']}  labels {n['positive_rate']}"
+        )
+    if "demand" in r:
+        d = r["demand"]
+        lines.append(
+            f"  demand  {d['rows']:>10,} rows x {d['columns']} columns  "
+            f"hash {d['feature_set_hash']}"
+        )
+    lines.append(f"  online  {r['online']}")
     return "\n".join(lines)
 
 

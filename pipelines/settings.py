@@ -22,6 +22,10 @@ class Settings:
         return self.workspace / "lake"
 
     @property
+    def features_dir(self) -> Path:
+        return self.workspace / "features"
+
+    @property
     def mlflow_uri(self) -> str:
         return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{self.workspace / 'mlflow.db'}"
 

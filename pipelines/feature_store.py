@@ -1,0 +1,143 @@
+"""The feature store in the workspace: offline frames (training) and online latest values.
+
+Layout under ``<workspace>/features``::
+
+    offline/<name>/as_of=<YYYYMMDDTHHMMSSZ>/part.parquet   a full frame built as of a cutoff
+    online/<name>.arrow + online/<name>.json               latest row per entity + metadata
+
+Both are written to a temporary file and renamed into place (atomic on one file
+system): a reader sees the old version or the new one, never half of either. Online
+rows carry the time of their entity's last sample; a read flags rows older than
+``max_age`` as ``stale`` instead of serving them as fresh.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+STALE = "stale"
+
+
+class FeatureStoreError(RuntimeError):
+    """The store has no such frame, or its metadata does not match."""
+
+
+@dataclass(frozen=True, slots=True)
+class OnlineFrame:
+    """Latest features per entity, with staleness flagged at read time."""
+
+    frame: pl.DataFrame
+    as_of: datetime
+    feature_set_hash: str
+    key: str
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        write(tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _stamp(t: datetime) -> str:
+    return t.strftime("%Y%m%dT%H%M%SZ")
+
+
+class FeatureStore:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    # ------------------------------------------------------------------ offline
+    def offline_path(self, name: str, as_of: datetime) -> Path:
+        return self.root / "offline" / name / f"as_of={_stamp(as_of)}" / "part.parquet"
+
+    def write_offline(
+        self, name: str, frame: pl.DataFrame, *, as_of: datetime, feature_set_hash: str
+    ) -> Path:
+        path = self.offline_path(name, as_of)
+        _atomic_write(path, lambda p: frame.write_parquet(p, compression="zstd"))
+        meta = {
+            "as_of": as_of.isoformat(),
+            "feature_set_hash": feature_set_hash,
+            "rows": frame.height,
+            "columns": frame.width,
+        }
+        _atomic_write(
+            path.with_name("meta.json"), lambda p: p.write_text(json.dumps(meta, sort_keys=True))
+        )
+        return path
+
+    def read_offline(self, name: str, as_of: datetime | None = None) -> pl.DataFrame:
+        base = self.root / "offline" / name
+        if as_of is not None:
+            path = self.offline_path(name, as_of)
+        else:
+            parts = sorted(base.glob("as_of=*/part.parquet"))
+            if not parts:
+                raise FeatureStoreError(f"no offline frame {name!r}; run `predops features build`")
+            path = parts[-1]
+        if not path.exists():
+            raise FeatureStoreError(f"no offline frame {name!r} as of {as_of}")
+        return pl.read_parquet(path)
+
+    # ------------------------------------------------------------------ online
+    def materialise_online(
+        self, name: str, frame: pl.DataFrame, *, as_of: datetime, feature_set_hash: str, key: str
+    ) -> None:
+        """Replace the online frame ``name`` (one row per ``key``)."""
+        if frame[key].is_duplicated().any():
+            raise FeatureStoreError(f"online frame {name}: duplicate {key} values")
+        data = self.root / "online" / f"{name}.arrow"
+        _atomic_write(data, lambda p: frame.sort(key).write_ipc(p, compression="uncompressed"))
+        meta = {
+            "as_of": as_of.isoformat(),
+            "feature_set_hash": feature_set_hash,
+            "key": key,
+            "rows": frame.height,
+        }
+        _atomic_write(
+            data.with_suffix(".json"), lambda p: p.write_text(json.dumps(meta, sort_keys=True))
+        )
+
+    def read_online(
+        self,
+        name: str,
+        *,
+        now: datetime,
+        max_age: timedelta,
+        ids: list[str] | None = None,
+        ts_col: str = "last_sample_ts",
+    ) -> OnlineFrame:
+        """Latest features for ``ids`` (all when None), with a ``stale`` flag for rows
+        whose last sample is older than ``max_age`` at ``now``; ids the store does not
+        know come back as stale rows with null features."""
+        data = self.root / "online" / f"{name}.arrow"
+        meta_path = data.with_suffix(".json")
+        if not data.exists() or not meta_path.exists():
+            raise FeatureStoreError(f"no online frame {name!r}; run `predops features build`")
+        meta = json.loads(meta_path.read_text())
+        frame = pl.read_ipc(data)
+        key = meta["key"]
+        if ids is not None:
+            wanted = pl.DataFrame({key: ids}, schema={key: frame.schema[key]})
+            frame = wanted.join(frame, on=key, how="left", maintain_order="left")
+        limit = pl.lit(now - max_age, dtype=frame.schema[ts_col])
+        frame = frame.with_columns(
+            (pl.col(ts_col).is_null() | (pl.col(ts_col) < limit)).alias(STALE)
+        )
+        return OnlineFrame(
+            frame, datetime.fromisoformat(meta["as_of"]), meta["feature_set_hash"], key
+        )
