@@ -109,7 +109,8 @@ def node_features_dask(
     """
     from distributed import Client
 
-    client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
+    # distributed is untyped: keep the client as Any.
+    client: Any = scheduler if isinstance(scheduler, Client) else Client(scheduler)  # type: ignore[no-untyped-call]
     try:
         ids = node_ids(lake, source)
         n = partitions or max(1, 2 * len(client.nthreads()))
@@ -190,6 +191,11 @@ def online_window_start(cutoff: datetime, spec: NodeFeatureSpec) -> datetime:
     """Telemetry older than this cannot affect the latest features."""
     reach = max((*spec.windows, *spec.missing_windows))
     return cutoff - spec.ingestion_delay - reach - spec.bucket
+
+
+def _mean(s: pl.Series) -> float:
+    m = s.cast(pl.Float64).mean()
+    return float(m) if isinstance(m, int | float) else 0.0
 
 
 def null_fractions(frame: pl.DataFrame, columns: Sequence[str]) -> dict[str, float]:
@@ -290,7 +296,7 @@ def build_features(
             "feature_set_hash": fs.hash,
             "path": str(path),
             "seconds": round(t_nodes, 2),
-            "positive_rate": {c: round(float(training[c].mean() or 0.0), 5) for c in label_cols},
+            "positive_rate": {c: round(_mean(training[c]), 5) for c in label_cols},
             "usable_rows": int(training["usable"].sum()),
             "null_fraction_mean": round(sum(nulls.values()) / max(1, len(nulls)), 4),
             "null_fractions": nulls,
