@@ -1,0 +1,671 @@
+"""Prometheus HTTP API -> telemetry: ``query_range``, chunked by time and by node, retried.
+
+``predops ingest prometheus URL --start T0 [--end T1] [--step 5m] [-o KEY=VALUE ...]``
+
+Each telemetry column is one PromQL expression (:data:`DEFAULT_QUERIES`, printed below)
+that must return one series per node, labelled with the node label. Templates use
+``$node`` (the node label name), ``$sel`` (a matcher selecting one batch of nodes, put it
+inside every selector), ``$step``, ``$window`` (rate window, default = step),
+``$lookback`` (how far back a previous sample may lie, default 5m) and
+``$step_plus_lookback``. Override one column with ``-o query.COLUMN='EXPR'`` (empty =
+leave the column null) and its node label with ``-o label.COLUMN=LABEL``, or many at once
+with ``-o mapping=FILE.toml`` (``[COLUMN]`` tables with ``expr``, ``node_label``,
+``accumulate``).
+
+Defaults and what they mean (node-exporter, DCGM exporter, smartctl_exporter,
+kube-state-metrics):
+
+- ``cpu_util_pct``: 100 x (1 - mean over CPUs of the idle rate of
+  ``node_cpu_seconds_total``) over the rate window: the mean utilisation of the last step.
+- ``mem_used_bytes``: ``MemTotal - MemAvailable`` (page cache that can be dropped is free).
+- ``gpu_util_pct`` mean, ``gpu_temp_c`` max, ``gpu_power_w`` sum over the node's GPUs
+  (``DCGM_FI_DEV_GPU_UTIL`` / ``_GPU_TEMP`` / ``_POWER_USAGE``).
+- ``ecc_sbe_total`` / ``ecc_dbe_total`` / ``pcie_replay_total``: sums over GPUs of
+  ``DCGM_FI_DEV_ECC_SBE_VOL_TOTAL`` / ``_DBE_VOL_TOTAL`` / ``_PCIE_REPLAY_COUNTER``.
+  Volatile ECC counts restart at driver reload, and a GPU that falls off the bus leaves
+  the sum: both look like counter resets, as a reboot does.
+- ``xid_errors_total``: ``DCGM_FI_DEV_XID_ERRORS`` is not a counter, it holds the code of
+  the last XID seen. We count changes of that value per step: ``changes()`` over
+  step + lookback minus ``changes()`` over the lookback ending one step earlier counts
+  exactly the transitions whose later sample falls in the step (a plain
+  ``changes(x[$step])`` misses transitions that straddle step boundaries). The adapter
+  sums those per-step counts from the start of the range (``accumulate``), so the total
+  restarts at 0 with each ingested range, which readers treat as a counter reset. A
+  repeat of the same XID code, or several changes between two scrapes, counts once.
+- ``nic_flaps_total``: ``node_network_carrier_changes_total`` summed over physical
+  interfaces (virtual ones - veth, cali, cni, docker, flannel, ... - churn with pods).
+- ``disk_realloc_total``: smartctl_exporter's ``Reallocated_Sector_Ct`` raw values,
+  summed over devices (NVMe drives have no such attribute).
+- ``mce_total``: node-exporter's EDAC correctable + uncorrectable memory-controller
+  errors (machine checks that EDAC decodes). For the raw machine-check count, point it at
+  ``node_interrupts_total{type="MCE"}`` (the interrupts collector, off by default).
+- ``node_ready``: kube-state-metrics ``kube_node_status_condition{condition="Ready",
+  status="true"}``, which labels the node with ``node`` (not ``instance``).
+
+The node label (``-o node_label=``, default ``instance``) has its port stripped
+(``-o strip_port=false`` to keep it): ``10.0.0.7:9100`` and ``10.0.0.7:9400`` are one node.
+
+Chunking: the node list comes from the label-values API (or ``-o nodes=a,b``); nodes are
+asked for in batches (``-o node_batch=200``) through a regex matcher, and the range in
+windows of at most ``-o max_points`` steps (Prometheus refuses more than 11,000 points
+per series) and ``-o max_samples`` samples per response. Requests go by POST, as
+Prometheus allows, so long node regexes never hit URL length limits.
+
+Retries: connection errors, timeouts, dropped connections, 429 and 5xx are retried with
+exponential backoff (``-o retries=4``, ``-o backoff=0.5s``, doubling, capped at
+``-o backoff_max=30s``, with jitter); after the last attempt an :class:`IngestError`
+names the URL and the last error. Other 4xx answers (a bad expression) fail at once.
+Every chunk is fetched completely and staged to a temporary Parquet file before the
+first batch is yielded, so a failure anywhere leaves the lake unchanged.
+
+Prometheus evaluates each step at the latest sample no older than its lookback delta
+(5m by default), so a gap shorter than that repeats the previous value, unless the
+series ended with a staleness marker (live scrapes write those, backfills cannot).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import string
+import tempfile
+import time
+import tomllib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import requests
+
+from core.schemas import TELEMETRY
+from pipelines.ingest.batch import Batch, IngestError
+from pipelines.ingest.registry import IngestOptions
+
+SOURCE = "prometheus"
+HELP = "Prometheus HTTP API query_range (node-exporter, DCGM, kube-state-metrics) -> telemetry"
+
+PROMETHEUS_MAX_POINTS = 11_000
+"""Prometheus refuses a range query with more points per series than this."""
+VIRTUAL_NICS = (
+    "lo|veth.*|cali.*|cni.*|flannel.*|docker.*|virbr.*|vxlan.*|tunl.*|br-.*|kube-.*|tap.*"
+)
+"""Interfaces whose carrier changes are pod churn, not link flaps."""
+
+
+@dataclass(frozen=True, slots=True)
+class MetricQuery:
+    """One telemetry column as a PromQL template returning one series per node.
+
+    ``node_label`` overrides the global node label for this column; ``accumulate`` marks
+    an expression giving events per step, which the adapter sums into a running total.
+    """
+
+    column: str
+    expr: str
+    node_label: str | None = None
+    accumulate: bool = False
+
+
+_XID = "DCGM_FI_DEV_XID_ERRORS{$sel}"
+DEFAULT_QUERIES: tuple[MetricQuery, ...] = (
+    MetricQuery(
+        "cpu_util_pct",
+        '100 * (1 - avg by ($node) (rate(node_cpu_seconds_total{mode="idle", $sel}[$window])))',
+    ),
+    MetricQuery(
+        "mem_used_bytes",
+        "sum by ($node) (node_memory_MemTotal_bytes{$sel} - node_memory_MemAvailable_bytes{$sel})",
+    ),
+    MetricQuery("gpu_util_pct", "avg by ($node) (DCGM_FI_DEV_GPU_UTIL{$sel})"),
+    MetricQuery("gpu_temp_c", "max by ($node) (DCGM_FI_DEV_GPU_TEMP{$sel})"),
+    MetricQuery("gpu_power_w", "sum by ($node) (DCGM_FI_DEV_POWER_USAGE{$sel})"),
+    MetricQuery("ecc_sbe_total", "sum by ($node) (DCGM_FI_DEV_ECC_SBE_VOL_TOTAL{$sel})"),
+    MetricQuery("ecc_dbe_total", "sum by ($node) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{$sel})"),
+    MetricQuery(
+        "xid_errors_total",
+        f"sum by ($node) ((changes({_XID}[$step_plus_lookback])"
+        f" - changes({_XID}[$lookback] offset $step)) or changes({_XID}[$step_plus_lookback]))",
+        accumulate=True,
+    ),
+    MetricQuery("pcie_replay_total", "sum by ($node) (DCGM_FI_DEV_PCIE_REPLAY_COUNTER{$sel})"),
+    MetricQuery(
+        "nic_flaps_total",
+        f'sum by ($node) (node_network_carrier_changes_total{{device!~"{VIRTUAL_NICS}", $sel}})',
+    ),
+    MetricQuery(
+        "disk_realloc_total",
+        'sum by ($node) (smartctl_device_attribute{attribute_name="Reallocated_Sector_Ct",'
+        ' attribute_value_type="raw", $sel})',
+    ),
+    MetricQuery(
+        "mce_total",
+        'sum by ($node) ({__name__=~"node_edac_(un)?correctable_errors_total", $sel})',
+    ),
+    MetricQuery(
+        "node_ready",
+        'max by ($node) (kube_node_status_condition{condition="Ready", status="true", $sel})',
+        node_label="node",
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PromConfig:
+    """Everything one ingest needs; times UTC, durations in seconds."""
+
+    url: str
+    start: datetime
+    end: datetime
+    step_s: float = 300.0
+    queries: tuple[MetricQuery, ...] = DEFAULT_QUERIES
+    node_label: str = "instance"
+    strip_port: bool = True
+    nodes: tuple[str, ...] | None = None
+    node_batch: int = 200
+    max_points: int = PROMETHEUS_MAX_POINTS
+    max_samples: int = 250_000
+    window_s: float | None = None
+    lookback_s: float = 300.0
+    timeout_s: float = 60.0
+    retries: int = 4
+    backoff_s: float = 0.5
+    backoff_max_s: float = 30.0
+    bearer_token: str | None = None
+    verify: bool | str = True
+    staging_dir: str | None = None
+
+    def label_for(self, q: MetricQuery) -> str:
+        return q.node_label or self.node_label
+
+
+# ----------------------------------------------------------------------------- options
+_DUR = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
+_DUR_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def parse_duration(text: str, what: str) -> float:
+    """A Prometheus duration (``90s``, ``5m``, ``1h30m``) or plain seconds -> seconds."""
+    t = text.strip()
+    try:
+        return float(t)
+    except ValueError:
+        pass
+    parts = _DUR.findall(t)
+    if not parts or "".join(n + u for n, u in parts) != t:
+        raise IngestError(f"prometheus: {what} {text!r} is not a duration like 30s, 5m, 1h30m")
+    return sum(float(n) * _DUR_S[u] for n, u in parts)
+
+
+def prom_duration(seconds: float) -> str:
+    """Seconds as a PromQL duration literal (whole milliseconds)."""
+    return f"{round(seconds * 1000)}ms"
+
+
+def _int(extra: Mapping[str, str], key: str, default: int, low: int) -> int:
+    if key not in extra:
+        return default
+    try:
+        value = int(extra[key])
+    except ValueError:
+        raise IngestError(f"prometheus: -o {key}={extra[key]!r} is not an integer") from None
+    if value < low:
+        raise IngestError(f"prometheus: -o {key}={value} must be at least {low}")
+    return value
+
+
+def _bool(extra: Mapping[str, str], key: str, default: bool) -> bool:
+    v = extra.get(key)
+    if v is None:
+        return default
+    if v.lower() in ("1", "true", "yes", "on"):
+        return True
+    if v.lower() in ("0", "false", "no", "off"):
+        return False
+    raise IngestError(f"prometheus: -o {key}={v!r} is not true/false")
+
+
+def _mapping_file(path: str) -> dict[str, MetricQuery]:
+    try:
+        doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise IngestError(f"{path}: not a readable TOML mapping file ({exc})") from exc
+    out = {}
+    for col, entry in doc.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("expr"), str):
+            raise IngestError(f'{path}: [{col}] needs an expr = "..." string')
+        label = entry.get("node_label")
+        out[col] = MetricQuery(col, entry["expr"], label, bool(entry.get("accumulate", False)))
+    return out
+
+
+def with_overrides(
+    queries: tuple[MetricQuery, ...], extra: Mapping[str, str]
+) -> tuple[MetricQuery, ...]:
+    """The default mapping with ``mapping=FILE``, ``query.COL=`` and ``label.COL=`` applied."""
+    by_col = {q.column: q for q in queries}
+    if "mapping" in extra:
+        by_col.update(_mapping_file(extra["mapping"]))
+    for key, value in extra.items():
+        kind, _, col = key.partition(".")
+        if kind not in ("query", "label") or not col:
+            continue
+        if col not in by_col and kind == "query":
+            by_col[col] = MetricQuery(col, value)
+        elif col not in by_col:
+            raise IngestError(f"prometheus: -o {key}: no query for column {col!r}")
+        elif kind == "query":
+            by_col[col] = replace(by_col[col], expr=value)
+        else:
+            by_col[col] = replace(by_col[col], node_label=value or None)
+    for col, q in by_col.items():
+        if not TELEMETRY.has(col) or col in ("ts", "node_id"):
+            raise IngestError(f"prometheus: {col!r} is not a telemetry metric column")
+        if q.expr.strip() and "$sel" not in q.expr:
+            raise IngestError(
+                f"prometheus: the query for {col} does not use $sel; put $sel inside its "
+                "selectors so nodes can be asked for in batches"
+            )
+    return tuple(q for q in by_col.values() if q.expr.strip())
+
+
+def config_from_options(url: str, options: IngestOptions) -> PromConfig:
+    """Turn CLI options (``--start/--end/--step``, ``-o KEY=VALUE``) into a config."""
+    if not re.match(r"^https?://", url):
+        raise IngestError(f"prometheus: {url!r} is not an http(s) URL of a Prometheus server")
+    if options.start is None:
+        raise IngestError("prometheus: say which range to read with --start (--end: now)")
+    end = options.end or options.clock.now()
+    step = options.step_s if options.step_s is not None else 300.0
+    if step <= 0 or end < options.start:
+        raise IngestError(
+            f"prometheus: need step > 0 and end >= start; got {step}s, "
+            f"{options.start.isoformat()}..{end.isoformat()}"
+        )
+    x = options.extra
+    token = None
+    if "bearer_token_file" in x:
+        try:
+            token = Path(x["bearer_token_file"]).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise IngestError(
+                f"{x['bearer_token_file']}: cannot read bearer token ({exc})"
+            ) from exc
+    verify: bool | str = x.get("ca_file") or _bool(x, "verify_tls", True)
+    nodes = (
+        tuple(sorted({n.strip() for n in x["nodes"].split(",") if n.strip()}))
+        if ("nodes" in x)
+        else None
+    )
+    max_points = _int(x, "max_points", PROMETHEUS_MAX_POINTS, 1)
+    if max_points > PROMETHEUS_MAX_POINTS:
+        raise IngestError(
+            f"prometheus: max_points {max_points} exceeds Prometheus's limit "
+            f"of {PROMETHEUS_MAX_POINTS} points per series"
+        )
+    return PromConfig(
+        url=url.rstrip("/"),
+        start=options.start.astimezone(UTC),
+        end=end.astimezone(UTC),
+        step_s=step,
+        queries=with_overrides(DEFAULT_QUERIES, x),
+        node_label=x.get("node_label", "instance"),
+        strip_port=_bool(x, "strip_port", True),
+        nodes=nodes,
+        node_batch=_int(x, "node_batch", 200, 1),
+        max_points=max_points,
+        max_samples=_int(x, "max_samples", 250_000, 1),
+        window_s=parse_duration(x["window"], "window") if "window" in x else None,
+        lookback_s=parse_duration(x.get("lookback", "5m"), "lookback"),
+        timeout_s=parse_duration(x.get("timeout", "60s"), "timeout"),
+        retries=_int(x, "retries", 4, 0),
+        backoff_s=parse_duration(x.get("backoff", "0.5s"), "backoff"),
+        backoff_max_s=parse_duration(x.get("backoff_max", "30s"), "backoff_max"),
+        bearer_token=token,
+        verify=verify,
+        staging_dir=x.get("staging_dir"),
+    )
+
+
+# ----------------------------------------------------------------------------- HTTP
+class PromClient:
+    """JSON calls to one Prometheus with bounded, exponentially backed-off retries.
+
+    ``sleep`` and ``rng`` are injectable so tests see the delays without waiting.
+    """
+
+    def __init__(
+        self,
+        cfg: PromConfig,
+        *,
+        session: requests.Session | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+        jitter: float = 0.2,
+    ) -> None:
+        self.cfg = cfg
+        self.session = session or requests.Session()
+        if cfg.bearer_token:
+            self.session.headers["Authorization"] = f"Bearer {cfg.bearer_token}"
+        self.session.verify = cfg.verify
+        self.sleep = sleep
+        self.rng = rng or random.Random()
+        self.jitter = jitter
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry ``attempt`` (0-based): base x 2^attempt, capped."""
+        d = min(self.cfg.backoff_max_s, self.cfg.backoff_s * 2.0**attempt)
+        d *= 1 + self.jitter * self.rng.random()
+        if retry_after is not None:
+            d = max(d, min(retry_after, self.cfg.backoff_max_s))
+        return d
+
+    def call(self, path: str, params: Mapping[str, Any], *, what: str, post: bool) -> Any:
+        """``data`` of a successful API answer; an :class:`IngestError` otherwise."""
+        url = f"{self.cfg.url}{path}"
+        method = "POST" if post else "GET"
+        timeout = (min(10.0, self.cfg.timeout_s), self.cfg.timeout_s)
+        last = ""
+        attempts = self.cfg.retries + 1
+        for attempt in range(attempts):
+            retry_after = None
+            try:
+                if post:
+                    r = self.session.post(url, data=params, timeout=timeout)
+                else:
+                    r = self.session.get(url, params=params, timeout=timeout)
+            except (
+                requests.ConnectionError,
+                requests.Timeout,
+                requests.exceptions.ChunkedEncodingError,
+            ) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                body = _json(r)
+                if r.status_code == 200 and body is not None:
+                    if body.get("status") == "success":
+                        return body.get("data")
+                    raise IngestError(
+                        f"prometheus: {method} {url} ({what}): "
+                        f"{body.get('errorType')}: {body.get('error')}"
+                    )
+                detail = body.get("error") if body else r.text[:300]
+                last = f"HTTP {r.status_code}: {detail}"
+                if r.status_code == 200:
+                    last = "HTTP 200 with a body that is not JSON (truncated answer?)"
+                elif r.status_code != 429 and r.status_code < 500:
+                    raise IngestError(f"prometheus: {method} {url} ({what}) refused: {last}")
+                retry_after = _retry_after(r)
+            if attempt + 1 < attempts:
+                self.sleep(self.delay(attempt, retry_after))
+        raise IngestError(
+            f"prometheus: {method} {url} ({what}) failed after {attempts} "
+            f"attempt(s); last error: {last}"
+        )
+
+
+def _json(r: requests.Response) -> dict[str, Any] | None:
+    try:
+        body = r.json()
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _retry_after(r: requests.Response) -> float | None:
+    try:
+        return float(r.headers.get("Retry-After", ""))
+    except ValueError:
+        return None
+
+
+# ----------------------------------------------------------------------------- chunking
+def time_windows(
+    start: datetime, end: datetime, step_s: float, points: int
+) -> list[tuple[datetime, datetime]]:
+    """Split the step grid start, start+step, ..., <= end into windows of <= ``points``
+    steps; windows share no step, and together they hold every step once."""
+    step_us = round(step_s * 1e6)
+    n = (round((end - start).total_seconds() * 1e6)) // step_us + 1
+    out = []
+    for first in range(0, n, points):
+        last = min(first + points, n) - 1
+        out.append(
+            (
+                start + timedelta(microseconds=first * step_us),
+                start + timedelta(microseconds=last * step_us),
+            )
+        )
+    return out
+
+
+def node_id(value: str, strip_port: bool) -> str:
+    """A node label value as a node id: ``host:9100`` -> ``host``, ``[::1]:9100`` ->
+    ``[::1]``; an unbracketed IPv6 address is left whole."""
+    if strip_port:
+        m = re.match(r"^([^:]+|\[[^\]]+\]):\d+$", value)
+        if m:
+            return m.group(1)
+    return value
+
+
+def node_selector(label: str, nodes: list[str], strip_port: bool) -> str:
+    """A PromQL matcher selecting exactly ``nodes`` (with any port when stripping)."""
+    alts = "|".join(re.escape(n) for n in nodes)
+    regex = f"(?:{alts})" + ("(?::[0-9]+)?" if strip_port else "")
+    escaped = regex.replace("\\", "\\\\").replace('"', '\\"')
+    return f'{label}=~"{escaped}"'
+
+
+def render(q: MetricQuery, cfg: PromConfig, sel: str) -> str:
+    window = cfg.window_s or cfg.step_s
+    return string.Template(q.expr).substitute(
+        node=cfg.label_for(q),
+        sel=sel,
+        step=prom_duration(cfg.step_s),
+        window=prom_duration(window),
+        lookback=prom_duration(cfg.lookback_s),
+        step_plus_lookback=prom_duration(cfg.step_s + cfg.lookback_s),
+    )
+
+
+_METRIC_BEFORE_SEL = re.compile(r"([A-Za-z_:][A-Za-z0-9_:]*)\s*\{[^{}]*\$sel")
+_NAME_MATCHER_WITH_SEL = re.compile(r'\{\s*__name__\s*=~?\s*"([^"]+)"[^{}]*\$sel')
+
+
+def metric_names(expr: str) -> list[str]:
+    """Metric names (or name regexes) of the selectors that carry ``$sel``."""
+    return sorted(set(_METRIC_BEFORE_SEL.findall(expr)) | set(_NAME_MATCHER_WITH_SEL.findall(expr)))
+
+
+def ts_param(t: datetime) -> str:
+    return f"{t.timestamp():.3f}"
+
+
+def discover_nodes(client: PromClient, cfg: PromConfig) -> list[str]:
+    """Node ids with any series of the mapped metrics in the range (label-values API)."""
+    if cfg.nodes is not None:
+        return list(cfg.nodes)
+    by_label: dict[str, set[str]] = {}
+    for q in cfg.queries:
+        by_label.setdefault(cfg.label_for(q), set()).update(metric_names(q.expr))
+    found: set[str] = set()
+    for label, names in sorted(by_label.items()):
+        if not names:
+            continue
+        params = {
+            "match[]": f'{{__name__=~"{"|".join(sorted(names))}"}}',
+            "start": ts_param(cfg.start),
+            "end": ts_param(cfg.end),
+        }
+        values = client.call(
+            f"/api/v1/label/{label}/values",
+            params,
+            post=False,
+            what=f"node discovery by label {label}",
+        )
+        found.update(node_id(str(v), cfg.strip_port) for v in values or [])
+    return sorted(found)
+
+
+# ----------------------------------------------------------------------------- frames
+def matrix_frame(
+    result: list[dict[str, Any]], label: str, strip_port: bool, column: str
+) -> pl.DataFrame:
+    """A ``matrix`` answer as (node_id, ts, value); one series per node is required."""
+    nodes: list[str] = []
+    stamps: list[int] = []
+    values: list[float] = []
+    for series in result:
+        metric = series.get("metric", {})
+        if label not in metric:
+            raise IngestError(
+                f"prometheus: the query for {column} returned a series without "
+                f"label {label!r}: {metric}; aggregate it `by ($node)`"
+            )
+        nid = node_id(metric[label], strip_port)
+        for t, v in series.get("values", []):
+            nodes.append(nid)
+            stamps.append(round(float(t) * 1e6))
+            values.append(float(v))  # "NaN", "+Inf" parse; validation quarantines them
+    frame = pl.DataFrame(
+        {"node_id": nodes, "ts": stamps, "value": values},
+        schema={"node_id": pl.String(), "ts": pl.Int64(), "value": pl.Float64()},
+    ).with_columns(pl.col("ts").cast(pl.Datetime("us")).dt.replace_time_zone("UTC"))
+    dup = frame.filter(pl.struct("node_id", "ts").is_duplicated())
+    if dup.height:
+        raise IngestError(
+            f"prometheus: the query for {column} returned more than one series for node "
+            f"{dup['node_id'][0]!r} (label {label}); aggregate it to one series per node "
+            "with `by ($node)`"
+        )
+    return frame
+
+
+def telemetry_frame(per_column: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Long per-column frames -> one row per (node, ts) in the contract's columns.
+
+    Counters and gauges stay Float64 (validation casts them and quarantines non-integral
+    counts); ``node_ready`` becomes ``true``/``false`` text so that anything but 0/1 is
+    quarantined rather than coerced.
+    """
+    longs = [f.with_columns(pl.lit(c).alias("column")) for c, f in per_column.items()]
+    if not longs or all(f.height == 0 for f in longs):
+        return pl.DataFrame()
+    wide = pl.concat(longs).pivot(on="column", index=["node_id", "ts"], values="value")
+    cols: list[pl.Expr] = []
+    for c in TELEMETRY.columns[2:]:
+        if c.name not in wide.columns:
+            cols.append(pl.lit(None, pl.Float64).alias(c.name))
+        elif c.name == "node_ready":
+            v = pl.col(c.name)
+            cols.append(
+                pl.when(v == 1)
+                .then(pl.lit("true"))
+                .when(v == 0)
+                .then(pl.lit("false"))
+                .otherwise(v.cast(pl.String))
+                .alias(c.name)
+            )
+        else:
+            cols.append(pl.col(c.name))
+    return wide.select(pl.col("ts"), pl.col("node_id"), *cols).sort("node_id", "ts")
+
+
+def window_points(cfg: PromConfig, batch_nodes: int) -> int:
+    """Steps per query window: Prometheus's per-series limit and our response budget."""
+    return max(1, min(cfg.max_points, cfg.max_samples // max(1, batch_nodes)))
+
+
+def fetch_chunks(client: PromClient, cfg: PromConfig) -> Iterator[pl.DataFrame]:
+    """Complete telemetry frames, one per (node batch, time window), in time order per
+    batch. Each is fully fetched before it is yielded."""
+    nodes = discover_nodes(client, cfg)
+    for i in range(0, len(nodes), cfg.node_batch):
+        batch = nodes[i : i + cfg.node_batch]
+        carry: dict[str, dict[str, float]] = {q.column: {} for q in cfg.queries if q.accumulate}
+        windows = time_windows(cfg.start, cfg.end, cfg.step_s, window_points(cfg, len(batch)))
+        for w_start, w_end in windows:
+            per_column: dict[str, pl.DataFrame] = {}
+            for q in cfg.queries:
+                label = cfg.label_for(q)
+                expr = render(q, cfg, node_selector(label, batch, cfg.strip_port))
+                params = {
+                    "query": expr,
+                    "start": ts_param(w_start),
+                    "end": ts_param(w_end),
+                    "step": f"{cfg.step_s:g}",
+                    "timeout": prom_duration(cfg.timeout_s),
+                }
+                what = (
+                    f"{q.column} for {len(batch)} node(s) {batch[0]}..{batch[-1]}, "
+                    f"{w_start.isoformat()}..{w_end.isoformat()}"
+                )
+                data = client.call("/api/v1/query_range", params, what=what, post=True)
+                if not isinstance(data, dict) or data.get("resultType") != "matrix":
+                    raise IngestError(
+                        f"prometheus: {what}: expected a matrix answer, got {str(data)[:200]}"
+                    )
+                frame = matrix_frame(data.get("result") or [], label, cfg.strip_port, q.column)
+                if q.accumulate:
+                    frame = _accumulate(frame, carry[q.column])
+                per_column[q.column] = frame
+            chunk = telemetry_frame(per_column)
+            if chunk.height:
+                yield chunk
+
+
+def _accumulate(frame: pl.DataFrame, carry: dict[str, float]) -> pl.DataFrame:
+    """Per-step event counts -> running totals per node, continuing from ``carry``."""
+    if frame.height == 0:
+        return frame
+    base = pl.DataFrame(
+        {"node_id": list(carry), "__base": list(carry.values())},
+        schema={"node_id": pl.String(), "__base": pl.Float64()},
+    )
+    out = (
+        frame.sort("node_id", "ts")
+        .join(base, on="node_id", how="left")
+        .with_columns(
+            (
+                pl.col("value").fill_nan(None).cum_sum().over("node_id")
+                + pl.col("__base").fill_null(0.0)
+            ).alias("value")
+        )
+        .drop("__base")
+    )
+    for nid, total in out.group_by("node_id").agg(pl.col("value").drop_nulls().last()).iter_rows():
+        if total is not None and not math.isnan(total):
+            carry[nid] = total
+    return out
+
+
+@dataclass(slots=True)
+class StagedRead:
+    """Fetch every chunk to Parquet files first, then hand them out as batches."""
+
+    cfg: PromConfig
+    client: PromClient
+    staged_rows: list[int] = field(default_factory=list)
+
+    def batches(self) -> Iterator[Batch]:
+        with tempfile.TemporaryDirectory(prefix="predops-prom-", dir=self.cfg.staging_dir) as d:
+            files = []
+            for n, chunk in enumerate(fetch_chunks(self.client, self.cfg)):
+                path = Path(d) / f"chunk-{n:06d}.parquet"
+                chunk.write_parquet(path)
+                files.append(path)
+                self.staged_rows.append(chunk.height)
+            first = 1
+            for path in files:
+                frame = pl.read_parquet(path)
+                yield Batch("telemetry", frame, first_row=first)
+                first += frame.height
+
+
+def read(path: str, options: IngestOptions) -> Iterator[Batch]:
+    cfg = config_from_options(path, options)
+    return StagedRead(cfg, PromClient(cfg)).batches()
