@@ -272,6 +272,29 @@ def with_overrides(
     return tuple(q for q in by_col.values() if q.expr.strip())
 
 
+OPTION_KEYS = frozenset(
+    {
+        "mapping",
+        "node_label",
+        "strip_port",
+        "nodes",
+        "node_batch",
+        "max_points",
+        "max_samples",
+        "window",
+        "lookback",
+        "timeout",
+        "retries",
+        "backoff",
+        "backoff_max",
+        "bearer_token_file",
+        "ca_file",
+        "verify_tls",
+        "staging_dir",
+    }
+)
+
+
 def config_from_options(url: str, options: IngestOptions) -> PromConfig:
     """Turn CLI options (``--start/--end/--step``, ``-o KEY=VALUE``) into a config."""
     if not re.match(r"^https?://", url):
@@ -286,6 +309,14 @@ def config_from_options(url: str, options: IngestOptions) -> PromConfig:
             f"{options.start.isoformat()}..{end.isoformat()}"
         )
     x = options.extra
+    unknown = sorted(
+        k for k in x if k not in OPTION_KEYS and k.partition(".")[0] not in ("query", "label")
+    )
+    if unknown:
+        raise IngestError(
+            f"prometheus: unknown option(s) {', '.join(unknown)}; known: "
+            f"{', '.join(sorted(OPTION_KEYS))}, query.COLUMN, label.COLUMN"
+        )
     token = None
     if "bearer_token_file" in x:
         try:

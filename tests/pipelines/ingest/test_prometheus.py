@@ -154,6 +154,8 @@ def test_options_errors_are_clear(clock: FixedClock, tmp_path: Path) -> None:
         prom.config_from_options(url, options(3, clock, **{"query.bogus": "x{$sel}"}))
     with pytest.raises(IngestError, match="not an http"):
         prom.config_from_options("localhost:9090", options(3, clock))
+    with pytest.raises(IngestError, match=r"unknown option.*node_batc[^h]"):
+        prom.config_from_options(url, options(3, clock, node_batc="3"))
     with pytest.raises(IngestError, match="not a duration"):
         prom.config_from_options(url, options(3, clock, timeout="soon"))
     bad = tmp_path / "map.toml"
