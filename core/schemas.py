@@ -313,6 +313,31 @@ ANOMALY_WINDOWS = FrameSchema(
     time_column="starts_at",
 )
 
+PDBS = FrameSchema(
+    name="pdbs",
+    doc="One Kubernetes PodDisruptionBudget at one snapshot time: which pods it covers, "
+    "what it demands, and the disruption headroom the API server computed.",
+    columns=(
+        Column("ts", UTC_TS, doc="snapshot time"),
+        Column("namespace", pl.String()),
+        Column("name", pl.String()),
+        Column(
+            "selector",
+            pl.String(),
+            nullable=True,
+            doc="label selector as JSON text; {} selects every pod of the namespace, "
+            "null selects none",
+        ),
+        Column("min_available", pl.String(), nullable=True, doc="a pod count or a percentage"),
+        Column("max_unavailable", pl.String(), nullable=True, doc="a pod count or a percentage"),
+        Column("disruptions_allowed", pl.Int32(), nullable=True, low=0),
+        Column("expected_pods", pl.Int32(), nullable=True, low=0),
+        Column("current_healthy", pl.Int32(), nullable=True, low=0),
+    ),
+    key=("namespace", "name", "ts"),
+    time_column="ts",
+)
+
 SCHEMAS: dict[str, FrameSchema] = {
     s.name: s
     for s in (
@@ -325,6 +350,7 @@ SCHEMAS: dict[str, FrameSchema] = {
         DRIVE_SMART,
         SERIES,
         ANOMALY_WINDOWS,
+        PDBS,
     )
 }
 
