@@ -58,10 +58,7 @@ def node_local_features(
     lf = add_event_features(lf, events.filter(pl.col("at") <= visible), spec)
     have = set(lf.collect_schema().names())
     keep = [n for n in node_feature_set(spec).names if n in have]  # all but peer features
-    last_seen = (
-        pl.col("last_ts").forward_fill().over(NODE) if not latest_only else pl.col("last_ts")
-    )
-    return lf.select(NODE, END, *keep, last_seen.alias("last_sample_ts"))
+    return lf.select(NODE, END, *keep, pl.col("last_ts").alias("last_sample_ts"))
 
 
 def finish_node_features(local: pl.LazyFrame, spec: NodeFeatureSpec) -> pl.LazyFrame:

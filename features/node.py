@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import polars as pl
 
 from features.definitions import (
@@ -30,6 +31,7 @@ from features.definitions import (
     gauge_name,
     window_label,
 )
+from features.windows import buckets_since, forward_fill, window_max, window_sum
 
 ORIGIN = datetime(2020, 1, 1, tzinfo=UTC)
 """Bucket indices count from here (integers keep the slope sums exact)."""
@@ -49,6 +51,11 @@ def _bucket_end(ts: pl.Expr, bucket: timedelta) -> pl.Expr:
     return (ts - timedelta(microseconds=1)).dt.truncate(bucket) + bucket
 
 
+SCALE = {"mem_used_bytes": float(1 << 30)}
+"""Gauges summed in scaled units (bytes -> GiB) so squared sums keep their precision;
+results are scaled back."""
+
+
 def bucket_telemetry(
     telemetry: pl.LazyFrame, spec: NodeFeatureSpec, *, cutoff: datetime | None = None
 ) -> pl.LazyFrame:
@@ -60,38 +67,50 @@ def bucket_telemetry(
     if cutoff is not None:
         lf = lf.filter(pl.col("ts") <= cutoff)
     lf = lf.select(NODE, "ts", *spec.gauges, *spec.counters, "node_ready").sort(NODE, "ts")
-    end = _bucket_end(pl.col("ts"), spec.bucket)
-    # Offset of each sample from its bucket end, in hours (<= 0).
-    t_off = ((pl.col("ts") - pl.col(END)).dt.total_microseconds() / HOUR_US).alias("__t")
-    deltas = []
+    # Consecutive rows of one node share a run number; whole-column shifts then never
+    # mix two nodes (cheaper than a window function per column).
+    run = (pl.col(NODE) != pl.col(NODE).shift(1)).fill_null(True).cum_sum().alias("__run")
+    end = _bucket_end(pl.col("ts"), spec.bucket).alias(END)
+    lf = lf.with_columns(run, end)
+    t = ((pl.col("ts") - pl.col(END)).dt.total_microseconds() / HOUR_US).alias("__t")
+    lf = lf.with_columns(t)
+    per_row: list[pl.Expr] = []
+    for g in spec.gauges:
+        x = pl.col(g).cast(pl.Float64) / SCALE.get(g, 1.0)
+        tv = pl.when(x.is_not_null()).then(pl.col("__t"))
+        per_row += [
+            x.alias(f"__x_{g}"),
+            (x * x).alias(f"__xx_{g}"),
+            tv.alias(f"__t_{g}"),
+            (tv * tv).alias(f"__tt_{g}"),
+            (pl.col("__t") * x).alias(f"__tx_{g}"),
+        ]
     for c in spec.counters:
         x = pl.col(c).cast(pl.Float64)
-        prev = x.shift(1).forward_fill().over(NODE)
+        prev = x.forward_fill().shift(1)
+        prev_run = pl.when(x.is_not_null()).then(pl.col("__run")).forward_fill().shift(1)
         # Counters only grow; a drop is a reset (reboot, driver reload): count from 0.
-        deltas.append(
+        per_row.append(
             pl.when(x.is_null())
             .then(None)
-            .when(prev.is_null())
+            .when(prev_run.is_null() | (prev_run != pl.col("__run")))
             .then(0.0)
             .when(x >= prev)
             .then(x - prev)
             .otherwise(x)
             .alias(f"__d_{c}")
         )
-    lf = lf.with_columns(end.alias(END)).with_columns(t_off, *deltas)
+    lf = lf.with_columns(per_row)
     aggs: list[pl.Expr] = [pl.len().alias("n"), pl.col("ts").max().alias("last_ts")]
     for g in spec.gauges:
-        x = pl.col(g).cast(pl.Float64)
-        valid = x.is_not_null()
-        t = pl.col("__t")
         aggs += [
-            valid.sum().alias(f"{g}__n"),
-            x.sum().alias(f"{g}__s"),
-            (x * x).sum().alias(f"{g}__ss"),
-            x.max().alias(f"{g}__max"),
-            t.filter(valid).sum().alias(f"{g}__st"),
-            (t * t).filter(valid).sum().alias(f"{g}__stt"),
-            (t * x).sum().alias(f"{g}__stx"),
+            pl.col(f"__x_{g}").count().alias(f"{g}__n"),
+            pl.col(f"__x_{g}").sum().alias(f"{g}__s"),
+            pl.col(f"__xx_{g}").sum().alias(f"{g}__ss"),
+            pl.col(f"__x_{g}").max().alias(f"{g}__max"),
+            pl.col(f"__t_{g}").sum().alias(f"{g}__st"),
+            pl.col(f"__tt_{g}").sum().alias(f"{g}__stt"),
+            pl.col(f"__tx_{g}").sum().alias(f"{g}__stx"),
         ]
     for c in spec.counters:
         aggs += [
@@ -100,158 +119,165 @@ def bucket_telemetry(
         ]
     ready = pl.col("node_ready")
     aggs += [
-        ready.is_not_null().sum().alias("ready__n"),
-        (ready == False).sum().alias("ready__false"),  # noqa: E712 (polars expression)
+        ready.count().alias("ready__n"),
+        (~ready).sum().alias("ready__false"),
     ]
     return lf.group_by(NODE, END).agg(aggs)
 
 
 def bucket_grid(buckets: pl.LazyFrame, spec: NodeFeatureSpec, *, cutoff: datetime) -> pl.LazyFrame:
-    """One row per node and bucket end, from the node's first bucket to
-    ``min(cutoff bucket, last bucket + largest window)``; empty buckets have zero counts."""
+    """A rectangular grid: every node x every bucket end from the first bucket in the
+    data to the cutoff's bucket; empty buckets have zero counts. ``__first`` /
+    ``__until`` mark each node's own span (first bucket to last bucket + the largest
+    window), outside which :func:`add_window_features` drops its rows."""
     last_end = floor_to_bucket(cutoff, spec.bucket)
     reach = max((*spec.windows, *spec.missing_windows))
+    utc = pl.Datetime("us", "UTC")
     span = buckets.group_by(NODE).agg(
-        pl.col(END).min().alias("__first"), pl.col(END).max().alias("__last")
+        pl.col(END).min().alias("__first"), (pl.col(END).max() + reach).alias("__until")
     )
-    grid = span.select(
-        NODE,
+    ends = buckets.select(
         pl.datetime_ranges(
-            pl.col("__first"),
-            pl.min_horizontal(
-                pl.col("__last") + reach, pl.lit(last_end, dtype=pl.Datetime("us", "UTC"))
-            ),
-            interval=spec.bucket,
-            time_unit="us",
-        ).alias(END),
+            pl.col(END).min(), pl.lit(last_end, dtype=utc), interval=spec.bucket, time_unit="us"
+        ).alias(END)
     ).explode(END)
-    zero_fill = [
+    grid = span.join(ends, how="cross")
+    numeric = [
         c
         for c in buckets.collect_schema().names()
-        if c.endswith(("__n", "__s", "__ss", "__st", "__stt", "__stx", "__inc"))
-        or c in ("n", "ready__n", "ready__false")
+        if c not in (NODE, END, "last_ts") and not c.endswith(("__max", "__last"))
     ]
-    out = grid.join(buckets, on=[NODE, END], how="left").with_columns(
-        pl.col(zero_fill).fill_null(0)
+    return (
+        grid.join(buckets, on=[NODE, END], how="left")
+        .with_columns(pl.col(numeric).fill_null(0))
+        .sort(NODE, END)
     )
-    idx = (
-        (pl.col(END) - pl.lit(ORIGIN)).dt.total_microseconds()
-        // int(spec.bucket.total_seconds() * 1_000_000)
-    ).alias("__i")
-    return out.sort(NODE, END).with_columns(idx)
 
 
-def _roll(col: str | pl.Expr, k: int) -> pl.Expr:
-    e = pl.col(col) if isinstance(col, str) else col
-    return e.rolling_sum(k, min_samples=1).over(NODE)
+def window_feature_names(spec: NodeFeatureSpec) -> list[str]:
+    """The columns :func:`add_window_features` adds, in order."""
+    names: list[str] = []
+    for g in spec.gauges:
+        names += [
+            gauge_name(g, st, w) for w in spec.windows for st in ("mean", "max", "std", "slope")
+        ]
+    for c in spec.counters:
+        names += [counter_name(c, w) for w in spec.windows]
+        names += [counter_name(c, None), f"{c.removesuffix('_total')}__hours_since_increase"]
+    for w in spec.missing_windows:
+        lbl = window_label(w)
+        names += [f"samples__count_{lbl}", f"samples__missing_frac_{lbl}", f"not_ready__frac_{lbl}"]
+    names += ["samples__minutes_since_last", "not_ready__hours_since"]
+    base = window_label(spec.baseline_window)
+    for g in spec.gauges:
+        names += [f"{g}__dev_own_{base}", f"{g}__z_own_{base}"]
+    return names
 
 
 def add_window_features(grid: pl.LazyFrame, spec: NodeFeatureSpec) -> pl.LazyFrame:
-    """Trailing-window gauge stats, counter increases and missing-data indicators."""
-    b_h = spec.bucket.total_seconds() / 3600
-    i = pl.col("__i").cast(pl.Float64)
-    # Helper columns for the slope: bucket-index moments (integers, exact).
-    helpers = []
-    for g in spec.gauges:
-        n = pl.col(f"{g}__n").cast(pl.Int64)
-        ii = pl.col("__i")
-        helpers += [
-            (n * ii).alias(f"__{g}_ni"),
-            (n * ii * ii).alias(f"__{g}_nii"),
-            (pl.col(f"{g}__st") * i).alias(f"__{g}_ist"),
-            (pl.col(f"{g}__s") * i).alias(f"__{g}_isx"),
-        ]
-    lf = grid.with_columns(helpers)
-    exprs: list[pl.Expr] = []
-    for g in spec.gauges:
-        for w in spec.windows:
+    """Trailing-window gauge stats, counter increases and missing-data indicators.
+
+    Runs the numpy kernels of :mod:`features.windows` on the (nodes x buckets) grid of
+    :func:`bucket_grid`; the result keeps each node's own span only."""
+    utc = pl.Datetime("us", "UTC")
+    schema = pl.Schema(
+        {NODE: pl.String(), END: utc, "last_ts": utc}
+        | {n: pl.Float32() for n in window_feature_names(spec)}
+    )
+    return grid.map_batches(lambda df: _window_frame(df, spec), schema=schema)
+
+
+def _window_frame(df: pl.DataFrame, spec: NodeFeatureSpec) -> pl.DataFrame:
+    n_nodes = df[NODE].n_unique()
+    if n_nodes == 0:
+        return pl.DataFrame(schema={NODE: pl.String, END: pl.Datetime("us", "UTC")})
+    n_b = df.height // n_nodes
+    if n_nodes * n_b != df.height:
+        raise ValueError("add_window_features needs the rectangular grid of bucket_grid")
+
+    def arr(col: str, fill: float = 0.0) -> np.ndarray:
+        return df[col].cast(pl.Float64).fill_null(fill).to_numpy().reshape(n_nodes, n_b)
+
+    bh = spec.bucket.total_seconds() / 3600
+    col_i = np.arange(n_b, dtype=np.float64)[None, :]
+    out: dict[str, np.ndarray] = {}
+    means: dict[tuple[str, timedelta], np.ndarray] = {}
+    stds: dict[tuple[str, timedelta], np.ndarray] = {}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for g in spec.gauges:
+            scale = SCALE.get(g, 1.0)
+            n, s, ss = arr(f"{g}__n"), arr(f"{g}__s"), arr(f"{g}__ss")
+            st, stt, stx = arr(f"{g}__st"), arr(f"{g}__stt"), arr(f"{g}__stx")
+            mx = arr(f"{g}__max", np.nan)
+            for w in spec.windows:
+                k = spec.buckets_in(w)
+                rn, rs, rss = window_sum(n, k), window_sum(s, k), window_sum(ss, k)
+                rnj, rnjj = window_sum(n * col_i, k), window_sum(n * col_i * col_i, k)
+                rst, rstt, rstx = window_sum(st, k), window_sum(stt, k), window_sum(stx, k)
+                rstj, rsj = window_sum(st * col_i, k), window_sum(s * col_i, k)
+                mean = np.where(rn > 0, rs / rn, np.nan)
+                var = np.where(rn > 1, np.maximum((rss - rs * rs / rn) / (rn - 1), 0.0), np.nan)
+                # Sample times relative to the window end, in hours: t = t_off + (j - I) * bh.
+                s_t = rst + bh * (rnj - col_i * rn)
+                s_tt = (
+                    rstt
+                    + 2 * bh * (rstj - col_i * rst)
+                    + bh * bh * (rnjj - 2 * col_i * rnj + col_i * col_i * rn)
+                )
+                s_tx = rstx + bh * (rsj - col_i * rs)
+                den = rn * s_tt - s_t * s_t
+                slope = np.where((rn > 1) & (den > 1e-9), (rn * s_tx - s_t * rs) / den, np.nan)
+                means[(g, w)], stds[(g, w)] = mean * scale, np.sqrt(var) * scale
+                out[gauge_name(g, "mean", w)] = means[(g, w)]
+                out[gauge_name(g, "max", w)] = window_max(mx, k) * scale
+                out[gauge_name(g, "std", w)] = stds[(g, w)]
+                out[gauge_name(g, "slope", w)] = slope * scale
+        lookback = spec.buckets_in(max(spec.windows))
+        for c in spec.counters:
+            inc = arr(f"{c}__inc")
+            for w in spec.windows:
+                out[counter_name(c, w)] = window_sum(inc, spec.buckets_in(w))
+            out[counter_name(c, None)] = forward_fill(arr(f"{c}__last", np.nan), lookback)
+            out[f"{c.removesuffix('_total')}__hours_since_increase"] = (
+                buckets_since(inc > 0, lookback) * bh
+            )
+        count, r_n, r_false = arr("n"), arr("ready__n"), arr("ready__false")
+        per_bucket = spec.bucket / spec.sample_interval
+        for w in spec.missing_windows:
             k = spec.buckets_in(w)
-            n = _roll(f"{g}__n", k).cast(pl.Float64)
-            s, ss = _roll(f"{g}__s", k), _roll(f"{g}__ss", k)
-            mean = pl.when(n > 0).then(s / n)
-            var = pl.when(n > 1).then(((ss - s * s / n) / (n - 1)).clip(lower_bound=0.0))
-            # Time of each sample relative to the window end E (bucket index I), in hours:
-            # t = t_off + (j - I) * bucket.
-            big_i = i
-            st = _roll(f"{g}__st", k) + b_h * (_roll(f"__{g}_ni", k).cast(pl.Float64) - big_i * n)
-            nii = _roll(f"__{g}_nii", k) - 2 * pl.col("__i") * _roll(f"__{g}_ni", k)
-            nii = nii.cast(pl.Float64) + big_i * big_i * n
-            stt = (
-                _roll(f"{g}__stt", k)
-                + 2 * b_h * (_roll(f"__{g}_ist", k) - big_i * _roll(f"{g}__st", k))
-                + b_h * b_h * nii
-            )
-            stx = _roll(f"{g}__stx", k) + b_h * (_roll(f"__{g}_isx", k) - big_i * s)
-            den = n * stt - st * st
-            slope = pl.when((n > 1) & (den > 1e-9)).then((n * stx - st * s) / den)
-            mx = pl.col(f"{g}__max").rolling_max(k, min_samples=1).over(NODE)
-            exprs += [
-                mean.cast(pl.Float32).alias(gauge_name(g, "mean", w)),
-                mx.cast(pl.Float32).alias(gauge_name(g, "max", w)),
-                var.sqrt().cast(pl.Float32).alias(gauge_name(g, "std", w)),
-                slope.cast(pl.Float32).alias(gauge_name(g, "slope", w)),
-            ]
-    lookback_k = spec.buckets_in(max(spec.windows))
-    for c in spec.counters:
-        for w in spec.windows:
-            exprs.append(
-                _roll(f"{c}__inc", spec.buckets_in(w)).cast(pl.Float32).alias(counter_name(c, w))
-            )
-        exprs.append(
-            pl.col(f"{c}__last")
-            .forward_fill(limit=lookback_k)
-            .over(NODE)
-            .cast(pl.Float32)
-            .alias(counter_name(c, None))
-        )
-        exprs.append(
-            _hours_since(pl.col(f"{c}__inc") > 0, lookback_k).alias(
-                f"{c.removesuffix('_total')}__hours_since_increase"
-            )
-        )
-    expected_per_bucket = spec.bucket / spec.sample_interval
-    for w in spec.missing_windows:
-        k = spec.buckets_in(w)
-        cnt = _roll("n", k).cast(pl.Float64)
-        lbl = window_label(w)
-        exprs += [
-            cnt.cast(pl.Float32).alias(f"samples__count_{lbl}"),
-            (1 - cnt / (k * expected_per_bucket))
-            .clip(0.0, 1.0)
-            .cast(pl.Float32)
-            .alias(f"samples__missing_frac_{lbl}"),
-            pl.when(_roll("ready__n", k) > 0)
-            .then(_roll("ready__false", k).cast(pl.Float64) / _roll("ready__n", k))
-            .cast(pl.Float32)
-            .alias(f"not_ready__frac_{lbl}"),
-        ]
-    last_seen = pl.col("last_ts").forward_fill().over(NODE)
-    exprs.append(
-        ((pl.col(END) - last_seen).dt.total_seconds() / 60)
-        .cast(pl.Float32)
-        .alias("samples__minutes_since_last")
+            cnt = window_sum(count, k)
+            lbl = window_label(w)
+            out[f"samples__count_{lbl}"] = cnt
+            out[f"samples__missing_frac_{lbl}"] = np.clip(1 - cnt / (k * per_bucket), 0.0, 1.0)
+            rn = window_sum(r_n, k)
+            out[f"not_ready__frac_{lbl}"] = np.where(rn > 0, window_sum(r_false, k) / rn, np.nan)
+        ends = df[END].dt.epoch("us").to_numpy().reshape(n_nodes, n_b)
+        last = df["last_ts"].dt.epoch("us").cast(pl.Float64).to_numpy().reshape(n_nodes, n_b)
+        last_ff = forward_fill(last)
+        out["samples__minutes_since_last"] = (ends - last_ff) / 60e6
+        out["not_ready__hours_since"] = buckets_since(r_false > 0, lookback) * bh
+        base, short = spec.baseline_window, spec.short_window
+        for g in spec.gauges:
+            dev = means[(g, short)] - means[(g, base)]
+            sd = stds[(g, base)]
+            out[f"{g}__dev_own_{window_label(base)}"] = dev
+            out[f"{g}__z_own_{window_label(base)}"] = np.where(sd > 0, dev / sd, np.nan)
+    frame = pl.DataFrame(
+        {
+            NODE: df[NODE],
+            END: df[END],
+            "last_ts": pl.Series(last_ff.ravel(), nan_to_null=True)
+            .cast(pl.Int64)
+            .cast(pl.Datetime("us", "UTC")),
+            **{
+                name: pl.Series(name, out[name].ravel(), dtype=pl.Float64, nan_to_null=True).cast(
+                    pl.Float32
+                )
+                for name in window_feature_names(spec)
+            },
+        }
     )
-    exprs.append(
-        _hours_since(pl.col("ready__false") > 0, lookback_k).alias("not_ready__hours_since")
-    )
-    lf = lf.with_columns(exprs)
-    dev = []
-    base, short = spec.baseline_window, spec.short_window
-    for g in spec.gauges:
-        d = pl.col(gauge_name(g, "mean", short)) - pl.col(gauge_name(g, "mean", base))
-        sd = pl.col(gauge_name(g, "std", base))
-        dev += [
-            d.alias(f"{g}__dev_own_{window_label(base)}"),
-            pl.when(sd > 0).then(d / sd).cast(pl.Float32).alias(f"{g}__z_own_{window_label(base)}"),
-        ]
-    return lf.with_columns(dev)
-
-
-def _hours_since(happened: pl.Expr, lookback_buckets: int) -> pl.Expr:
-    """Hours from the bucket end back to the last bucket where ``happened``; null when
-    that is further back than the lookback (online and offline see the same window)."""
-    last = pl.when(happened).then(pl.col(END)).forward_fill(limit=lookback_buckets).over(NODE)
-    return ((pl.col(END) - last).dt.total_seconds() / 3600).cast(pl.Float32)
+    return frame.filter((df[END] >= df["__first"]) & (df[END] <= df["__until"]))
 
 
 def add_peer_features(lf: pl.LazyFrame, spec: NodeFeatureSpec) -> pl.LazyFrame:
