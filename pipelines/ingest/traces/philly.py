@@ -7,7 +7,9 @@ row: ``time, active, total``) or a folder holding it; in a folder, files named
 Mapping (choices): ``series_id`` = ``philly/nodes``, ``pool`` = ``philly``, ``resource``
 = ``nodes``; ``value`` = ``running`` = ``active`` (nodes running at least one job: the
 trace has no queue, so ``pending`` is null and the value is served demand, not
-unconstrained demand); ``capacity`` = ``total`` (420 nodes in the published part).
+unconstrained demand); ``capacity`` = ``total`` as published (420 nodes in 81,421 of the
+84,361 published minutes; 552 on 2017-11-01/02 and 174 in the hour from 2017-11-05
+01:00, the US daylight-saving fall-back hour, a hint that times are US local).
 **Time zone**: ``time`` is naive (zone not published); it is read as UTC.
 """
 
