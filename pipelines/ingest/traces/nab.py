@@ -13,6 +13,9 @@ Mapping (choices):
   CPU %, bytes, request counts, °F, taxi passengers per 30 min).
 - **Time zone.** NAB timestamps are naive local times of the original systems (zone
   not published); they are read as UTC. Series keep their own spacing (mostly 5 min).
+  The local clock shows: ``ec2_disk_write_bytes_1ef3de`` stamps 12 readings
+  ``2014-03-09 03:00:00`` (the US daylight-saving jump); the first is kept and the 11
+  repeats are quarantined as duplicate keys.
 - ``anomaly_windows``: when the labels file is reachable (``-o labels=``, or a
   ``labels/combined_windows.json`` in PATH or one of its parent folders, which is how
   the NAB tree is laid out), one row per ``[start, end]`` window of each series being

@@ -144,3 +144,20 @@ def test_wrong_format_and_bad_labels_are_refused(
     bad.write_text('{"cat2/s.csv": "2015-01-01"}')
     with pytest.raises(IngestError, match=r"bad\.json: entry 'cat2/s.csv' is not a list"):
         run_adapter(lake, clock, "nab", g, labels=str(bad))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Lake.quarantine de-duplicates entries by (input, row, "
+    "reason): equal bad rows of two files of one folder keep only one entry",
+)
+def test_every_bad_row_of_a_folder_is_kept(tmp_path: Path, lake: Lake, clock: FixedClock) -> None:
+    for name in ("a.csv", "b.csv"):
+        write_csv(
+            tmp_path / "in" / "cat" / name,
+            ["timestamp", "value"],
+            [["2015-01-01 00:00:00", "1"], ["2015-01-01 00:05:00", "n/a"]],
+        )
+    rep = run_adapter(lake, clock, "nab", tmp_path / "in")
+    t = rep.tables["series"]
+    assert t.rows_in == t.rows_written + t.rows_quarantined
