@@ -184,13 +184,13 @@ def add_window_features(grid: pl.LazyFrame, spec: NodeFeatureSpec) -> pl.LazyFra
         {NODE: pl.String(), END: utc, "last_ts": utc}
         | {n: pl.Float32() for n in window_feature_names(spec)}
     )
-    return grid.map_batches(lambda df: _window_frame(df, spec), schema=schema)
+    return grid.map_batches(lambda df: _window_frame(df, spec, schema), schema=schema)
 
 
-def _window_frame(df: pl.DataFrame, spec: NodeFeatureSpec) -> pl.DataFrame:
+def _window_frame(df: pl.DataFrame, spec: NodeFeatureSpec, schema: pl.Schema) -> pl.DataFrame:
     n_nodes = df[NODE].n_unique()
-    if n_nodes == 0:
-        return pl.DataFrame(schema={NODE: pl.String, END: pl.Datetime("us", "UTC")})
+    if n_nodes == 0 or df.height == 0:
+        return pl.DataFrame(schema=schema)
     n_b = df.height // n_nodes
     if n_nodes * n_b != df.height:
         raise ValueError("add_window_features needs the rectangular grid of bucket_grid")

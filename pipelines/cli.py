@@ -182,10 +182,26 @@ def ingest(
         lake, source_name or mod.SOURCE, mod.read(path, opts), clock=clock, input_name=path
     )
     out = report.to_dict()
+    written = {t for t, r in report.tables.items() if r.rows_written}
+    if written & {"telemetry", "demand", "events", "inventory"}:
+        out["online"] = _refresh_online(lake)
     local = Path(path)
     if local.exists():
         out["input_sha256"] = file_digest(local)
     emit(out, as_json, _human_ingest)
+
+
+def _refresh_online(lake_: Lake) -> dict[str, Any]:
+    """Materialise the online latest features after new data lands."""
+    from pipelines.feature_jobs import materialise_online
+    from pipelines.feature_store import FeatureStore
+
+    t = lake_.scan("telemetry").select(pl.col("ts").max()).collect().item()
+    d = lake_.scan("demand").select(pl.col("ts").max()).collect().item()
+    as_of = max((x for x in (t, d) if x is not None), default=None)
+    if as_of is None:
+        return {}
+    return materialise_online(lake_, FeatureStore(_settings().features_dir), as_of=as_of)
 
 
 def _human_ingest(r: dict[str, Any]) -> str:

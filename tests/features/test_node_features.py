@@ -151,3 +151,12 @@ def test_event_features(feats: pl.DataFrame) -> None:
     n0 = feats.filter((pl.col("node_id") == "n0") & (pl.col("ts") == CUTOFF)).row(0, named=True)
     assert n0["events__hours_since_failure"] is None and n0["events__failures_7d"] == 0.0
     assert n0["node__age_days"] == pytest.approx(30 + 30 / 24, abs=1e-3)
+
+
+def test_samples_only_in_an_incomplete_bucket_give_an_empty_frame_with_all_columns(data) -> None:
+    tel, inv, ev = data
+    one = tel.filter(pl.col("node_id") == "n0").head(1)
+    cutoff = one["ts"][0]  # mid-bucket: its bucket has not ended yet
+    f = node_features(one.lazy(), inv.lazy(), ev.lazy(), cutoff=cutoff, latest_only=True).collect()
+    assert f.height == 0
+    assert f.columns == ["node_id", "ts", *node_feature_set().names, "last_sample_ts"]

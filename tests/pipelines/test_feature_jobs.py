@@ -129,3 +129,36 @@ def test_cli_features_build_on_empty_lake_says_what_to_do(tmp_path: Path) -> Non
     res = CliRunner().invoke(main, ["--workspace", str(tmp_path), "features", "build", "--json"])
     assert res.exit_code == 1
     assert "no telemetry" in json.loads(res.stdout.splitlines()[0])["error"]
+
+
+def test_ingesting_telemetry_refreshes_the_online_store(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    inv, tel = builders.inventory(3), builders.telemetry(rng, nodes=3, hours=3)
+    inv.write_parquet(tmp_path / "inv.parquet")
+    tel.write_parquet(tmp_path / "tel.parquet")
+    ws = ["--workspace", str(tmp_path / "ws")]
+    runner = CliRunner()
+    assert (
+        runner.invoke(
+            main,
+            [
+                *ws,
+                "ingest",
+                "files",
+                str(tmp_path / "inv.parquet"),
+                "--table",
+                "inventory",
+                "--json",
+            ],
+        ).exit_code
+        == 0
+    )
+    res = runner.invoke(
+        main,
+        [*ws, "ingest", "files", str(tmp_path / "tel.parquet"), "--table", "telemetry", "--json"],
+    )
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["online"]["nodes"] == 3
+    store = FeatureStore(tmp_path / "ws" / "features")
+    got = store.read_online(NODE_ONLINE, now=tel["ts"].max(), max_age=timedelta(minutes=30))
+    assert sorted(got.frame["node_id"]) == ["n0", "n1", "n2"]
