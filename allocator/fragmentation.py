@@ -26,21 +26,40 @@ from allocator.snapshot import ClusterSnapshot
 
 
 class FragmentationIndex:
-    """Per-node fragmentation against one pod-type distribution, kept up to date."""
+    """Per-node fragmentation against one pod-type distribution, kept up to date.
+
+    GPU pod types that differ only in CPU are grouped: for a node with ``c`` free
+    milli-cores, a group contributes the summed probability of its types needing at
+    most ``c`` (a table lookup), which makes each evaluation a few (nodes x groups)
+    array operations.
+    """
 
     def __init__(self, distribution: PodTypeDistribution) -> None:
         self.distribution = distribution
         gpu_types = np.flatnonzero(distribution.num_gpu > 0)
         self._types = gpu_types
-        self._p = distribution.prob[gpu_types]
-        self._k = distribution.num_gpu[gpu_types]
-        self._cpu = distribution.cpu_milli[gpu_types]
-        self.thresholds, self._jt = np.unique(
-            distribution.gpu_milli[gpu_types], return_inverse=True
-        )
-        self._jt = self._jt.reshape(-1)
-        self._acc_model: np.ndarray = np.zeros((1, len(gpu_types)), dtype=np.bool_)
+        milli = distribution.gpu_milli[gpu_types]
+        self.thresholds = np.unique(milli)
+        # Group = (GPUs, per-GPU milli, model spec); CPU need varies inside a group.
+        keys = [
+            (int(distribution.num_gpu[t]), int(distribution.gpu_milli[t]), distribution.gpu_spec[t])
+            for t in gpu_types.tolist()
+        ]
+        groups = sorted(set(keys))
+        gid = np.array([groups.index(k) for k in keys], dtype=np.int64)
+        self._group_of_type = gid
+        self._gk = np.array([g[0] for g in groups], dtype=np.int64)
+        self._gj = np.searchsorted(self.thresholds, [g[1] for g in groups]).astype(np.int64)
+        self._cpu_levels = np.unique(distribution.cpu_milli[gpu_types])
+        # table[i, g]: probability of group g's types needing <= the i-th CPU level
+        table = np.zeros((len(self._cpu_levels) + 1, len(groups)))
+        for t, g in zip(gpu_types.tolist(), gid.tolist(), strict=True):
+            level = int(np.searchsorted(self._cpu_levels, distribution.cpu_milli[t]))
+            table[level + 1 :, g] += distribution.prob[t]
+        self._cpu_table = table
+        self._acc_group: np.ndarray = np.zeros((1, len(groups)), dtype=np.bool_)
         self._n_models = -1
+        self._seen_change = -1
         self._version = np.zeros(0, dtype=np.int64)
         self._total = np.zeros(0, dtype=np.int64)
         self._cnt = np.zeros((0, len(self.thresholds)), dtype=np.int64)
@@ -50,21 +69,27 @@ class FragmentationIndex:
     # ------------------------------------------------------------------ cache
     def _accessible(self, snap: ClusterSnapshot) -> np.ndarray:
         if self._n_models != len(snap.models):
-            full = self.distribution.accessible(snap.models)
-            self._acc_model = full[:, self._types]
+            full = self.distribution.accessible(snap.models)[:, self._types]
+            acc = np.zeros((full.shape[0], len(self._gk)), dtype=np.bool_)
+            for t, g in enumerate(self._group_of_type.tolist()):
+                acc[:, g] = full[:, t]  # one spec per group, so any member says it
+            self._acc_group = acc
             self._n_models = len(snap.models)
             self._version[:] = 0  # model rows moved: recompute everything
-        return self._acc_model
+        return self._acc_group
 
     def refresh(self, snap: ClusterSnapshot) -> None:
         """Recompute the nodes that changed since the last refresh."""
-        self._accessible(snap)
         n = snap.n_nodes
+        if snap.last_change == self._seen_change and len(self._version) == n:
+            return
+        self._accessible(snap)
         if len(self._version) != n:
             self._resize(n)
         stale = np.flatnonzero(self._version != snap.version)
         if stale.size:
             self._recompute(snap, stale)
+        self._seen_change = snap.last_change
 
     def _resize(self, n: int) -> None:
         def fit(a: np.ndarray) -> np.ndarray:
@@ -85,7 +110,7 @@ class FragmentationIndex:
         self._above[rows] = (free[:, :, None] * ge).sum(axis=1)
         self._total[rows] = free.sum(axis=1)
         self._frag[rows] = self._frag_of(
-            self._acc_model[snap.model[rows]],
+            self._acc_group[snap.model[rows]],
             self._total[rows],
             self._cnt[rows],
             self._above[rows],
@@ -102,8 +127,9 @@ class FragmentationIndex:
         cpu: np.ndarray,
     ) -> np.ndarray:
         """Node fragmentation (milli-GPU) for candidate states given as columns."""
-        fits = acc & (cnt[:, self._jt] >= self._k) & (cpu[:, None] >= self._cpu)
-        return np.asarray(total - (fits * above[:, self._jt]) @ self._p)
+        prob = self._cpu_table[np.searchsorted(self._cpu_levels, cpu, side="right")]
+        fits = acc & (cnt[:, self._gj] >= self._gk)
+        return np.asarray(total - (prob * fits * above[:, self._gj]).sum(axis=1))
 
     # ------------------------------------------------------------------ queries
     def node_frag(self, snap: ClusterSnapshot) -> np.ndarray:
@@ -127,7 +153,7 @@ class FragmentationIndex:
         self.refresh(snap)
         used = pod.num_gpu * pod.gpu_milli
         return self._frag_of(
-            self._acc_model[snap.model[rows]],
+            self._acc_group[snap.model[rows]],
             self._total[rows] - used,
             self._cnt[rows] - pod.num_gpu,
             self._above[rows] - used,
@@ -154,7 +180,7 @@ class FragmentationIndex:
         ge_new = f2[:, None] >= thr
         node = rows[pos]
         after = self._frag_of(
-            self._acc_model[snap.model[node]],
+            self._acc_group[snap.model[node]],
             self._total[node] - m,
             self._cnt[node] - ge_old + ge_new,
             self._above[node] - f[:, None] * ge_old + f2[:, None] * ge_new,

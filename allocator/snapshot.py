@@ -86,6 +86,8 @@ class ClusterSnapshot:
         self.pods_on: list[set[str]] = []
         self.used_gpu_milli = 0
         self.total_gpu_milli = 0
+        self.last_change = 0
+        """Grows with every change to any node (a cheap "anything changed?" check)."""
         self._journal: list[tuple[Any, ...]] = []
         self._savepoints: list[int] = []
         self._add(nodes)
@@ -215,6 +217,7 @@ class ClusterSnapshot:
         else:
             k = len(rows)
             self._version[rows] = np.arange(_ticks(k), _TICK[0])
+        self.last_change = _TICK[0]
 
     # ------------------------------------------------------------------ nodes
     def _domain(self, level: str, key: tuple[str, ...]) -> int:
