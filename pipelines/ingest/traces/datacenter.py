@@ -6,20 +6,18 @@ file holds, per time bucket, means or sums over a whole cluster, one metric per
 column. Files are recognised by the publisher's names, which carry what the rows
 lack (the day or week, the bucket width):
 
-=================  ==========================================================  ==============
-trace              file name                                                   row time
-=================  ==========================================================  ==============
-``alibaba2018``    ``machine_usage[_day_<d>]_grouped_<s>_seconds.csv[.gz]``     row position
-``google2019``     ``instance_usage_grouped_<s>_seconds[_day_<d> | _week[_]<w>]``  row position
-                   ``[_with_hour].csv[.gz]``
-``azure_v2``       ``vm_cpu_readings[_week<w>]_aggregated_cpu_mem.csv``         ``timestamp`` s
-                   ``vm_cpu_readings[_week<w>]_aggregated_cpu_mem_no_timestamp``  row position
-=================  ==========================================================  ==============
+- ``alibaba2018``: ``machine_usage[_day_<d>]_grouped_<s>_seconds.csv[.gz]``; the row
+  position gives the time.
+- ``google2019``: ``instance_usage_grouped_<s>_seconds[_day_<d>|_week[_]<w>][_with_hour]``
+  ``.csv[.gz]``; the row position gives the time (``hour`` is checked against it).
+- ``azure_v2``: ``vm_cpu_readings[_week<w>]_aggregated_cpu_mem.csv`` (a ``timestamp``
+  column in seconds) and ``..._aggregated_cpu_mem_no_timestamp.csv`` (row position).
 
 Mapping (choices):
 
 - One series per trace, bucket width and metric column: ``series_id`` =
-  ``datacenter/<trace>/<s>s/<metric>`` (e.g. ``datacenter/alibaba2018/300s/cpu_util_percent``).
+  ``datacenter/<trace>/<s>s/<metric>``, e.g.
+  ``datacenter/alibaba2018/300s/cpu_util_percent``.
   The width is part of the id because the 10 s, 30 s and 300 s files of one day give
   different means for the same bucket start. ``pool`` = trace, ``resource`` = metric,
   ``value`` in the publisher's unit (alibaba2018: percent; google2019: fraction of the
@@ -37,10 +35,12 @@ Mapping (choices):
   at 2019-05-01T00:00Z (the trace is "May 2019, days 1-21"; UTC midnight is a
   convention), azure_v2 at 2019-01-01T00:00Z (arbitrary; a 30-day trace from 2019).
 - **Day and week files overlap.** google2019's day files and week files hold the same
-  buckets (checked: identical values), and so do azure_v2's files with and without
-  ``timestamp``. They map to the same (series_id, ts) keys, so the lake keeps each
-  bucket once. Within one input, a bucket given twice with *different* values is not
-  resolved silently: the later file's row is quarantined naming the earlier value.
+  buckets (checked: identical text, except 27 cycles-per-instruction values that the
+  ``_with_hour`` file prints one digit shorter), and so do azure_v2's files with and
+  without ``timestamp``. They map to the same (series_id, ts) keys, so the lake keeps
+  each bucket once (the first file's, in path order). Within one input, a bucket given
+  twice with values that differ by more than :data:`SAME_VALUE_RTOL` is not resolved
+  silently: the later file's row is quarantined naming the earlier value.
 - **Abnormal values.** alibaba2018 marks abnormal readings -1 or 101 (all its columns are
   0..100); google2019's fractions lie in 0..1. The demand contract bounds ``value`` only
   below (0), since most demand series (GPUs, cores) have no natural maximum: -1 would be
