@@ -1,0 +1,423 @@
+"""A small local HTTP server that answers like the Kubernetes API, for tests that cannot
+run a real kube-apiserver (none can run on these machines).
+
+It holds nodes, pods and PodDisruptionBudgets as the API returns them (JSON dicts, see
+``tests.fakes.kube_objects``) and serves, on 127.0.0.1 (free port, threaded):
+
+- ``GET /api/v1/nodes``, ``/api/v1/pods``, ``/api/v1/namespaces/{ns}/pods``,
+  ``/apis/policy/v1/poddisruptionbudgets`` (and per namespace): list objects (``kind``,
+  ``apiVersion``, ``metadata.resourceVersion``, ``items``) with ``limit`` / ``continue``
+  pagination over a consistent snapshot (as etcd serves it), ``labelSelector``
+  (``a=b``, ``a!=b``, ``a``, ``!a``) and ``fieldSelector`` (``spec.nodeName=x``, any
+  dotted path with ``=``, ``==`` or ``!=``);
+- ``GET /api/v1/nodes/{name}``, ``GET /api/v1/namespaces/{ns}/pods/{name}``;
+- ``PATCH /api/v1/nodes/{name}`` with a merge or strategic-merge patch (cordon is
+  ``{"spec": {"unschedulable": true}}``); JSON patches get 415;
+- ``POST /api/v1/namespaces/{ns}/pods/{name}/eviction``: 201 and a deletion timestamp on
+  the pod when its PodDisruptionBudget allows a disruption (which it then uses up), 429
+  ``TooManyRequests`` with a ``DisruptionBudget`` cause when it does not, 500 when more
+  than one budget selects the pod (as the real API does), 404 for unknown pods.
+
+Errors are ``Status`` objects. A bearer token is required when ``token`` is set (401
+otherwise). Every request is recorded in ``requests``; ``fail_next`` scripts an error
+answer; ``expire_continue_tokens`` makes outstanding ``continue`` tokens answer 410.
+To add a route, add a ``(method, path regex, handler)`` to ``_routes``.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.fakes.kube_objects import Obj, rfc3339
+
+Answer = tuple[int, Obj]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request the fake received."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    """Header names in lower case."""
+    body: Any
+
+
+def status(code: int, reason: str, message: str, details: Obj | None = None) -> Answer:
+    body: Obj = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success" if code < 400 else "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details:
+        body["details"] = details
+    return code, body
+
+
+def _get(obj: Obj, dotted: str) -> Any:
+    cur: Any = obj
+    for part in dotted.split("."):
+        cur = cur.get(part) if isinstance(cur, dict) else None
+    return cur
+
+
+def labels_match(selector: Obj | None, labels: dict[str, str]) -> bool:
+    """A LabelSelector (matchLabels + matchExpressions); None selects nothing."""
+    if selector is None:
+        return False
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for e in selector.get("matchExpressions") or []:
+        key, op, values = e["key"], e["operator"], e.get("values") or []
+        ok = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+def _label_query(text: str) -> Callable[[Obj], bool]:
+    terms = [t.strip() for t in text.split(",") if t.strip()]
+
+    def ok(obj: Obj) -> bool:
+        labels = obj["metadata"].get("labels") or {}
+        for t in terms:
+            if "!=" in t:
+                k, v = t.split("!=", 1)
+                if labels.get(k) == v:
+                    return False
+            elif "=" in t:
+                k, v = t.split("=", 1)
+                if labels.get(k) != v.lstrip("="):
+                    return False
+            elif t.startswith("!"):
+                if t[1:] in labels:
+                    return False
+            elif t not in labels:
+                return False
+        return True
+
+    return ok
+
+
+def _field_query(text: str) -> Callable[[Obj], bool]:
+    terms = []
+    for t in (t.strip() for t in text.split(",") if t.strip()):
+        m = re.fullmatch(r"([\w.]+)(!=|==|=)(.*)", t)
+        if m is None:
+            raise ValueError(f"bad field selector {t!r}")
+        terms.append(m.groups())
+
+    def ok(obj: Obj) -> bool:
+        for path, op, value in terms:
+            got = _get(obj, path)
+            got = "" if got is None else str(got)
+            if (got == value) != (op != "!="):
+                return False
+        return True
+
+    return ok
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch (strategic merge is the same for scalar fields)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients closing kept-alive connections is normal; anything else is a bug here.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+@dataclass
+class FakeKubeAPI:
+    """Serve ``nodes``, ``pods`` and ``pdbs`` (lists of API objects) on 127.0.0.1."""
+
+    nodes: list[Obj] = field(default_factory=list)
+    pods: list[Obj] = field(default_factory=list)
+    pdbs: list[Obj] = field(default_factory=list)
+    token: str | None = "test-token"
+    requests: list[Request] = field(default_factory=list)
+    resource_version: int = 1000
+    _snapshots: dict[str, list[Obj]] = field(default_factory=dict)
+    _faults: list[tuple[str, str, str | None, Answer]] = field(default_factory=list)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+    _server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def __enter__(self) -> FakeKubeAPI:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _any(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(n) if n else b""
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                code, body = fake._dispatch(self.command, self.path, headers, raw)
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _any
+
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        ).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.shutdown()
+        self._server.server_close()
+
+    # ------------------------------------------------------------------ scripting
+    def fail_next(
+        self,
+        method: str,
+        path_regex: str,
+        code: int,
+        reason: str,
+        message: str = "scripted failure",
+        *,
+        if_query: str | None = None,
+    ) -> None:
+        """Answer the next matching request (with query parameter ``if_query``, when
+        given) with an error Status."""
+        self._faults.append((method, path_regex, if_query, status(code, reason, message)))
+
+    def expire_continue_tokens(self) -> None:
+        with self._lock:
+            self._snapshots.clear()
+
+    def seen(self, method: str = "GET", prefix: str = "/") -> list[Request]:
+        return [r for r in self.requests if r.method == method and r.path.startswith(prefix)]
+
+    def node(self, name: str) -> Obj:
+        return next(n for n in self.nodes if n["metadata"]["name"] == name)
+
+    def pod(self, namespace: str, name: str) -> Obj:
+        return next(
+            p
+            for p in self.pods
+            if (p["metadata"]["namespace"], p["metadata"]["name"]) == (namespace, name)
+        )
+
+    # ------------------------------------------------------------------ dispatch
+    def _routes(self) -> list[tuple[str, str, Callable[..., Answer]]]:
+        ns, name = r"(?P<ns>[^/]+)", r"(?P<name>[^/]+)"
+        return [
+            ("GET", r"/api/v1/nodes", self._list_nodes),
+            ("GET", rf"/api/v1/nodes/{name}", self._get_node),
+            ("PATCH", rf"/api/v1/nodes/{name}", self._patch_node),
+            ("GET", r"/api/v1/pods", self._list_pods),
+            ("GET", rf"/api/v1/namespaces/{ns}/pods", self._list_pods),
+            ("GET", rf"/api/v1/namespaces/{ns}/pods/{name}", self._get_pod),
+            ("POST", rf"/api/v1/namespaces/{ns}/pods/{name}/eviction", self._evict),
+            ("GET", r"/apis/policy/v1/poddisruptionbudgets", self._list_pdbs),
+            ("GET", rf"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", self._list_pdbs),
+        ]
+
+    def _dispatch(self, method: str, raw_path: str, headers: dict[str, str], raw: bytes) -> Answer:
+        parts = urlsplit(raw_path)
+        path = unquote(parts.path)
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw
+        with self._lock:
+            self.requests.append(Request(method, path, query, headers, body))
+            if self.token is not None and headers.get("authorization") != f"Bearer {self.token}":
+                return status(401, "Unauthorized", "Unauthorized")
+            for i, (m, rx, needs, answer) in enumerate(self._faults):
+                if m == method and re.fullmatch(rx, path) and (needs is None or needs in query):
+                    del self._faults[i]
+                    return answer
+            for m, rx, handler in self._routes():
+                match = re.fullmatch(rx, path)
+                if m == method and match:
+                    try:
+                        return handler(query=query, body=body, headers=headers, **match.groupdict())
+                    except ValueError as exc:
+                        return status(400, "BadRequest", str(exc))
+            return status(
+                404,
+                "NotFound",
+                f"the server could not find the requested resource ({method} {path})",
+            )
+
+    # ------------------------------------------------------------------ lists
+    def _list(self, kind: str, api_version: str, items: list[Obj], query: dict[str, str]) -> Answer:
+        token = query.get("continue")
+        if token:
+            try:
+                snap_id, offset_s = base64.urlsafe_b64decode(token.encode()).decode().split(":")
+                offset = int(offset_s)
+            except (ValueError, UnicodeDecodeError):
+                return status(400, "BadRequest", f"invalid continue token {token!r}")
+            if snap_id not in self._snapshots:
+                return status(
+                    410,
+                    "Expired",
+                    "The provided continue parameter is too old to "
+                    "display a consistent list result.",
+                )
+            snapshot = self._snapshots[snap_id]
+            rv = snap_id.split("-")[0]
+        else:
+            if "labelSelector" in query:
+                items = [o for o in items if _label_query(query["labelSelector"])(o)]
+            if "fieldSelector" in query:
+                items = [o for o in items if _field_query(query["fieldSelector"])(o)]
+            snapshot = sorted(
+                copy.deepcopy(items),
+                key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]),
+            )
+            rv = str(self.resource_version)
+            snap_id = f"{rv}-{len(self._snapshots)}"
+            offset = 0
+        limit = int(query.get("limit") or 0) or len(snapshot) or 1
+        page = snapshot[offset : offset + limit]
+        meta: Obj = {"resourceVersion": rv}
+        if offset + limit < len(snapshot):
+            self._snapshots[snap_id] = snapshot
+            meta["continue"] = base64.urlsafe_b64encode(
+                f"{snap_id}:{offset + limit}".encode()
+            ).decode()
+            meta["remainingItemCount"] = len(snapshot) - offset - limit
+        return 200, {"kind": kind, "apiVersion": api_version, "metadata": meta, "items": page}
+
+    def _list_nodes(self, query: dict[str, str], **_: Any) -> Answer:
+        return self._list("NodeList", "v1", self.nodes, query)
+
+    def _list_pods(self, query: dict[str, str], ns: str | None = None, **_: Any) -> Answer:
+        pods = [p for p in self.pods if ns is None or p["metadata"]["namespace"] == ns]
+        return self._list("PodList", "v1", pods, query)
+
+    def _list_pdbs(self, query: dict[str, str], ns: str | None = None, **_: Any) -> Answer:
+        pdbs = [p for p in self.pdbs if ns is None or p["metadata"]["namespace"] == ns]
+        return self._list("PodDisruptionBudgetList", "policy/v1", pdbs, query)
+
+    # ------------------------------------------------------------------ objects
+    def _find_node(self, name: str) -> Obj | None:
+        return next((n for n in self.nodes if n["metadata"]["name"] == name), None)
+
+    def _get_node(self, name: str, **_: Any) -> Answer:
+        node = self._find_node(name)
+        if node is None:
+            return status(404, "NotFound", f'nodes "{name}" not found')
+        return 200, {"kind": "Node", "apiVersion": "v1", **node}
+
+    def _patch_node(self, name: str, body: Any, headers: dict[str, str], **_: Any) -> Answer:
+        node = self._find_node(name)
+        if node is None:
+            return status(404, "NotFound", f'nodes "{name}" not found')
+        ctype = headers.get("content-type", "")
+        if "merge-patch+json" not in ctype:
+            return status(
+                415,
+                "UnsupportedMediaType",
+                f"the fake accepts merge and strategic-merge patches, not {ctype}",
+            )
+        patched = merge_patch(node, body)
+        self.resource_version += 1
+        patched["metadata"]["resourceVersion"] = str(self.resource_version)
+        self.nodes[self.nodes.index(node)] = patched
+        return 200, {"kind": "Node", "apiVersion": "v1", **patched}
+
+    def _get_pod(self, ns: str, name: str, **_: Any) -> Answer:
+        try:
+            return 200, {"kind": "Pod", "apiVersion": "v1", **self.pod(ns, name)}
+        except StopIteration:
+            return status(404, "NotFound", f'pods "{name}" not found')
+
+    def _evict(self, ns: str, name: str, **_: Any) -> Answer:
+        try:
+            pod = self.pod(ns, name)
+        except StopIteration:
+            return status(404, "NotFound", f'pods "{name}" not found')
+        labels = pod["metadata"].get("labels") or {}
+        budgets = [
+            b
+            for b in self.pdbs
+            if b["metadata"]["namespace"] == ns and labels_match(b["spec"].get("selector"), labels)
+        ]
+        terminal = pod["status"].get("phase") in ("Succeeded", "Failed")
+        if len(budgets) > 1 and not terminal:
+            return status(
+                500,
+                "InternalError",
+                "This pod has more than one "
+                "PodDisruptionBudget, which the eviction subresource does not support.",
+            )
+        if budgets and not terminal:
+            b = budgets[0]["status"]
+            if b.get("disruptionsAllowed", 0) <= 0:
+                name_b = budgets[0]["metadata"]["name"]
+                return status(
+                    429,
+                    "TooManyRequests",
+                    "Cannot evict pod as it would violate the pod's disruption budget.",
+                    {
+                        "causes": [
+                            {
+                                "reason": "DisruptionBudget",
+                                "message": f"The disruption budget {name_b} needs "
+                                f"{b.get('desiredHealthy', 0)} healthy pods and has "
+                                f"{b.get('currentHealthy', 0)} currently",
+                            }
+                        ]
+                    },
+                )
+            b["disruptionsAllowed"] -= 1
+            b["currentHealthy"] = b.get("currentHealthy", 1) - 1
+        pod["metadata"]["deletionTimestamp"] = rfc3339(datetime.now(UTC))
+        self.resource_version += 1
+        return status(201, "", "")
