@@ -157,9 +157,7 @@ def node_rows(
         res = st.get(opt["resources"]) or {}
         gpus = _count(res.get(opt["gpu_resource"], "0"), Decimal(1), up=False)
         numa = labels.get(opt["numa_label"]) or "1"
-        pool = (
-            _label(labels, opt["pool_label"]) if opt["pool_label"] else _label(labels, *POOL_LABELS)
-        )
+        pool = _label(labels, *((opt["pool_label"],) if opt["pool_label"] else POOL_LABELS))
         inv.append(
             {
                 "ts": at,
@@ -281,7 +279,9 @@ def _gpu_spec(spec: Mapping[str, Any], label: str) -> str | None:
     return "|".join(models) or None
 
 
-def _pod_row(p: Mapping[str, Any], opt: Mapping[str, str], pool_label: str) -> dict[str, Any]:
+def _pod_row(
+    p: Mapping[str, Any], opt: Mapping[str, str], pool_labels: tuple[str, ...]
+) -> dict[str, Any]:
     md, spec, st = p.get("metadata") or {}, p.get("spec") or {}, p.get("status") or {}
     ns, name = md.get("namespace"), md.get("name")
     owner = next((o for o in md.get("ownerReferences") or [] if o.get("controller")), None)
@@ -311,7 +311,7 @@ def _pod_row(p: Mapping[str, Any], opt: Mapping[str, str], pool_label: str) -> d
         "job_id": f"{ns}/{owner['kind']}/{owner['name']}" if owner else None,
         "gang_id": notes.get(opt["gang_annotation"]) or labels.get(opt["gang_label"]),
         "gang_size": None,
-        "pool": (spec.get("nodeSelector") or {}).get(pool_label) if pool_label else None,
+        "pool": _label(spec.get("nodeSelector") or {}, *pool_labels),
         "cpu_milli": req("cpu", Decimal(1000), "cpu"),
         "memory_mib": req("memory", Decimal(1) / MIB, "memory"),
         "num_gpu": gpus,
@@ -328,8 +328,8 @@ def _pod_row(p: Mapping[str, Any], opt: Mapping[str, str], pool_label: str) -> d
 
 
 def pod_rows(pods: list[dict[str, Any]], opt: Mapping[str, str]) -> pl.DataFrame:
-    pool_label = opt["pool_label"] or POOL_LABELS[0]
-    rows = [_pod_row(p, opt, pool_label) for p in pods]
+    pool_labels = (opt["pool_label"],) if opt["pool_label"] else POOL_LABELS
+    rows = [_pod_row(p, opt, pool_labels) for p in pods]
     text = (
         "pod_id",
         "job_id",
