@@ -38,6 +38,9 @@ QUARANTINE_DIR = "_quarantine"
 STAGING_DIR = "_staging"
 INGEST_LOG = "_ingest_log.jsonl"
 PARQUET_COMPRESSION: Final = "zstd"
+QUARANTINE_KEY = ("input", "row", "field", "reason", "record")
+"""A quarantined row is the same one again when all of these match (a folder input
+has several files, so the row number alone is not enough)."""
 
 
 class LakeError(RuntimeError):
@@ -197,8 +200,8 @@ class Lake:
             # Re-ingesting the same input must not quarantine its bad rows twice.
             known = sorted(base.glob(f"source={source}/date=*/part-*.parquet"))
             if known:
-                seen = pl.scan_parquet(known).select("input", "row", "reason").collect()
-                frame = frame.join(seen, on=["input", "row", "reason"], how="anti")
+                seen = pl.scan_parquet(known).select(*QUARANTINE_KEY).collect()
+                frame = frame.join(seen, on=list(QUARANTINE_KEY), how="anti", nulls_equal=True)
             if frame.height == 0:
                 return 0
             staging = self._staging()

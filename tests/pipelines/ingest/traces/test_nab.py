@@ -146,11 +146,6 @@ def test_wrong_format_and_bad_labels_are_refused(
         run_adapter(lake, clock, "nab", g, labels=str(bad))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Lake.quarantine de-duplicates entries by (input, row, "
-    "reason): equal bad rows of two files of one folder keep only one entry",
-)
 def test_every_bad_row_of_a_folder_is_kept(tmp_path: Path, lake: Lake, clock: FixedClock) -> None:
     for name in ("a.csv", "b.csv"):
         write_csv(
