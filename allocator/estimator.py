@@ -153,10 +153,10 @@ class NodeCountEstimator:
         if len(demand) == 0:
             return Estimate(dict.fromkeys(names, 0), 0, 0, 0)
         dist = self.distribution or PodTypeDistribution.from_batch(demand)
-        policy: Policy = make_policy(self.policy, dist)
-        order_rng, tie_rng = (
-            np.random.default_rng(s) for s in np.random.SeedSequence(self.seed).spawn(2)
+        order_rng, tie_rng, policy_rng = (
+            np.random.default_rng(s) for s in np.random.SeedSequence(self.seed).spawn(3)
         )
+        policy: Policy = make_policy(self.policy, dist, policy_rng)
         if self.order == "random":
             order = order_rng.permutation(len(demand))
         else:

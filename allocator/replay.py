@@ -170,12 +170,14 @@ def replay(
     """Replay ``workload`` onto an empty cluster of ``topology`` with ``policy`` (a name
     or a fresh policy instance); see the module docstring."""
     dist = distribution or PodTypeDistribution.from_batch(workload, popularity)
-    pol = make_policy(policy, dist) if isinstance(policy, str) else policy
+    order_rng, tie_rng, policy_rng = (
+        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3)
+    )
+    pol = make_policy(policy, dist, policy_rng) if isinstance(policy, str) else policy
     snap = ClusterSnapshot(topology)
     total_gpus = snap.total_gpu_milli // GPU_MILLI
     if total_gpus == 0:
         raise ValueError("the node list has no GPUs; a GPU trace replay needs GPU nodes")
-    order_rng, tie_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
     order, n_orig = arrival_order(workload, snap.total_gpu_milli, tune, order_rng)
     allocator = Allocator(snap, pol, tie_rng, tie_break=tie_break, explain=False)
     index = FragmentationIndex(dist) if track_fragmentation else None

@@ -6,6 +6,8 @@ scorer over FGD) needs the target workload's pod-type distribution.
 
 from __future__ import annotations
 
+import numpy as np
+
 from allocator.distribution import PodTypeDistribution
 from allocator.policies.base import NodeScores, PlacementContext, Policy, PolicyBase
 from allocator.policies.best_fit import BestFit
@@ -44,18 +46,24 @@ def canonical_name(name: str) -> str:
     return key
 
 
-def make_policy(name: str, distribution: PodTypeDistribution | None = None) -> Policy:
+def make_policy(
+    name: str,
+    distribution: PodTypeDistribution | None = None,
+    rng: np.random.Generator | None = None,
+) -> Policy:
     """A policy by name. ``fgd`` and ``topology_aware`` (over FGD when a distribution is
-    given, else over BestFit) use ``distribution``."""
+    given, else over BestFit) use ``distribution``; ``random`` draws from ``rng``
+    (default: a generator seeded with 0)."""
     key = canonical_name(name)
+    if key == "random":
+        return RandomFit(rng if rng is not None else np.random.default_rng(0))
     if key == "fgd":
         if distribution is None:
             raise ValueError("the fgd policy needs the target workload's pod-type distribution")
         return FGD(distribution)
     if key == "topology_aware":
         return TopologyAware(FGD(distribution) if distribution is not None else None)
-    simple: dict[str, type[RandomFit | BestFit | DotProduct | GpuPacking | GpuClustering]] = {
-        "random": RandomFit,
+    simple: dict[str, type[BestFit | DotProduct | GpuPacking | GpuClustering]] = {
         "best_fit": BestFit,
         "dot_product": DotProduct,
         "gpu_packing": GpuPacking,

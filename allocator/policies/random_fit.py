@@ -10,14 +10,24 @@ from allocator.snapshot import ClusterSnapshot
 
 
 class RandomFit(PolicyBase):
-    """Every feasible node scores the same; the allocator's tie-break picks one at random."""
+    """Each decision draws fresh random scores from ``rng``, so the best is a uniform
+    pick among the feasible nodes whatever the allocator's tie-break; a GPU share goes
+    to a uniformly random GPU that fits (the artifact's "random" GPU selection)."""
 
     name = "random"
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
 
     def score(
         self, snap: ClusterSnapshot, pod: PodRequest, rows: np.ndarray, ctx: PlacementContext
     ) -> NodeScores:
-        return NodeScores(np.zeros(len(rows), dtype=np.int64), unit="none")
+        scores = self.rng.random(len(rows))
+        if not pod.is_share:
+            return NodeScores(scores, unit="random draw")
+        fits = snap.gpu_free[rows] >= pod.gpu_milli
+        keys = np.where(fits, self.rng.random(fits.shape), -1.0)
+        return NodeScores(scores, gpu=keys.argmax(axis=1), unit="random draw")
 
     def describe(self, snap: ClusterSnapshot, pod: PodRequest, row: int) -> str:
-        return f"{snap.node_ids[row]}: any feasible node is as good as another"
+        return f"{snap.node_ids[row]}: drawn at random among the feasible nodes"
