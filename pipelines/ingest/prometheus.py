@@ -28,10 +28,13 @@ kube-state-metrics):
   the last XID seen. We count changes of that value per step: ``changes()`` over
   step + lookback minus ``changes()`` over the lookback ending one step earlier counts
   exactly the transitions whose later sample falls in the step (a plain
-  ``changes(x[$step])`` misses transitions that straddle step boundaries). The adapter
-  sums those per-step counts from the start of the range (``accumulate``), so the total
-  restarts at 0 with each ingested range, which readers treat as a counter reset. A
-  repeat of the same XID code, or several changes between two scrapes, counts once.
+  ``changes(x[$step])`` misses transitions that straddle step boundaries), counted only
+  while the GPU's series is current (``and x``), so a node that stopped reporting gets no
+  XID value either. The adapter sums those per-step counts from the start of the range
+  (``accumulate``), so the total restarts at 0 with each ingested range, which readers
+  treat as a counter reset. A repeat of the same XID code, several changes between two
+  scrapes, or a change across a scrape gap longer than the lookback counts once or not
+  at all.
 - ``nic_flaps_total``: ``node_network_carrier_changes_total`` summed over physical
   interfaces (virtual ones - veth, cali, cni, docker, flannel, ... - churn with pods).
 - ``disk_realloc_total``: smartctl_exporter's ``Reallocated_Sector_Ct`` raw values,
@@ -127,8 +130,9 @@ DEFAULT_QUERIES: tuple[MetricQuery, ...] = (
     MetricQuery("ecc_dbe_total", "sum by ($node) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{$sel})"),
     MetricQuery(
         "xid_errors_total",
-        f"sum by ($node) ((changes({_XID}[$step_plus_lookback])"
-        f" - changes({_XID}[$lookback] offset $step)) or changes({_XID}[$step_plus_lookback]))",
+        f"sum by ($node) (((changes({_XID}[$step_plus_lookback])"
+        f" - changes({_XID}[$lookback] offset $step)) or changes({_XID}[$step_plus_lookback]))"
+        f" and {_XID})",
         accumulate=True,
     ),
     MetricQuery("pcie_replay_total", "sum by ($node) (DCGM_FI_DEV_PCIE_REPLAY_COUNTER{$sel})"),

@@ -14,7 +14,7 @@ real round trip:
   whose sum give the node value; ECC / PCIe counters are split over GPUs so that their
   sum is the node total. ``DCGM_FI_DEV_XID_ERRORS`` holds the last XID code per GPU and is
   scraped off the step grid: each XID the source counts in a step changes the code of one
-  GPU within that step (so at most one per GPU per step).
+  GPU at the step's first scrape (so at most one per GPU per step).
 - carrier changes, reallocated sectors and EDAC errors are split over two devices; decoy
   series (a veth interface, the normalised SMART value, a MemoryPressure condition, the
   ``user`` CPU mode) sit beside them so that a mapping that forgot a filter fails.
@@ -101,8 +101,8 @@ def write_openmetrics(
 ) -> Exported:
     """Write the exporters' view of ``telemetry`` (contract columns) to ``path``.
 
-    Every node must have a row at every step between its first and last row (nulls are
-    fine: a null value writes no sample).
+    A node's rows must sit on one step grid. A missing row (a missed scrape) or a null
+    value writes no sample; counters carry on from their last value after the gap.
     """
     fam = _Families()
     step_s = step.total_seconds()
@@ -110,8 +110,11 @@ def write_openmetrics(
     for (node,), rows in tel.group_by(["node_id"], maintain_order=True):
         assert isinstance(node, str)
         ts = [t.timestamp() for t in rows["ts"]]
-        if any(abs(b - a - step_s) > 1e-6 for a, b in pairwise(ts)):
-            raise ValueError(f"node {node}: rows are not one step apart; cannot export")
+        if any(
+            b <= a or abs((b - a) / step_s - round((b - a) / step_s)) > 1e-9
+            for a, b in pairwise(ts)
+        ):
+            raise ValueError(f"node {node}: rows are not on one step grid; cannot export")
         g = int(gpus_by_node.get(node, 0))
         _node_exporter(fam, node, ts, rows, step_s, cpus, counter_substeps, memory_bytes)
         if g > 0:
@@ -159,8 +162,8 @@ def _node_exporter(
                 fam.add("node_cpu_seconds", "counter", "node_cpu_seconds_total", lab_u, tk, user[c])
 
     used = rows["mem_used_bytes"].to_list()
-    known = [u for u in used if u is not None]
-    total = (memory_bytes or {}).get(node) or (max(known, default=0) + 4096 * MIB)
+    most = max((u for u in used if u is not None), default=0)
+    total = max((memory_bytes or {}).get(node, 0), most + 4096 * MIB)
     lab = _labels(instance=inst, job=job)
     for t, u in zip(ts, used, strict=True):
         if u is None:
@@ -305,28 +308,28 @@ def _dcgm(
                 for i, share in enumerate(_split(int(v), g)):
                     fam.add(name, "unknown", name, lab(i), t, share)
     # XID: the last code per GPU, scraped every step / substeps with a half-interval offset
-    # (like a live scrape, not on the step grid). The XIDs a row counts change codes at one
-    # of its scrapes, sometimes the first, so some changes straddle a step boundary. The
-    # baseline scrape before the first row holds the first row's state.
+    # (like a live scrape, not on the step grid). The XIDs a row counts change codes at
+    # the first scrape of its step, so every change straddles a step boundary (the case a
+    # plain changes() over one step misses). The baseline scrape before the first row
+    # holds the first row's state.
     sub = step_s / substeps
     codes = [0] * g
     cursor = 0
     prev: int | None = None
-    for j, (t, v) in enumerate(zip(ts, rows["xid_errors_total"].to_list(), strict=True)):
+    for t, v in zip(ts, rows["xid_errors_total"].to_list(), strict=True):
         if v is None:
             continue
         new = 0 if prev is None else int(v) - prev
         if new < 0 or new > g:
             raise ValueError(f"node {node}: {new} XIDs in one step cannot be encoded on {g} GPUs")
-        if j == 0:
+        if prev is None:
             gauge("DCGM_FI_DEV_XID_ERRORS", t - step_s - sub / 2, [float(c) for c in codes])
+        for _ in range(new):
+            i = cursor % g
+            cycle = XID_CODES[(cursor // g) % len(XID_CODES) :] + XID_CODES
+            codes[i] = next(c for c in cycle if c != codes[i])
+            cursor += 1
         for k in range(substeps):
-            if k == j % substeps:
-                for _ in range(new):
-                    i = cursor % g
-                    cycle = XID_CODES[(cursor // g) % len(XID_CODES) :] + XID_CODES
-                    codes[i] = next(c for c in cycle if c != codes[i])
-                    cursor += 1
             gauge("DCGM_FI_DEV_XID_ERRORS", t - step_s + (k + 0.5) * sub, [float(c) for c in codes])
         prev = int(v)
 

@@ -1,6 +1,11 @@
-"""Round trip through a real Prometheus: telemetry -> the exporters' raw series (OpenMetrics)
--> ``promtool tsdb create-blocks-from openmetrics`` -> ``prometheus`` on 127.0.0.1 with no
-scrape targets -> ``predops ingest prometheus`` -> lake, compared row by row with the source.
+"""Round trip through a real Prometheus: the synthetic fleet's telemetry -> the exporters'
+raw series (OpenMetrics, ``tests.fakes.exporters``) -> ``promtool tsdb create-blocks-from
+openmetrics`` -> ``prometheus`` on 127.0.0.1 with no scrape targets and a 100-year
+retention -> ``predops ingest prometheus`` -> lake, compared row by row with the source.
+
+Prometheus runs with a 1-minute lookback: a backfill cannot carry the staleness markers a
+live Prometheus writes when a scrape fails, so with the default 5 minutes the fleet's
+missed scrapes would come back as copies of the previous sample.
 
 Needs Debian's ``prometheus`` package (it brings ``promtool``); CI installs it. Without it
 the tests fail, they do not skip.
@@ -25,21 +30,22 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pytest
 import requests
 from click.testing import CliRunner
 
-from core.schemas import TELEMETRY, UTC_TS
+from core.schemas import TELEMETRY
 from pipelines.cli import main
 from pipelines.lake import Lake
+from pipelines.synthetic.run import SimConfig, simulate_frames
 from tests.fakes.exporters import write_openmetrics
 
 pytestmark = pytest.mark.integration
 
 STEP = timedelta(minutes=5)
 START = datetime(2026, 1, 5, tzinfo=UTC)
+MIB = 1 << 20
 GPU_COLUMNS = (
     "gpu_util_pct",
     "gpu_temp_c",
@@ -56,56 +62,28 @@ INSTALL_HINT = (
 )
 
 
-def _cumulative(
-    rng: np.random.Generator, shape: tuple[int, ...], lam: float, cap: int
-) -> np.ndarray:
-    return np.cumsum(np.minimum(rng.poisson(lam, shape), cap), axis=-1) + rng.integers(
-        0, 50, (*shape[:-1], 1)
+def source_fleet() -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Telemetry and inventory of a small synthetic fleet: CPU and 8-GPU nodes, a day at
+    5-minute steps, with missed scrapes (missing rows), a node down for an hour (null
+    metrics, not ready) and XIDs."""
+    frames = simulate_frames(SimConfig(nodes=16, days=1, interval=STEP, seed=7, start=START))
+    tel, inv = frames["telemetry"], frames["inventory"].unique("node_id", keep="last")
+    # The round trip must cover these; if the simulator changes, pick another seed.
+    assert tel["cpu_util_pct"].null_count() > 0, "no down node in the simulated fleet"
+    assert tel.height < inv.height * SimConfig(1, 1, STEP, 7, START).n_samples, "no gap"
+    xids = tel.group_by("node_id").agg(
+        pl.col("xid_errors_total").max() - pl.col("xid_errors_total").min()
     )
-
-
-def source_fleet(seed: int = 7, hours: int = 12) -> tuple[pl.DataFrame, dict[str, int]]:
-    """Telemetry of a small fleet (4 eight-GPU nodes, 4 CPU nodes) on a 5-minute grid and
-    the GPU count per node. Stand-in for the synthetic fleet until its
-    ``simulate_frames`` lands."""
-    rng = np.random.default_rng(seed)
-    gpus = {f"gpu-{i:02d}.r1.dc1": 8 for i in range(4)} | {
-        f"cpu-{i:02d}.r2.dc1": 0 for i in range(4)
-    }
-    n = hours * 12
-    ts = [START + STEP * k for k in range(n)]
-    frames = []
-    for node, g in gpus.items():
-        gpu = g > 0
-        col: dict[str, object] = {
-            "ts": ts,
-            "node_id": [node] * n,
-            "cpu_util_pct": rng.uniform(0, 100, n).astype(np.float32),
-            "mem_used_bytes": rng.integers(1 << 30, 512 << 30, n),
-            "nic_flaps_total": _cumulative(rng, (n,), 0.02, 3),
-            "disk_realloc_total": _cumulative(rng, (n,), 0.05, 8),
-            "mce_total": _cumulative(rng, (n,), 0.03, 2),
-            "node_ready": rng.uniform(size=n) > 0.05,
-        }
-        for c, values in {
-            "gpu_util_pct": rng.uniform(0, 100, n).astype(np.float32),
-            "gpu_temp_c": rng.uniform(28, 92, n).astype(np.float32),
-            "gpu_power_w": rng.uniform(400, 5600, n).astype(np.float32),
-            "ecc_sbe_total": _cumulative(rng, (n,), 0.3, 20),
-            "ecc_dbe_total": _cumulative(rng, (n,), 0.01, 1),
-            "xid_errors_total": _cumulative(rng, (n,), 0.05, 3),
-            "pcie_replay_total": _cumulative(rng, (n,), 0.2, 9),
-        }.items():
-            col[c] = values if gpu else [None] * n
-        frames.append(pl.DataFrame(col, schema_overrides={"ts": UTC_TS}, strict=False))
-    frame = pl.concat(frames, how="diagonal_relaxed")
-    return frame.select(TELEMETRY.names).cast(TELEMETRY.polars_schema()), gpus
+    assert (xids["xid_errors_total"] > 0).any(), "no XID in the simulated fleet"
+    assert (inv["gpus"] == 0).any() and (inv["gpus"] > 0).any()
+    return tel, inv
 
 
 @dataclass(frozen=True)
 class Backfilled:
     url: str
     source: pl.DataFrame
+    inventory: pl.DataFrame
     timings: dict[str, float]
 
 
@@ -137,8 +115,12 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]
     root = tmp_path_factory.mktemp("prometheus")
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    source, gpus = source_fleet()
-    exported = write_openmetrics(source, gpus, root / "fleet.om", step=STEP)
+    source, inventory = source_fleet()
+    gpus = dict(zip(inventory["node_id"], inventory["gpus"], strict=True))
+    memory = {
+        n: m * MIB for n, m in zip(inventory["node_id"], inventory["memory_mib"], strict=True)
+    }
+    exported = write_openmetrics(source, gpus, root / "fleet.om", step=STEP, memory_bytes=memory)
     timings["export_s"] = time.perf_counter() - t
     t = time.perf_counter()
     subprocess.run(
@@ -169,6 +151,10 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]
                 f"--storage.tsdb.path={root / 'data'}",
                 "--storage.tsdb.retention.time=100y",
                 f"--web.listen-address=127.0.0.1:{port}",
+                # A live Prometheus marks a down target's series stale at once; a backfill
+                # carries no staleness markers, so without this a node that missed a
+                # scrape would repeat its last sample for the default 5m lookback.
+                "--query.lookback-delta=1m",
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -176,7 +162,7 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]
     try:
         _wait_ready(url, proc, log, limit_s=60)
         timings["prometheus_ready_s"] = time.perf_counter() - t
-        yield Backfilled(url, source, timings)
+        yield Backfilled(url, source, inventory, timings)
     finally:
         proc.terminate()
         try:
@@ -263,7 +249,8 @@ def test_round_trip_through_a_real_prometheus(backfilled: Backfilled, tmp_path: 
     got = Lake(tmp_path / "ws" / "lake").scan("telemetry").collect()
     assert_round_trip(got, backfilled.source)
     # GPU metrics are null on CPU-only nodes (no DCGM exporter there), as in the source.
-    cpu_rows = got.filter(pl.col("node_id").str.starts_with("cpu-"))
+    cpu_nodes = backfilled.inventory.filter(pl.col("gpus") == 0)["node_id"]
+    cpu_rows = got.filter(pl.col("node_id").is_in(cpu_nodes.to_list()))
     assert cpu_rows.height and all(cpu_rows[c].is_null().all() for c in GPU_COLUMNS)
     print(json.dumps({**backfilled.timings, "ingest_s": round(ingest_s, 2)}))
 
