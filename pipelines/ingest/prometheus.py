@@ -194,10 +194,8 @@ _DUR_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y":
 def parse_duration(text: str, what: str) -> float:
     """A Prometheus duration (``90s``, ``5m``, ``1h30m``) or plain seconds -> seconds."""
     t = text.strip()
-    try:
+    if re.fullmatch(r"\d+(?:\.\d*)?", t):
         return float(t)
-    except ValueError:
-        pass
     parts = _DUR.findall(t)
     if not parts or "".join(n + u for n, u in parts) != t:
         raise IngestError(f"prometheus: {what} {text!r} is not a duration like 30s, 5m, 1h30m")

@@ -158,6 +158,9 @@ def test_options_errors_are_clear(clock: FixedClock, tmp_path: Path) -> None:
         prom.config_from_options(url, options(3, clock, node_batc="3"))
     with pytest.raises(IngestError, match="not a duration"):
         prom.config_from_options(url, options(3, clock, timeout="soon"))
+    with pytest.raises(IngestError, match="not a duration"):
+        prom.config_from_options(url, options(3, clock, backoff="nan"))
+    assert prom.parse_duration("1h30m", "x") == 5400 and prom.parse_duration("90", "x") == 90
     bad = tmp_path / "map.toml"
     bad.write_text("[gpu_temp_c]\nnode_label = 'Hostname'\n")
     with pytest.raises(IngestError, match="needs an expr"):
