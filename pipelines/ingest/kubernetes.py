@@ -60,7 +60,7 @@ from typing import Any
 
 import polars as pl
 
-from core.schemas import UTC_TS
+from core.schemas import INVENTORY, UTC_TS
 from pipelines.ingest.batch import Batch, IngestError
 from pipelines.ingest.registry import IngestOptions
 
@@ -146,30 +146,61 @@ def _ready(node: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return next((c for c in conds if c.get("type") == "Ready"), None)
 
 
-def node_rows(
-    nodes: list[dict[str, Any]], at: datetime, opt: Mapping[str, str]
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Nodes as (inventory, telemetry, events) frames in contract columns."""
-    inv, tel, ev = [], [], []
+_NODE_SCHEMA = {
+    **dict.fromkeys(
+        (
+            "node_id",
+            "pool",
+            "sku",
+            "gpu_model",
+            "gpus",
+            "cpu_milli",
+            "memory_mib",
+            "numa_nodes",
+            "nvlink_domain",
+            "region",
+            "zone",
+            "spine",
+            "rack",
+        ),
+        pl.String(),
+    ),
+    "ts": UTC_TS,
+    "installed_at": UTC_TS,
+    "node_ready": pl.Boolean(),
+    "ready_since": UTC_TS,
+    "ready_detail": pl.String(),
+}
+
+
+def node_frame(nodes: list[dict[str, Any]], at: datetime, opt: Mapping[str, str]) -> pl.DataFrame:
+    """Nodes as inventory columns (quantities as text, for validation to type) plus the
+    Ready condition: ``node_ready``, ``ready_since`` and ``ready_detail``."""
+    rows = []
+    pool_labels = (opt["pool_label"],) if opt["pool_label"] else POOL_LABELS
     for n in nodes:
         md, st = n.get("metadata") or {}, n.get("status") or {}
-        name, labels = md.get("name"), md.get("labels") or {}
+        labels = md.get("labels") or {}
         res = st.get(opt["resources"]) or {}
         gpus = _count(res.get(opt["gpu_resource"], "0"), Decimal(1), up=False)
-        numa = labels.get(opt["numa_label"]) or "1"
-        pool = _label(labels, *((opt["pool_label"],) if opt["pool_label"] else POOL_LABELS))
-        inv.append(
+        cond = _ready(n)
+        detail = (
+            ""
+            if cond is None
+            else ": ".join(str(x) for x in (cond.get("reason"), cond.get("message")) if x)
+        )
+        rows.append(
             {
                 "ts": at,
-                "node_id": name,
-                "pool": pool or UNKNOWN,
+                "node_id": md.get("name"),
+                "pool": _label(labels, *pool_labels) or UNKNOWN,
                 "sku": _label(labels, opt["sku_label"], "beta.kubernetes.io/instance-type")
                 or UNKNOWN,
                 "gpu_model": labels.get(opt["gpu_model_label"]) if gpus != "0" else None,
                 "gpus": gpus,
                 "cpu_milli": _count(res.get("cpu"), Decimal(1000), up=False),
                 "memory_mib": _count(res.get("memory"), Decimal(1) / MIB, up=False),
-                "numa_nodes": numa,
+                "numa_nodes": labels.get(opt["numa_label"]) or "1",
                 "nvlink_domain": labels.get(opt["nvlink_label"]),
                 "region": _label(
                     labels,
@@ -184,58 +215,27 @@ def node_rows(
                 "spine": labels.get(opt["spine_label"]) or UNKNOWN,
                 "rack": labels.get(opt["rack_label"]) or UNKNOWN,
                 "installed_at": None,
+                # Unknown (the kubelet stopped reporting) is not ready.
+                "node_ready": None if cond is None else cond.get("status") == "True",
+                "ready_since": None if cond is None else _ts(cond.get("lastTransitionTime")),
+                "ready_detail": detail or None,
             }
         )
-        cond = _ready(n)
-        ready = None if cond is None else cond.get("status") == "True"
-        tel.append({"ts": at, "node_id": name, "node_ready": ready})
-        if cond is not None and cond.get("lastTransitionTime"):
-            detail = ": ".join(x for x in (cond.get("reason"), cond.get("message")) if x)
-            ev.append(
-                {
-                    "node_id": name,
-                    "kind": "ready" if ready else "not_ready",
-                    "at": _ts(cond["lastTransitionTime"]),
-                    "cause": None,
-                    "detail": detail or None,
-                }
-            )
-    return (
-        pl.DataFrame(
-            inv,
-            schema={**dict.fromkeys(_INV_TEXT, pl.String()), "ts": UTC_TS, "installed_at": UTC_TS},
-        ),
-        pl.DataFrame(
-            tel, schema={"ts": UTC_TS, "node_id": pl.String(), "node_ready": pl.Boolean()}
-        ),
-        pl.DataFrame(
-            ev,
-            schema={
-                "node_id": pl.String(),
-                "kind": pl.String(),
-                "at": UTC_TS,
-                "cause": pl.String(),
-                "detail": pl.String(),
-            },
-        ),
+    return pl.DataFrame(rows, schema=_NODE_SCHEMA)
+
+
+def node_events(nodes: pl.DataFrame) -> pl.DataFrame:
+    """The last Ready transition of each node as a ``ready`` / ``not_ready`` event."""
+    return nodes.filter(pl.col("ready_since").is_not_null()).select(
+        "node_id",
+        pl.when(pl.col("node_ready"))
+        .then(pl.lit("ready"))
+        .otherwise(pl.lit("not_ready"))
+        .alias("kind"),
+        pl.col("ready_since").alias("at"),
+        pl.lit(None, pl.String).alias("cause"),
+        pl.col("ready_detail").alias("detail"),
     )
-
-
-_INV_TEXT = (
-    "node_id",
-    "pool",
-    "sku",
-    "gpu_model",
-    "gpus",
-    "cpu_milli",
-    "memory_mib",
-    "numa_nodes",
-    "nvlink_domain",
-    "region",
-    "zone",
-    "spine",
-    "rack",
-)
 
 
 # ----------------------------------------------------------------------------- pods
@@ -414,14 +414,20 @@ def api_client(path: str, context: str | None) -> Any:
 
 
 def list_all(
-    call: Callable[..., Any], what: str, host: str, page_size: int, timeout: float
-) -> list[dict[str, Any]]:
-    """Every item of a list call, page by page; one restart if the continue token expires."""
+    call: Callable[..., Any],
+    what: str,
+    host: str,
+    page_size: int,
+    timeout: float,
+    convert: Callable[[list[dict[str, Any]]], pl.DataFrame],
+) -> pl.DataFrame:
+    """Every item of a list call, converted page by page (so a 200k-pod cluster never sits
+    in memory as JSON); one restart from scratch if the continue token expires."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
     for attempt in range(2):
-        items: list[dict[str, Any]] = []
+        pages: list[pl.DataFrame] = []
         token: str | None = None
         try:
             while True:
@@ -433,10 +439,10 @@ def list_all(
                 if token:
                     kw["_continue"] = token
                 body = json.loads(call(**kw).data)
-                items.extend(body.get("items") or [])
+                pages.append(convert(body.get("items") or []))
                 token = (body.get("metadata") or {}).get("continue")
                 if not token:
-                    return items
+                    return pl.concat(pages)
         except ApiException as exc:
             if exc.status == 410 and token and attempt == 0:
                 continue  # the snapshot expired mid-list: list again from the start
@@ -482,23 +488,32 @@ def read(path: str, options: IngestOptions) -> Iterator[Batch]:
     host = api.configuration.host
     page, timeout = int(opt["page_size"]), float(opt["timeout"])
     try:
-        nodes = list_all(core.list_node, "nodes", host, page, timeout)
-        pods = list_all(core.list_pod_for_all_namespaces, "pods", host, page, timeout)
+        nodes = list_all(
+            core.list_node, "nodes", host, page, timeout, lambda items: node_frame(items, at, opt)
+        )
+        pods = list_all(
+            core.list_pod_for_all_namespaces,
+            "pods",
+            host,
+            page,
+            timeout,
+            lambda items: pod_rows(items, opt),
+        )
         pdbs = list_all(
             policy.list_pod_disruption_budget_for_all_namespaces,
             "poddisruptionbudgets",
             host,
             page,
             timeout,
+            lambda items: pdb_rows(items, at),
         )
     finally:
         api.close()
-    inventory, telemetry, events = node_rows(nodes, at, opt)
     frames = (
-        ("inventory", inventory),
-        ("telemetry", telemetry),
-        ("events", events),
-        ("pods", pod_rows(pods, opt)),
-        ("pdbs", pdb_rows(pdbs, at)),
+        ("inventory", nodes.select(INVENTORY.names)),
+        ("telemetry", nodes.select("ts", "node_id", "node_ready")),
+        ("events", node_events(nodes)),
+        ("pods", pods),
+        ("pdbs", pdbs),
     )
     return iter([Batch(table, frame) for table, frame in frames if frame.height])
