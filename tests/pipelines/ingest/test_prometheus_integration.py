@@ -63,10 +63,10 @@ INSTALL_HINT = (
 
 
 def source_fleet() -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Telemetry and inventory of a small synthetic fleet: CPU and 8-GPU nodes, a day at
+    """Telemetry and inventory of a small synthetic fleet: CPU and 8-GPU nodes, half a day at
     5-minute steps, with missed scrapes (missing rows), a node down for an hour (null
     metrics, not ready) and XIDs."""
-    frames = simulate_frames(SimConfig(nodes=16, days=1, interval=STEP, seed=7, start=START))
+    frames = simulate_frames(SimConfig(nodes=16, days=0.5, interval=STEP, seed=7, start=START))
     tel, inv = frames["telemetry"], frames["inventory"].unique("node_id", keep="last")
     # The round trip must cover these; if the simulator changes, pick another seed.
     assert tel["cpu_util_pct"].null_count() > 0, "no down node in the simulated fleet"
@@ -260,7 +260,7 @@ def test_round_trip_through_a_real_prometheus(backfilled: Backfilled, tmp_path: 
 
 
 def test_small_chunks_give_the_same_rows(backfilled: Backfilled, tmp_path: Path) -> None:
-    # 3 nodes per request and 50 steps per window: 3 node batches x 3 windows per column.
+    # 3 nodes per request and 50 steps per window: 6 node batches x 3 windows per column.
     _ingest_cli(backfilled, tmp_path / "ws", "node_batch=3", "max_points=50")
     got = Lake(tmp_path / "ws" / "lake").scan("telemetry").collect()
     assert_round_trip(got, backfilled.source)
