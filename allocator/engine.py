@@ -199,9 +199,10 @@ class Allocator:
     def place_all(self, pods: Iterable[PodRequest]) -> list[Decision]:
         return [self.place(p) for p in pods]
 
-    def place_gang(self, gang: Gang) -> GangDecision:
+    def place_gang(self, gang: Gang, *, domain: int | None = None) -> GangDecision:
         """All pods of ``gang`` or none; with a scope, inside one rack / spine. Domains
-        are tried tightest first (least free GPU that still covers the gang's request)."""
+        are tried tightest first (least free GPU that still covers the gang's request);
+        ``domain`` (an index into ``snapshot.domains[scope]``) allows only that one."""
         snap = self.snapshot
         pods = sorted(gang.pods, key=lambda p: (-p.total_gpu_milli, -p.cpu_milli, p.pod_id))
         domains: list[tuple[tuple[str, ...] | None, np.ndarray | None]]
@@ -214,6 +215,8 @@ class Allocator:
             free = snap.gpu_free.sum(axis=1) * snap.schedulable
             options: list[tuple[int, int, np.ndarray]] = []
             for d in np.unique(dom).tolist():
+                if domain is not None and d != domain:
+                    continue
                 members = np.flatnonzero(dom == d)
                 total = int(free[members].sum())
                 if total >= need:
@@ -244,9 +247,10 @@ class Allocator:
     def fits_after_drain(
         self, node_ids: Sequence[str], extra: Sequence[PodRequest | Gang] = ()
     ) -> DrainCheck:
-        """What-if: drain ``node_ids`` and re-place their pods (gang members together,
-        as a gang in their original scope) plus ``extra``. The snapshot is unchanged
-        afterwards."""
+        """What-if: drain ``node_ids`` and re-place their pods plus ``extra``. Evicted
+        members of a gang are re-placed together, in their gang's original scope and,
+        when members stay behind, in the same rack / spine as those. The snapshot is
+        unchanged afterwards."""
         snap = self.snapshot
         with snap.what_if():
             evicted = snap.drain(node_ids)
@@ -259,6 +263,7 @@ class Allocator:
             work: list[PodRequest | Gang] = [
                 Gang(g, tuple(ps), self._gang_scope.get(g)) for g, ps in sorted(gangs.items())
             ]
+            stay = {p.pod.gang_id: p.node for p in snap.placements.values() if p.pod.gang_id}
             work += singles
             work += list(extra)
             decisions: list[Decision] = []
@@ -266,7 +271,10 @@ class Allocator:
             unplaced: dict[str, int] = {}
             for item in work:
                 if isinstance(item, Gang):
-                    gd = self.place_gang(item)
+                    home = None
+                    if item.scope is not None and item.gang_id in stay:
+                        home = int(snap.domain_index(item.scope)[stay[item.gang_id]])
+                    gd = self.place_gang(item, domain=home)
                     gang_decisions.append(gd)
                     if not gd.placed:
                         unplaced[gd.reason.split(":")[-1].strip()] = unplaced.get(

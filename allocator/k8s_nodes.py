@@ -102,7 +102,7 @@ def inventory_from_nodes(
                 "ts": snapshot,
                 "node_id": name,
                 "pool": labels.get(k.pool, "default"),
-                "sku": labels.get(k.pool, ""),
+                "sku": labels.get(k.pool) or UNKNOWN,
                 "gpu_model": model,
                 "gpus": gpus,
                 "cpu_milli": qty("cpu", 1000),

@@ -205,7 +205,7 @@ class ClusterSnapshot:
         if models is None:
             return self.gpu_count > 0
         mask = self._spec_masks.get(models)
-        if mask is None or len(mask) != len(self.models):
+        if mask is None or len(mask) != len(self.models) + 1:
             mask = np.array([m in models for m in self.models] + [False], dtype=np.bool_)
             self._spec_masks[models] = mask
         # index -1 (CPU node) reads the trailing False

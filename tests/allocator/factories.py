@@ -87,7 +87,14 @@ def make_cluster(*nodes: NodeSpec) -> ClusterSnapshot:
 
 
 def make_allocator(
-    snap: ClusterSnapshot, policy: str | Policy = "best_fit", seed: int = 0, **kw: object
+    snap: ClusterSnapshot,
+    policy: str | Policy = "best_fit",
+    seed: int = 0,
+    tie_break: str = "rank",
 ) -> Allocator:
-    pol = make_policy(policy) if isinstance(policy, str) else policy
-    return Allocator(snap, pol, np.random.default_rng(seed), **kw)  # type: ignore[arg-type]
+    """An allocator with a seeded generator (a named policy gets its own stream)."""
+    rng = np.random.default_rng(seed)
+    if isinstance(policy, str):
+        policy = make_policy(policy, rng=np.random.default_rng(seed + 1))
+    pol = policy
+    return Allocator(snap, pol, rng, tie_break=tie_break)

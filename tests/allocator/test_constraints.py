@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from allocator.devices import feasible, pick_devices, unplaced_reason
-from allocator.snapshot import Placement
+from allocator.snapshot import ClusterSnapshot, Placement
 from tests.allocator.factories import make_allocator, make_cluster, make_node, make_pod
 
 
@@ -47,7 +47,7 @@ def test_unaligned_cpu_is_spread_from_the_freest_numa_node() -> None:
 
 
 # ---------------------------------------------------------------- NVLink locality
-def _two_islands():  # type: ignore[no-untyped-def]
+def _two_islands() -> ClusterSnapshot:
     """8 GPUs in two NVLink islands of 4; one GPU used in each island."""
     snap = make_cluster(make_node(8, node_id="a", nvlink_groups=[0] * 4 + [1] * 4))
     snap.place(Placement(make_pod("x0", cpu=0, gpus=1), 0, (0,), ()))
@@ -130,7 +130,8 @@ def test_whole_gpu_pods_only_use_idle_gpus() -> None:
     snap = make_cluster(make_node(2, node_id="a"))
     snap.place(Placement(make_pod("u", cpu=0, milli=10), 0, (0,), ()))
     assert feasible(snap, make_pod(gpus=2)).size == 0
-    assert pick_devices(snap, 0, make_pod(gpus=1)).gpus == (1,)  # type: ignore[union-attr]
+    p = pick_devices(snap, 0, make_pod(gpus=1))
+    assert p is not None and p.gpus == (1,)
 
 
 @pytest.mark.parametrize("policy", ["fgd", "best_fit", "gpu_packing", "dot_product"])
@@ -170,3 +171,11 @@ def test_every_policy_respects_constraints(policy: str) -> None:
         if pod.nvlink and pod.num_gpu > 1:
             assert len({int(snap.gpu_nvl[p.node, g]) for g in p.gpus}) == 1
     assert np.all(snap.gpu_free >= 0)
+
+
+def test_model_constraint_sees_nodes_of_a_model_added_later() -> None:
+    snap = make_cluster(make_node(2, node_id="a", model="A100"))
+    pod = make_pod(gpus=1, models=["T4"])
+    assert feasible(snap, pod).size == 0  # caches the mask for {"T4"}
+    snap.add_nodes([make_node(2, node_id="t", model="T4")])
+    assert feasible(snap, pod).tolist() == [1]

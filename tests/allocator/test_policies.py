@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from allocator.devices import feasible
 from allocator.distribution import PodTypeDistribution
 from allocator.engine import Allocator
 from allocator.policies import (
@@ -19,7 +20,7 @@ from allocator.policies import (
     make_policy,
 )
 from allocator.policies.fgd import sigmoid_score
-from allocator.requests import PodBatch
+from allocator.requests import PodBatch, PodRequest
 from allocator.snapshot import ClusterSnapshot, Placement
 from tests.allocator.factories import make_allocator, make_cluster, make_node, make_pod
 from tests.allocator.reference import node_fragmentation
@@ -91,7 +92,9 @@ def test_rank_tie_break_fills_one_node_first_random_spreads() -> None:
     assert len(run("random")) == 4
 
 
-def _frag_after(snap: ClusterSnapshot, row: int, pod, gpu: int, dist) -> float:  # type: ignore[no-untyped-def]
+def _frag_after(
+    snap: ClusterSnapshot, row: int, pod: PodRequest, gpu: int, dist: PodTypeDistribution
+) -> float:
     n = int(snap.gpu_count[row])
     free = snap.gpu_free[row, :n].tolist()
     if pod.is_share:
@@ -134,9 +137,6 @@ def test_fgd_scores_are_the_sigmoid_of_the_reference_fragmentation_change(
     for i in range(int(rng.integers(0, 25))):
         warm.place(mix.request(int(rng.integers(len(mix))), f"w{i}"))
     pod = make_pod(cpu=3000, gpus=gpus if milli is None else 0, milli=milli)
-    rows = np.flatnonzero(snap.cpu_free >= 3000)
-    from allocator.devices import feasible
-
     rows = feasible(snap, pod)
     if rows.size == 0:
         return
@@ -147,10 +147,8 @@ def test_fgd_scores_are_the_sigmoid_of_the_reference_fragmentation_change(
         if pod.is_share:
             n = int(snap.gpu_count[row])
             options = [g for g in range(n) if snap.gpu_free[row, g] >= pod.gpu_milli]
-            scores = [
-                int(sigmoid_score(np.array([before - _frag_after(snap, row, pod, g, dist)]))[0])
-                for g in options
-            ]
+            deltas = np.array([before - _frag_after(snap, row, pod, g, dist) for g in options])
+            scores = sigmoid_score(deltas).tolist()
             assert ns.scores[j] == max(scores)
             assert ns.gpu is not None and ns.gpu[j] == options[scores.index(max(scores))]
         else:

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from allocator.requests import PodRequest
 from allocator.snapshot import ClusterSnapshot, OverCommitError, Placement
 from tests.allocator.factories import make_allocator, make_cluster, make_node, make_pod
 
@@ -125,7 +126,7 @@ OPS = st.lists(
 )
 
 
-def _pod_from(k: int, i: int):  # type: ignore[no-untyped-def]
+def _pod_from(k: int, i: int) -> PodRequest:
     shape = k % 5
     if shape == 0:
         return make_pod(f"q{i}", cpu=1000 + k % 7000, mem=k % 4096)

@@ -1,0 +1,158 @@
+"""Topology model: node specs, inventory frames, Kubernetes node labels."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from allocator.k8s_nodes import LabelKeys, inventory_from_nodes, parse_quantity
+from allocator.snapshot import ClusterSnapshot
+from allocator.topology import NodeSpec, Topology
+from core.schemas import INVENTORY
+from core.validation import validate
+from tests.allocator.factories import make_node
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _inventory(rows: list[dict[str, object]]) -> pl.DataFrame:
+    base = {
+        "ts": T0,
+        "pool": "p",
+        "sku": "s",
+        "gpu_model": "A100",
+        "gpus": 8,
+        "cpu_milli": 64_000,
+        "memory_mib": 1 << 19,
+        "numa_nodes": 2,
+        "nvlink_domain": None,
+        "region": "eu",
+        "zone": "z1",
+        "spine": "s1",
+        "rack": "r1",
+        "installed_at": None,
+    }
+    return pl.DataFrame([base | r for r in rows], schema=INVENTORY.polars_schema())
+
+
+def test_gpus_split_evenly_over_numa_nodes_and_nvlink_from_inventory() -> None:
+    n = make_node(8, numa_nodes=2, nvlink="nv0")
+    assert n.gpu_numa_ids == (0, 0, 0, 0, 1, 1, 1, 1)
+    assert n.nvlink_ids == (0,) * 8
+    assert make_node(4, nvlink=None).nvlink_ids == (-1,) * 4
+    assert make_node(3, numa_nodes=2).gpu_numa_ids == (0, 0, 1)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"gpus": -1}, "gpus must be >= 0"),
+        ({"gpus": 2, "gpu_model": None}, "no gpu_model"),
+        ({"numa_nodes": 0}, "numa_nodes"),
+        ({"gpus": 2, "gpu_model": "A", "gpu_numa": (0,)}, "gpu_numa has 1 entries"),
+        ({"gpus": 2, "gpu_model": "A", "gpu_numa": (0, 3)}, "gpu_numa entries"),
+    ],
+)
+def test_bad_node_specs_name_the_node(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=f"node 'bad'.*{message}"):
+        NodeSpec(node_id="bad", cpu_milli=1, memory_mib=1, **kwargs)  # type: ignore[arg-type]
+
+
+def test_from_inventory_keeps_the_latest_row_per_node_and_builds_domains() -> None:
+    frame = _inventory(
+        [
+            {"node_id": "a", "ts": T0, "gpus": 4},
+            {"node_id": "b", "rack": "r2", "nvlink_domain": "nv-b"},
+            {"node_id": "a", "ts": datetime(2026, 2, 1, tzinfo=UTC), "gpus": 8, "spine": "s2"},
+            {"node_id": "c", "gpus": 0, "gpu_model": None},
+        ]
+    )
+    topo = Topology.from_inventory(frame)
+    assert [n.node_id for n in topo.nodes] == ["b", "a", "c"]
+    assert topo.node("a").gpus == 8 and topo.node("a").spine == "s2"
+    assert topo.node("c").gpu_model is None and topo.total_gpus == 16
+    assert topo.domain_of("b", "rack") == ("eu", "z1", "s1", "r2")
+    assert topo.nodes_in("spine", ("eu", "z1", "s1")) == ["b", "c"]
+    snap = ClusterSnapshot(topo)
+    assert snap.domains["rack"][snap.rack[snap.index_of("b")]][-1] == "r2"
+    with pytest.raises(ValueError, match="unknown topology level"):
+        topo.domain_of("a", "row")
+    with pytest.raises(KeyError, match="unknown node"):
+        topo.node("zz")
+
+
+def test_from_inventory_errors_name_the_row() -> None:
+    frame = _inventory([{"node_id": "ok"}, {"node_id": "broken", "gpu_model": None}])
+    with pytest.raises(ValueError, match=r"inventory row 2 \(node 'broken'\).*gpu_model"):
+        Topology.from_inventory(frame)
+    with pytest.raises(ValueError, match="lacks column"):
+        Topology.from_inventory(frame.drop("cpu_milli"))
+    with pytest.raises(ValueError, match="duplicate node_id"):
+        Topology.of([make_node(1, node_id="x"), make_node(1, node_id="x")])
+
+
+def test_openb_node_list_gives_the_papers_cluster(shared_data: Path) -> None:
+    from pipelines.ingest.traces.openb import read_nodes
+
+    path = (
+        shared_data
+        / "alibaba-clusterdata"
+        / "cluster-trace-gpu-v2023"
+        / "csv"
+        / "openb_node_list_gpu_node.csv"
+    )
+    result = validate(read_nodes(path), INVENTORY)
+    assert result.quarantined.height == 0
+    topo = Topology.from_inventory(result.good)
+    assert len(topo) == 1213 and topo.total_gpus == 6212  # as PROVENANCE.md says
+    assert {n.gpu_model for n in topo.nodes} >= {"G2", "T4", "P100", "V100M16"}
+
+
+def test_quantities() -> None:
+    assert parse_quantity("500m") == 0.5
+    assert parse_quantity("2Gi") == 2 * 2**30
+    assert parse_quantity("64") == 64 and parse_quantity(8) == 8
+    assert parse_quantity("1.5k") == 1500
+    with pytest.raises(ValueError, match="not a Kubernetes quantity"):
+        parse_quantity("12 parsecs")
+
+
+def test_topology_from_kubernetes_node_labels() -> None:
+    nodes = [
+        {
+            "metadata": {
+                "name": "gpu-1",
+                "labels": {
+                    "topology.kubernetes.io/region": "eu-west",
+                    "topology.kubernetes.io/zone": "eu-1a",
+                    "example.com/rack": "r17",
+                    "example.com/spine": "sp3",
+                    "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+                    "topology.predops.io/numa-nodes": "2",
+                    "topology.predops.io/nvlink-domain": "nv1",
+                },
+            },
+            "status": {"allocatable": {"cpu": "127500m", "memory": "1Ti", "nvidia.com/gpu": "8"}},
+        },
+        {
+            "metadata": {"name": "cpu-1", "labels": {}},
+            "status": {"allocatable": {"cpu": "32", "memory": "128Gi"}},
+        },
+    ]
+    keys = LabelKeys(rack="example.com/rack", spine="example.com/spine")
+    frame = inventory_from_nodes(nodes, T0, keys)
+    assert validate(frame, INVENTORY).quarantined.height == 0
+    topo = Topology.from_inventory(frame)
+    gpu = topo.node("gpu-1")
+    assert (gpu.cpu_milli, gpu.memory_mib, gpu.gpus) == (127_500, 1 << 20, 8)
+    assert gpu.path == ("eu-west", "eu-1a", "sp3", "r17") and gpu.numa_nodes == 2
+    assert gpu.gpu_model == "NVIDIA-A100-SXM4-80GB" and gpu.nvlink_ids == (0,) * 8
+    assert topo.node("cpu-1").gpus == 0 and topo.node("cpu-1").rack == "unknown"
+    bad = [{"metadata": {"name": "x"}, "status": {"allocatable": {"cpu": "lots"}}}]
+    with pytest.raises(ValueError, match=r"node x: status\.allocatable\.cpu"):
+        inventory_from_nodes(bad, T0)
+    with pytest.raises(ValueError, match=r"metadata\.name"):
+        inventory_from_nodes([{"metadata": {}}], T0)
