@@ -24,6 +24,7 @@ from core.validation import SchemaError
 from pipelines.clock import SystemClock
 from pipelines.ingest.batch import IngestError
 from pipelines.lake import Lake, LakeError
+from pipelines.models_cli import models_group
 from pipelines.settings import Settings, load_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -355,6 +356,8 @@ def demo(nodes: int, days: float, seed: int, as_json: bool) -> None:
         out, as_json, lambda o: _human_stats({"lake": str(settings.lake_dir), "tables": o["lake"]})
     )
 
+
+main.add_command(models_group)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
