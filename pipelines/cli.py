@@ -21,6 +21,7 @@ import click
 import polars as pl
 
 from core.validation import SchemaError
+from pipelines.allocator_cli import allocator_group
 from pipelines.clock import SystemClock
 from pipelines.ingest.batch import IngestError
 from pipelines.lake import Lake, LakeError
@@ -357,6 +358,7 @@ def demo(nodes: int, days: float, seed: int, as_json: bool) -> None:
     )
 
 
+main.add_command(allocator_group)
 main.add_command(models_group)
 
 if __name__ == "__main__":  # pragma: no cover
