@@ -337,29 +337,24 @@ def _human_features(r: dict[str, Any]) -> str:
 @json_option
 @reports
 def demo(nodes: int, days: float, seed: int, as_json: bool) -> None:
-    """The main job on the embedded default: simulate a fleet, ingest it, show the lake."""
-    from pipelines.synthetic.run import SimConfig, simulate_to_lake
+    """The main job on the embedded default: simulate a fleet into the lake, build its
+    features, show what is there."""
+    from pipelines.demo import run_demo
 
     settings = _settings()
-    lake_ = Lake(settings.lake_dir)
-    cfg = SimConfig(
-        nodes=nodes,
-        days=days,
-        interval=timedelta(minutes=5),
-        seed=seed,
-        start=parse_time("2026-01-05"),
-    )
     if not as_json:
         click.echo(f"workspace: {settings.workspace}", err=True)
-    sim = simulate_to_lake(lake_, cfg, clock=SystemClock(), progress=not as_json)
-    out = {"workspace": str(settings.workspace), "simulate": sim, "lake": lake_.stats()}
-    emit(
-        out, as_json, lambda o: _human_stats({"lake": str(settings.lake_dir), "tables": o["lake"]})
-    )
+    out = run_demo(settings, nodes=nodes, days=days, seed=seed, progress=not as_json)
+    emit(out, as_json, lambda o: _human_demo(o, settings))
 
 
-main.add_command(allocator_group)
-main.add_command(models_group)
+def _human_demo(o: dict[str, Any], settings: Settings) -> str:
+    lines = [_human_stats({"lake": str(settings.lake_dir), "tables": o["lake"]})]
+    if "features" in o:
+        lines.append(_human_features(o["features"]))
+    lines.append("steps: " + ", ".join(f"{k} {v} s" for k, v in o["steps"].items()))
+    return "\n".join(lines)
+
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
