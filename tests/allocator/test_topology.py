@@ -156,3 +156,26 @@ def test_topology_from_kubernetes_node_labels() -> None:
         inventory_from_nodes(bad, T0)
     with pytest.raises(ValueError, match=r"metadata\.name"):
         inventory_from_nodes([{"metadata": {}}], T0)
+
+
+def test_synthetic_fleet_inventory_builds_a_topology() -> None:
+    import numpy as np
+
+    from allocator.requests import Gang
+    from pipelines.synthetic.topology import build_fleet
+    from tests.allocator.factories import make_allocator, make_pod
+
+    inventory = build_fleet(200, np.random.default_rng(0)).inventory(T0)
+    checked = validate(inventory, INVENTORY)
+    assert checked.quarantined.height == 0
+    topo = Topology.from_inventory(checked.good)
+    assert len(topo) == 200 and topo.total_gpus > 0
+    snap = ClusterSnapshot(topo)
+    assert len(snap.domains["rack"]) > 1 and len(snap.domains["spine"]) >= 1
+    # An NVLink 8-GPU gang of two pods, scoped to one rack, lands whole in one rack.
+    gang = Gang(
+        "g", tuple(make_pod(f"g{i}", gpus=8, nvlink=True, gang="g") for i in range(2)), "rack"
+    )
+    gd = make_allocator(snap).place_gang(gang)
+    assert gd.placed
+    assert len({snap.specs[snap.placements[f"g{i}"].node].rack for i in range(2)}) == 1
