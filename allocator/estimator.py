@@ -222,6 +222,20 @@ class NodeCountEstimator:
             frag,
         )
 
+    def estimate_quantity(
+        self,
+        mix: PodBatch,
+        *,
+        gpus: float = 0.0,
+        cpu_cores: float = 0.0,
+        base: ClusterSnapshot | None = None,
+    ) -> Estimate:
+        """Nodes for a resource quantity (e.g. a p90 forecast of GPUs and CPU cores),
+        turned into pods by sampling ``mix`` (:func:`sample_pods`, seeded)."""
+        rng = np.random.default_rng(np.random.SeedSequence(self.seed).spawn(4)[3])
+        demand = sample_pods(mix, rng, gpu_milli=gpus * GPU_MILLI, cpu_milli=cpu_cores * 1000)
+        return self.estimate(demand, base)
+
     @staticmethod
     def _closed(
         snap: ClusterSnapshot, row: int, min_cpu: int, min_mem: int, min_share: int, all_gpu: bool

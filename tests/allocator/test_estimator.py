@@ -105,3 +105,16 @@ def test_largest_first_is_never_worse_here_and_random_is_seeded() -> None:
     assert ffd.total_nodes <= a.total_nodes
     lower = int(np.ceil(mix.total_gpu_milli.sum() / 8000))
     assert ffd.total_nodes >= lower
+
+
+def test_estimate_for_a_forecast_quantity() -> None:
+    mix = PodBatch.of(
+        [make_pod(gpus=1, cpu=4000), make_pod(milli=500, cpu=2000), make_pod(cpu=8000)]
+    )
+    est = NodeCountEstimator([_sku(8, "x8", cpu=96_000)], "fgd", seed=2)
+    small = est.estimate_quantity(mix, gpus=40, cpu_cores=400)
+    big = est.estimate_quantity(mix, gpus=400, cpu_cores=4000)
+    assert small.total_nodes >= 5  # at least 40 GPUs / 8 and 400 cores / 96
+    assert big.total_nodes >= 50  # 400 GPUs / 8
+    assert big.total_nodes <= 10 * small.total_nodes  # packing is no worse at scale
+    assert est.estimate_quantity(mix, gpus=40, cpu_cores=400).nodes == small.nodes
