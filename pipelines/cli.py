@@ -356,5 +356,8 @@ def _human_demo(o: dict[str, Any], settings: Settings) -> str:
     return "\n".join(lines)
 
 
+main.add_command(allocator_group)
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
