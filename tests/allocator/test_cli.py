@@ -90,4 +90,4 @@ def test_bad_row_is_named(tmp_path: Path) -> None:
     missing = CliRunner().invoke(
         main, ["allocator", "replay", "--nodes", str(tmp_path / "no"), "--pods", pods]
     )
-    assert missing.exit_code != 0 and "no" in missing.output
+    assert missing.exit_code != 0 and "No such file" in missing.output
