@@ -5,11 +5,12 @@ Prints one JSON object:
 - ``replay``: one full FGD and one full BestFit replay of the Alibaba openb default pod
   list onto ``openb_node_list_gpu_node.csv`` (seed 42, arrivals inflated to 130 % of
   the GPU capacity, as the FGD paper's artifact runs them): wall and CPU seconds, pods
-  placed per second, GPU allocation at 100 % / 130 % arrived load next to the paper's
-  published means, and the speed-up over the paper's Go simulator for the same run on
-  this machine (about 10 minutes for FGD and 5 for BestFit, as the issue reports; the
-  artifact's README says 10 minutes per experiment on 2 vCPU). That reference is a
-  stated figure, not re-run here (it needs Go and the artifact's vendored Kubernetes).
+  placed per second, placement decisions (placed or not) per second, GPU allocation at
+  100 % / 130 % arrived load next to the paper's published means, and the speed-up over
+  the paper's Go simulator for the same run on this machine (about 10 minutes for FGD
+  and 5 for BestFit, as the issue reports; the artifact's README says 10 minutes per
+  experiment on 2 vCPU). That reference is a stated figure, not re-run here (it needs
+  Go and the artifact's vendored Kubernetes).
 - ``estimator``: the time to answer "how many nodes of this SKU" for demand sampled
   from the default pod mix to fill about ``--estimator-nodes`` 8-GPU nodes, packed with
   FGD, next to the division lower bound (total GPUs / GPUs per node, total CPU / CPU
@@ -76,8 +77,9 @@ def bench_replay(
             "pods_placed": result.placed,
             "wall_s": round(wall, 2),
             "cpu_s": round(cpu, 2),
-            "pods_per_s": round(result.pods_arrived / wall, 1),
-            "pods_per_cpu_s": round(result.pods_arrived / cpu, 1),
+            "pods_placed_per_s": round(result.placed / wall, 1),
+            "decisions_per_s": round(result.pods_arrived / wall, 1),
+            "decisions_per_cpu_s": round(result.pods_arrived / cpu, 1),
             "gpu_alloc_pct_100": curve[100],
             "gpu_alloc_pct_130": curve[130],
             "published_mean_pct_100": round(float(np.mean(rows["100"].to_numpy())), 2),
