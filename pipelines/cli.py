@@ -357,7 +357,7 @@ def _human_demo(o: dict[str, Any], settings: Settings) -> str:
 
 
 main.add_command(allocator_group)
-
+main.add_command(models_group)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
