@@ -265,12 +265,16 @@ def backblaze_figures(root: Path) -> dict[str, float]:
 
     ``warn_share_failed`` is the disk mode's precursor share; ``warn_share_healthy``
     is how common the same signal is on drives that never failed (benign anomalies).
+    ``onset_benign_ratio_30d``: time-resolved view of the same thing -- among the
+    intervals where the warning sum first turns positive (an onset), those not followed
+    by the drive's failure within 30 days per one that is.
     """
     hds = pl.read_csv(
         root / HDS_FILE,
         infer_schema_length=20000,
         columns=[
             "serial_number",
+            "tstart",
             "tstop",
             "fails",
             "smart_5",
@@ -285,7 +289,22 @@ def backblaze_figures(root: Path) -> dict[str, float]:
     )
     r = last.with_columns(warn.alias("warn")).group_by("fails").agg(pl.col("warn").mean())
     shares = dict(r.iter_rows())
-    return {"warn_share_failed": float(shares[1.0]), "warn_share_healthy": float(shares[0.0])}
+    cols = ("smart_5", "smart_187", "smart_197", "smart_198")
+    total = pl.sum_horizontal(pl.col(c).fill_null(0) for c in cols)
+    hds = hds.sort("serial_number", "tstart").with_columns(total.alias("w"))
+    onset = hds.filter(
+        (pl.col("w") > 0) & (pl.col("w").shift(1).over("serial_number").fill_null(0) == 0)
+    )
+    drives = hds.group_by("serial_number").agg(
+        pl.col("fails").max().alias("failed"), pl.col("tstop").max().alias("end")
+    )
+    onset = onset.join(drives, on="serial_number")
+    followed = onset.filter((pl.col("failed") == 1) & (pl.col("end") - pl.col("tstart") <= 720))
+    return {
+        "warn_share_failed": float(shares[1.0]),
+        "warn_share_healthy": float(shares[0.0]),
+        "onset_benign_ratio_30d": (onset.height - followed.height) / followed.height,
+    }
 
 
 # --------------------------------------------------------------------------- demand

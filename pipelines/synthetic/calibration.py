@@ -60,7 +60,7 @@ LANL_HARDWARE_MODE_SHARE: Final = {
 # choice: LANL's mix is of 1996-2005 diskless HPC nodes; CPU faults dominate it (the
 # systems 18-20 batch). Re-weight so a modern fleet's modes all occur: fewer CPU
 # faults, more local-disk (NVMe), thermal (dense GPU racks), PSU and NIC faults.
-MODE_REWEIGHT: Final = {"cpu": 0.25, "disk": 6.0, "thermal": 6.0, "psu": 2.5, "nic": 2.5}
+MODE_REWEIGHT: Final = {"cpu": 0.25, "disk": 6.0, "thermal": 10.0, "psu": 2.5, "nic": 2.5}
 
 # choice: real rates give ~11 failures in 14 days on 200 nodes; scale them so a default
 # run has ~50 (enough positives to train and evaluate a failure model on).
@@ -95,6 +95,9 @@ BACKBLAZE_WARN_SHARE_FAILED: Final = 0.787
 BACKBLAZE_WARN_SHARE_HEALTHY: Final = 0.171
 BACKBLAZE_FAILED_DRIVES: Final = 4702
 BACKBLAZE_HEALTHY_DRIVES: Final = 44128
+# Backblaze hds, time-resolved: warning onsets not followed by a failure within 30 days,
+# per onset that is. Real warnings are even less specific than the simulator's.
+BACKBLAZE_ONSET_BENIGN_RATIO_30D: Final = 7.24
 # Benign anomalies per precursor: for every failed drive that warned, this many healthy
 # drives showed the same warning. choice: every mode gets the disk ratio.
 BENIGN_PER_PRECURSOR: Final = (BACKBLAZE_WARN_SHARE_HEALTHY * BACKBLAZE_HEALTHY_DRIVES) / (
@@ -107,16 +110,16 @@ BENIGN_PER_PRECURSOR: Final = (BACKBLAZE_WARN_SHARE_HEALTHY * BACKBLAZE_HEALTHY_
 # Disk uses the Backblaze share; the others are anchored around it.
 PRECURSOR: Final = {
     #  mode       share  lead_h  lead_sd  strength
-    "gpu_ecc": (0.70, 24.0, 0.9, 30.0),
-    "gpu_xid": (0.50, 6.0, 0.9, 8.0),
+    "gpu_ecc": (0.80, 24.0, 0.8, 30.0),
+    "gpu_xid": (0.60, 18.0, 0.8, 10.0),
     "thermal": (0.85, 12.0, 0.8, 14.0),
-    "psu": (0.30, 2.0, 0.8, 12.0),
+    "psu": (0.40, 8.0, 0.8, 12.0),
     "disk": (BACKBLAZE_WARN_SHARE_FAILED, 72.0, 0.8, 24.0),
-    "nic": (0.60, 4.0, 0.9, 10.0),
-    "kernel": (0.40, 3.0, 0.9, 8.0),
-    "memory": (0.75, 36.0, 0.8, 20.0),
-    "cpu": (0.50, 12.0, 0.9, 10.0),
-    "unknown": (0.15, 6.0, 1.0, 8.0),
+    "nic": (0.70, 12.0, 0.8, 12.0),
+    "kernel": (0.55, 10.0, 0.8, 10.0),
+    "memory": (0.80, 36.0, 0.8, 20.0),
+    "cpu": (0.60, 18.0, 0.8, 12.0),
+    "unknown": (0.40, 18.0, 0.9, 10.0),
     "facilities": (0.0, 1.0, 0.5, 0.0),
     "human": (0.0, 1.0, 0.5, 0.0),
 }
@@ -232,8 +235,13 @@ OPENB_WHOLE_POD: Final = {
     "cpu_milli": (3152.0, 11400.0, 18708.0),
     "memory_mib": (5600.0, 48128.0, 64512.0),
 }
-OPENB_NUM_GPU_SHARE: Final = {0: 0.1335, 1: 0.8573, 2: 0.0020, 4: 0.0018, 8: 0.0054}
-OPENB_QOS_SHARE: Final = {"LS": 0.5700, "BE": 0.4168, "Burstable": 0.0123, "Guaranteed": 0.0009}
+OPENB_NUM_GPU_SHARE: Final = {0: 0.1335, 1: 0.8573, 2: 0.001963, 4: 0.001840, 8: 0.005397}
+OPENB_QOS_SHARE: Final = {
+    "LS": 0.5700,
+    "BE": 0.4168,
+    "Burstable": 0.01227,
+    "Guaranteed": 0.000859,
+}
 OPENB_CPU_NODE_SHARE: Final = 0.2035
 # Alibaba v2026 spot-GPU inventory: GPU share per model among named 8-GPU nodes.
 TRAINING_MODEL_SHARE: Final = {"A100-SXM4-80GB": 0.6419, "H800": 0.3254, "A800-SXM4-80GB": 0.0327}
@@ -260,6 +268,7 @@ CALIBRATED: Final[tuple[tuple[str, str, str, float], ...]] = (
     ("G5K_CORRELATED_SHARE", "grid5000", "correlated_share", 0.01),
     ("BACKBLAZE_WARN_SHARE_FAILED", "backblaze", "warn_share_failed", 0.01),
     ("BACKBLAZE_WARN_SHARE_HEALTHY", "backblaze", "warn_share_healthy", 0.01),
+    ("BACKBLAZE_ONSET_BENIGN_RATIO_30D", "backblaze", "onset_benign_ratio_30d", 0.01),
     ("HELIOS_DAILY_AMPLITUDE", "helios", "daily_amplitude", 0.01),
     ("HELIOS_PEAK_HOUR", "helios", "peak_hour", 0.0),
     ("HELIOS_WEEKEND_RATIO", "helios", "weekend_ratio", 0.01),
@@ -329,8 +338,23 @@ PRECURSOR_SIGNAL: Final = {
     "cpu": ("mce", "mce"),
     "unknown": ("mce", "mce"),
 }
-# Share of precursors that also make the node miss scrapes (the exporter stalls).
-PRECURSOR_GAP_SHARE: Final = {"nic": 0.5, "psu": 0.5, "kernel": 0.4, "unknown": 0.4}
+# Companion signals of a precursor (and of its benign look-alike) late in its window:
+# (signal, share of episodes that have it, mean count; 0 = a missed-scrape probability).
+# An early DBE with page retirement, sporadic XIDs, kubelet NotReady flaps and missed
+# scrapes are what a reactive 'any XID / DBE / NotReady' rule sees before a failure.
+PRECURSOR_COMPANION: Final = {
+    "gpu_ecc": (("dbe", 0.3, 1.0),),
+    "gpu_xid": (("xid", 0.5, 2.0), ("gap", 0.3, 0.0), ("flap", 0.2, 1.0)),
+    "nic": (("gap", 0.6, 0.0), ("flap", 0.4, 2.0)),
+    "psu": (("gap", 0.6, 0.0), ("flap", 0.3, 1.0)),
+    "kernel": (("gap", 0.5, 0.0), ("flap", 0.4, 1.5)),
+    "unknown": (("gap", 0.5, 0.0), ("flap", 0.3, 1.0)),
+}
+# choice: a benign look-alike is on average weaker than a real precursor (the strong
+# ones overlap): its strength is drawn like a precursor's, times this factor.
+BENIGN_STRENGTH_FACTOR: Final = 0.5
+# choice: and shorter (a burst of corrected errors that stops rather than builds up).
+BENIGN_DURATION_FACTOR: Final = 0.5
 # The reactive signal right before the node goes down: (signal, mean count); it
 # happens with TERMINAL_SHARE within TERMINAL_LEAD_MAX_MIN minutes of the failure.
 TERMINAL_SIGNAL: Final = {

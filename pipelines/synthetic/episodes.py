@@ -46,6 +46,7 @@ SIGNALS: tuple[str, ...] = (
     "temp",
     "power",
     "gap",
+    "flap",
 )
 SIGNAL_INDEX = {s: i for i, s in enumerate(SIGNALS)}
 COUNTER_SIGNALS: tuple[str, ...] = SIGNALS[:7]
@@ -152,21 +153,29 @@ def _draw_shape(
     return lead, amp
 
 
-def _gap_companions(base: Episodes, modes: np.ndarray, rng: np.random.Generator) -> Episodes:
-    """Some precursors (NIC, PSU, kernel) also stall the exporter: a gap episode."""
-    share = np.array([cal.PRECURSOR_GAP_SHARE.get(m, 0.0) for m in MODES])[modes]
-    pick = (rng.random(len(base)) < share) & (base.signal != SIGNAL_INDEX["gap"])
-    k = int(pick.sum())
-    span = (base.end - base.start)[pick] * rng.uniform(0.1, 0.5, size=k)
-    return Episodes(
-        base.node[pick],
-        np.full(k, SIGNAL_INDEX["gap"], np.int8),
-        base.end[pick] - span,
-        base.end[pick],
-        rng.uniform(0.2, 0.6, size=k),
-        base.kind[pick],
-        base.failure[pick],
-    )
+def _companions(base: Episodes, modes: np.ndarray, rng: np.random.Generator) -> Episodes:
+    """Companion signals late in an episode (PRECURSOR_COMPANION): missed scrapes, an
+    early DBE, sporadic XIDs, kubelet flaps."""
+    parts = []
+    for mode, companions in cal.PRECURSOR_COMPANION.items():
+        of_mode = modes == MODE_INDEX[mode]
+        for sig, share, mean in companions:
+            pick = of_mode & (rng.random(len(base)) < share) & (base.signal != SIGNAL_INDEX[sig])
+            k = int(pick.sum())
+            span = (base.end - base.start)[pick] * rng.uniform(0.1, 0.6, size=k)
+            amp = rng.uniform(0.2, 0.6, size=k) if mean == 0.0 else np.full(k, mean)
+            parts.append(
+                Episodes(
+                    base.node[pick],
+                    np.full(k, SIGNAL_INDEX[sig], np.int8),
+                    base.end[pick] - span,
+                    base.end[pick],
+                    amp,
+                    base.kind[pick],
+                    base.failure[pick],
+                )
+            )
+    return Episodes.concat(parts)
 
 
 def precursors(fleet: Fleet, f: Failures, rng: np.random.Generator) -> tuple[Episodes, np.ndarray]:
@@ -179,7 +188,7 @@ def precursors(fleet: Fleet, f: Failures, rng: np.random.Generator) -> tuple[Epi
     idx = np.flatnonzero(has)
     lead, amp = _draw_shape(modes[idx], signal[idx], rng)
     main = _episodes(f.node[idx], signal[idx], f.at[idx] - lead, f.at[idx], amp, "precursor", idx)
-    return Episodes.concat([main, _gap_companions(main, modes[idx], rng)]), has
+    return Episodes.concat([main, _companions(main, modes[idx], rng)]), has
 
 
 def avert_by_maintenance(
@@ -265,9 +274,12 @@ def benign(
     mode = np.where(gpu_pick, gpu_mode, other)
     signal = _signal_of(mode.astype(np.int8), fleet.is_gpu[node])
     lead, amp = _draw_shape(mode, signal, rng)
+    counter_or_temp = signal < SIGNAL_INDEX["power"]
+    amp = np.where(counter_or_temp, amp * cal.BENIGN_STRENGTH_FACTOR, amp)
     start = rng.uniform(-scale_days * DAY, horizon, size=node.size)
+    lead = lead * cal.BENIGN_DURATION_FACTOR
     main = _episodes(node, signal, start, start + lead, amp, "benign")
-    return Episodes.concat([main, _gap_companions(main, mode, rng)])
+    return Episodes.concat([main, _companions(main, mode, rng)])
 
 
 def hot_aisles(fleet: Fleet, horizon: float, rng: np.random.Generator) -> Episodes:
@@ -300,8 +312,13 @@ def hot_aisles(fleet: Fleet, horizon: float, rng: np.random.Generator) -> Episod
 
 
 def counter_increments(ep: Episodes, rng: np.random.Generator) -> Increments:
-    """Expand counter episodes into increments. Precursor-like episodes accelerate
-    (density grows with the square of the elapsed share); terminals are one burst."""
+    """Expand counter episodes into increments.
+
+    A precursor escalates: its rate grows linearly towards the failure. A benign
+    look-alike is a burst that fades: its rate falls linearly over its window. Early
+    in a window the two look the same; the difference shows as the failure nears.
+    Terminals are one burst of ``count``.
+    """
     counter_sig = ep.signal < len(COUNTER_SIGNALS)
     idx = np.flatnonzero(counter_sig)
     is_terminal = ep.kind[idx] == KIND_INDEX["terminal"]
@@ -310,7 +327,20 @@ def counter_increments(ep: Episodes, rng: np.random.Generator) -> Increments:
     # Terminal errors are one event of `count`; other episodes are `count` events of 1.
     n_events = np.where(is_terminal, 1, counts)
     rep = np.repeat(idx, n_events)
-    u = rng.random(rep.size) ** (1.0 / 3.0)
+    u = np.sqrt(rng.random(rep.size))
+    fading = np.repeat(ep.kind[idx] == KIND_INDEX["benign"], n_events)
+    u = np.where(fading, 1.0 - u, u)
     at = ep.start[rep] + (ep.end[rep] - ep.start[rep]) * u
     size = np.where(np.repeat(is_terminal, n_events), np.repeat(counts, n_events), 1)
     return Increments(ep.node[rep], ep.signal[rep], at, size.astype(np.int64))
+
+
+def flap_windows(ep: Episodes, rng: np.random.Generator) -> Windows:
+    """Kubelet NotReady flaps of ``flap`` episodes: 1 + Poisson(amplitude - 1) short
+    windows each, later in the episode more likely."""
+    idx = np.flatnonzero(ep.signal == SIGNAL_INDEX["flap"])
+    counts = 1 + rng.poisson(np.maximum(ep.amplitude[idx] - 1.0, 0.0))
+    rep = np.repeat(idx, counts)
+    start = np.round(ep.start[rep] + (ep.end[rep] - ep.start[rep]) * np.sqrt(rng.random(rep.size)))
+    dur = cal.FLAP_MEDIAN_MIN * 60.0 * np.exp(0.6 * rng.standard_normal(rep.size))
+    return Windows(ep.node[rep].astype(np.int32), start, start + np.round(dur))

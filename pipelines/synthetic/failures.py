@@ -345,3 +345,25 @@ def merge_failures(a: Failures, b: Failures) -> Failures:
             continue
         last_node, last_repair = n, float(f.repair_at[i])
     return f.select(keep)
+
+
+def union_windows(parts: list[Windows], horizon: float, avoid: Windows) -> Windows:
+    """Merge window sets: clip to ``[0, horizon)``, drop windows that start inside one of
+    ``avoid`` (the node is down then), join overlapping windows of a node."""
+    node = np.concatenate([w.node for w in parts]).astype(np.int32)
+    start = np.clip(np.concatenate([w.start for w in parts]), 0.0, horizon - 1.0)
+    end = np.clip(np.concatenate([w.end for w in parts]), 0.0, horizon - 1.0)
+    order = np.lexsort((start, node))
+    w = Windows(node[order], start[order], end[order])
+    w = w.select((w.end > w.start) & ~overlaps(w.node, w.start, avoid))
+    keep = np.ones(len(w), dtype=bool)
+    ends = w.end.copy()
+    last = -1
+    # Python loop over flap windows (a few per node), never over samples.
+    for i in range(len(w)):
+        if last >= 0 and w.node[i] == w.node[last] and w.start[i] <= ends[last]:
+            ends[last] = max(ends[last], w.end[i])
+            keep[i] = False
+        else:
+            last = i
+    return Windows(w.node[keep], w.start[keep], ends[keep])

@@ -186,7 +186,7 @@ def _apply_episodes(
             continue
         x = (np.arange(ia, ib) * step - a) / max(b - a, 1.0)
         # Precursors build up to the failure; look-alikes rise and fall back.
-        shape = x * x if kind in rising else np.sin(np.pi * np.clip(x, 0.0, 1.0))
+        shape = x if kind in rising else np.sin(np.pi * np.clip(x, 0.0, 1.0))
         r = node - lo
         if sig == temp_sig:
             temp[r, ia:ib] += (amp * shape).astype(np.float32)

@@ -7,7 +7,9 @@ inference pods with fractional ``gpu_milli``, whole-GPU pods); training jobs are
 single pods or gangs of 8-GPU pods (one per node) in the Helios proportion.
 
 A job created while its series has pending demand waits until the series has room;
-a pod dies early when its node fails (phase ``Failed``; its gang dies with it) or is
+its lifetime counts from creation (the wait is demand too), and a job whose lifetime
+ends before it is scheduled gives up (phase ``Failed``, never scheduled). A pod dies
+early when its node fails (phase ``Failed``; its gang dies with it) or is
 drained for maintenance (``Evicted``). Pods already running at the start are drawn
 length-biased, with creation times before the start.
 """
@@ -203,30 +205,36 @@ def simulate_pods(
             np.where(nxt < t.size, t[np.minimum(nxt, t.size - 1)] + rng.random(nj) * step, np.nan),
             sched,
         )
+        # A job's lifetime runs from its creation (Little's law counts the wait as
+        # demand): a job still waiting when its lifetime is up gives up unscheduled.
+        deadline = created + jobs.life
+        sched = np.where(sched >= deadline, np.nan, sched)
         # Expand jobs to pods.
         job = np.repeat(np.arange(nj), jobs.pods)
         rank = np.arange(job.size) - np.repeat(np.cumsum(jobs.pods) - jobs.pods, jobs.pods)
         p_sched = sched[job]
+        unscheduled = np.isnan(p_sched)
         node = _place(spec.nodes, job, rank, p_sched, down, rng)
-        end = p_sched + jobs.life[job]
-        phase = np.full(job.size, "Succeeded", dtype=object)
+        end = deadline[job]
+        phase = np.where(unscheduled, "Failed", "Succeeded").astype(object)
         k = time_key(node, np.nan_to_num(p_sched, nan=0.0))
         j = np.searchsorted(ikey, k, side="right")
         jj = np.minimum(j, max(ikey.size - 1, 0))
         if ikey.size:
             cand_node = (ikey[jj] // 1e9).astype(np.int64)
             t_int = ikey[jj] - cand_node * 1e9
-            hit = (j < ikey.size) & (cand_node == node) & (t_int < end)
+            hit = ~unscheduled & (j < ikey.size) & (cand_node == node) & (t_int < end)
             end = np.where(hit, t_int, end)
             phase = np.where(hit, np.where(ikind[jj] == 1, "Evicted", "Failed"), phase)
         # A gang ends when its first pod ends early.
         gang_end = np.full(nj, np.inf)
-        np.minimum.at(gang_end, job, np.nan_to_num(end, nan=np.inf))
+        np.minimum.at(gang_end, job, end)
         torn = (jobs.pods[job] > 1) & (gang_end[job] < end)
         end = np.where(torn, gang_end[job], end)
         phase = np.where(torn, "Failed", phase)
-        pending = np.isnan(p_sched)
-        running = ~pending & (end > horizon)
+        alive = end > horizon
+        pending = unscheduled & alive
+        running = ~unscheduled & alive
         phase = np.where(pending, "Pending", np.where(running, "Running", phase))
         frames.append(
             pl.DataFrame(
@@ -243,9 +251,9 @@ def simulate_pods(
                     "gpu_milli": jobs.gpu_milli[job],
                     "gpu_spec": _gpu_spec(spec.gpu_model),
                     "phase": phase.astype(str),
-                    "__sched": np.where(pending, np.nan, p_sched),
-                    "__deleted": np.where(pending | running, np.nan, end),
-                    "__node": np.where(pending, -1, node),
+                    "__sched": p_sched,
+                    "__deleted": np.where(alive, np.nan, end),
+                    "__node": np.where(unscheduled, -1, node),
                 },
                 schema_overrides={"gpu_spec": pl.String},
             )
@@ -294,7 +302,10 @@ def _place(
         bad = overlaps(pick, when, down)
         if not bad.any():
             break
-        pick[bad] = nodes[rng.integers(0, nodes.size, size=int(bad.sum()))]
+        # Move the whole job, so gang members stay on distinct nodes.
+        redo = np.isin(job, np.unique(job[bad]))
+        offset[np.unique(job[bad])] = rng.integers(0, nodes.size, size=np.unique(job[bad]).size)
+        pick[redo] = nodes[(offset[job[redo]] + rank[redo]) % nodes.size]
     return pick
 
 
