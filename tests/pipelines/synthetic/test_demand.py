@@ -3,12 +3,14 @@ only above capacity; pods that realise it (gangs, fractional GPUs, priorities)."
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import polars as pl
 
 from pipelines.synthetic import calibration as cal
+from pipelines.synthetic.demand import promotions
+from pipelines.synthetic.noise import stream
 
 LOCAL = timedelta(hours=cal.LOCAL_UTC_OFFSET_H)
 
@@ -144,3 +146,14 @@ def test_pods_add_up_to_the_demand(default_frames: dict[str, pl.DataFrame]) -> N
     corr = np.corrcoef(load[warm], value[warm])[0, 1]
     assert corr > 0.8, corr
     assert 0.7 < load[warm].mean() / value[warm].mean() < 1.3
+
+
+def test_double_11_comes_from_the_calendar_date() -> None:
+    start = datetime(2026, 11, 5, tzinfo=UTC)
+    promos = promotions(start, 10 * 86400.0, stream(1, "demand", 1))
+    d11 = [p for p in promos if p.name == "double11-2026"]
+    assert len(d11) == 1, [p.name for p in promos]
+    # Local midnight (UTC+8) of 11 November.
+    assert start + timedelta(seconds=d11[0].start) == datetime(2026, 11, 10, 16, tzinfo=UTC)
+    assert d11[0].magnitude["online"] == max(m["online"] for m in cal.PROMOTION_MAGNITUDE.values())
+    assert not any(p.name.startswith("mega-sale") for p in promos)

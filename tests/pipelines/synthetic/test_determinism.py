@@ -65,3 +65,15 @@ def test_rerunning_into_the_same_lake_adds_nothing(tmp_path: Path) -> None:
     assert first["tables"]["telemetry"]["rows_written"] > 0
     assert all(t["rows_written"] == 0 for t in again["tables"].values())
     assert pl.DataFrame(lake.stats()).height >= 0
+
+
+def test_a_run_ending_after_the_clock_is_ingested_at_its_end(tmp_path: Path) -> None:
+    """Validation rejects timestamps > 1 h past the ingest clock: a simulated future is
+    ingested with a FixedClock at the simulation end, and the summary says so."""
+    cfg = config(nodes=30, days=2, seed=4)
+    early = FixedClock(cfg.start)
+    out = simulate_to_lake(Lake(tmp_path), cfg, clock=early, progress=False)
+    assert out["rows_quarantined"] == 0
+    assert out["ingest_clock"].startswith("simulation end 2026-01-07T00:00:00")
+    on_time = simulate_to_lake(Lake(tmp_path / "b"), cfg, clock=CLOCK, progress=False)
+    assert on_time["ingest_clock"] == "given clock"
