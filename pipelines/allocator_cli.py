@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 import polars as pl
@@ -25,28 +22,9 @@ from allocator.replay import DEFAULT_TUNE, replay
 from allocator.requests import PodBatch
 from allocator.topology import Topology
 from core.schemas import INVENTORY, PODS, FrameSchema
-from core.validation import SchemaError, validate
-from pipelines.ingest.batch import IngestError
+from core.validation import validate
+from pipelines.cli_support import reports
 from pipelines.ingest.traces.openb import read_nodes, read_pods
-
-F = TypeVar("F", bound=Callable[..., Any])
-_EXPECTED = (IngestError, SchemaError, ValueError, KeyError, OSError)
-
-
-def _reports(fn: F) -> F:
-    """Expected errors become one clear message (and ``{"error", "type"}`` with --json)."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except _EXPECTED as exc:
-            msg = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-            if kwargs.get("as_json"):
-                click.echo(json.dumps({"error": msg, "type": type(exc).__name__}))
-            raise click.ClickException(msg) from exc
-
-    return wrapper  # type: ignore[return-value]
 
 
 def load_valid(frame: pl.DataFrame, schema: FrameSchema, path: Path) -> pl.DataFrame:
@@ -107,7 +85,7 @@ def allocator_group() -> None:
     help="rank: the artifact's fixed random node order.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@_reports
+@reports
 def replay_cmd(
     nodes_path: str,
     pods_path: str,
