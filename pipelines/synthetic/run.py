@@ -373,11 +373,6 @@ def truth_frames(sim: Simulation) -> dict[str, pl.DataFrame]:
     return {"failures": failures, "episodes": episodes}
 
 
-def simulate(cfg: SimConfig) -> Simulation:
-    """Alias of :func:`build` for callers that want the Simulation object."""
-    return build(cfg)
-
-
 def simulate_frames(cfg: SimConfig) -> dict[str, pl.DataFrame]:
     """Every table of the run in memory, keyed by table name (small fleets only)."""
     sim = build(cfg)
