@@ -34,6 +34,12 @@ class SkipReason(StrEnum):
     COOLDOWN = "cooldown"
     NOT_NEEDED = "not_needed"
     REVALIDATION_FAILED = "revalidation_failed"
+    UNKNOWN_NODE = "unknown_node"
+    NO_FORECAST = "no_forecast"
+    NOT_OWNED = "not_owned"
+    USAGE_FLOOR = "usage_floor"
+    WAIT_FOR_CHECKPOINT = "wait_for_checkpoint"
+    STILL_AT_RISK = "still_at_risk"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,6 +70,12 @@ class Action:
     def params(self) -> dict[str, Any]:
         """What the action does beyond its target (used in the idempotency key)."""
         return {}
+
+    @property
+    def candidate(self) -> str:
+        """What makes this a distinct candidate of its kind in a Plan (the target; a
+        purchase adds its region, so one SKU may be bought in several regions)."""
+        return self.target
 
     @property
     def idempotency_key(self) -> str:
@@ -157,10 +169,36 @@ class Buy(Action):
             "by_date": self.by_date.isoformat(),
         }
 
+    @property
+    def candidate(self) -> str:
+        return f"{self.target}@{self.region}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LendNodes(Action):
+    """Lend ``nodes`` nodes of pool ``target`` to pool ``to_pool`` between ``not_before``
+    and ``expires`` (pools whose daily peaks fall at different hours)."""
+
+    kind: ClassVar[str] = "lend_nodes"
+    to_pool: str
+    nodes: int
+
+    def __post_init__(self) -> None:
+        Action.__post_init__(self)
+        if self.nodes <= 0:
+            raise ValueError(f"lend_nodes {self.target}: nodes must be positive")
+        if self.to_pool == self.target:
+            raise ValueError(f"lend_nodes {self.target}: cannot lend a pool to itself")
+
+    def params(self) -> dict[str, Any]:
+        return {"to_pool": self.to_pool, "nodes": self.nodes}
+
 
 @dataclass(frozen=True, slots=True)
 class Skip:
-    """A candidate the engine considered and did not act on, with a typed reason."""
+    """A candidate the engine considered and did not act on, with a typed reason.
+    ``target`` names the candidate as :attr:`Action.candidate` does (``sku@region`` for a
+    purchase)."""
 
     kind: str
     target: str
@@ -188,13 +226,15 @@ class Plan:
     budgets_used: dict[str, int] = field(default_factory=dict)
     provenance: tuple[Provenance, ...] = ()
     dry_run: bool = True
+    alerts: tuple[str, ...] = ()
+    """Things a human should look at (a tripped storm breaker, missing inputs)."""
 
     def __post_init__(self) -> None:
         _require_utc("created_at", self.created_at)
         _require_utc("data_cutoff", self.data_cutoff)
         seen: dict[tuple[str, str], str] = {}
         for a in self.actions:
-            self._once(seen, (a.kind, a.target), "action")
+            self._once(seen, (a.kind, a.candidate), "action")
         for s in self.skips:
             self._once(seen, (s.kind, s.target), "skip")
 
@@ -216,4 +256,5 @@ class Plan:
             "skips": [s.to_dict() for s in self.skips],
             "budgets_used": dict(self.budgets_used),
             "provenance": [p.to_dict() for p in self.provenance],
+            "alerts": list(self.alerts),
         }

@@ -1,0 +1,203 @@
+"""Policy configuration as data: disruption budgets, costs, and the knobs of each policy.
+
+Every number here has a default that is documented where it is declared; callers (the
+composition roots) load overrides from settings. Money is counted in *cost units*: by
+default one unit is one GPU-hour of an 8-GPU training node (so the defaults read as
+GPU-hours); any currency works if every cost field uses it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+SCOPES = ("pool", "rack", "spine")
+
+
+@dataclass(frozen=True, slots=True)
+class DisruptionBudget:
+    """At most ``max_nodes`` nodes, or ``max_percent`` % of the domain (at least
+    ``min_nodes``), may be disrupted at once in each domain of ``scope`` ('pool',
+    'rack' or 'spine'). ``domain`` restricts the budget to one pool name or one rack /
+    spine name; None applies it to every domain of the scope. A disrupted node is one
+    that is cordoned, draining or under repair; several budgets may match a node and
+    the most restrictive wins (as in Karpenter)."""
+
+    scope: str
+    max_nodes: int | None = None
+    max_percent: float | None = None
+    min_nodes: int = 0
+    domain: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.scope not in SCOPES:
+            raise ValueError(f"budget scope must be one of {SCOPES}, got {self.scope!r}")
+        if (self.max_nodes is None) == (self.max_percent is None):
+            raise ValueError(f"{self.scope} budget: give exactly one of max_nodes, max_percent")
+        if self.max_nodes is not None and self.max_nodes < 0:
+            raise ValueError(f"{self.scope} budget: max_nodes must be >= 0")
+        if self.max_percent is not None and not 0 <= self.max_percent <= 100:
+            raise ValueError(f"{self.scope} budget: max_percent must be in 0..100")
+        if self.min_nodes < 0:
+            raise ValueError(f"{self.scope} budget: min_nodes must be >= 0")
+
+    def matches(self, scope: str, domain: str) -> bool:
+        return self.scope == scope and (self.domain is None or self.domain == domain)
+
+    def allowed(self, size: int) -> int:
+        """Nodes this budget lets be disrupted at once in a domain of ``size`` nodes."""
+        if self.max_nodes is not None:
+            return min(self.max_nodes, size)
+        assert self.max_percent is not None
+        # floor, then the floor of min_nodes: max(1, 10 %) of a 5-node pool is 1
+        return min(size, max(self.min_nodes, math.floor(size * self.max_percent / 100)))
+
+
+def default_budgets() -> tuple[DisruptionBudget, ...]:
+    """max(1, 10 %) of a pool, 1 node per rack, max(1, 10 %) of a spine."""
+    return (
+        DisruptionBudget("pool", max_percent=10.0, min_nodes=1),
+        DisruptionBudget("rack", max_nodes=1),
+        DisruptionBudget("spine", max_percent=10.0, min_nodes=1),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Budgets:
+    """The disruption budgets in force; the most restrictive matching one wins."""
+
+    budgets: tuple[DisruptionBudget, ...] = field(default_factory=default_budgets)
+
+    def allowed(self, scope: str, domain: str, size: int) -> int | None:
+        """Nodes that may be disrupted at once in ``domain``; None when no budget applies."""
+        limits = [b.allowed(size) for b in self.budgets if b.matches(scope, domain)]
+        return min(limits) if limits else None
+
+
+@dataclass(frozen=True, slots=True)
+class CostModel:
+    """What failures and drains cost, in cost units per hour of capacity.
+
+    Defaults (one unit = one GPU-hour; a CPU core-hour is worth 1/50 of it, roughly the
+    public-cloud price ratio of an A100 hour to a vCPU hour):
+
+    - ``gpu_hour`` 1.0, ``cpu_core_hour`` 0.02;
+    - ``checkpoint_interval`` 2 h: when a job's last checkpoint is unknown a failure
+      loses half an interval of work on average;
+    - ``restart_overhead`` 0.25 h per interrupted job (reschedule, image pull, reload the
+      checkpoint), paid by a failure and by a drain alike;
+    - ``detection_delay`` 0.5 h: a failure is noticed late (NotReady grace, then the
+      collective-communication watchdog of the surviving gang members times out), and
+      the job holds its resources meanwhile; a drain is announced and pays nothing;
+    - ``inspection_window`` 4 h: a drained node is out for inspection that long; this
+      is lost only if the node was healthy, i.e. with weight ``1 - p_fail``;
+    - ``capacity_value`` 1.0: the fraction of a lost node-hour that hurts (lower it for
+      pools with idle headroom).
+    """
+
+    gpu_hour: float = 1.0
+    cpu_core_hour: float = 0.02
+    checkpoint_interval: timedelta = timedelta(hours=2)
+    restart_overhead: timedelta = timedelta(minutes=15)
+    detection_delay: timedelta = timedelta(minutes=30)
+    inspection_window: timedelta = timedelta(hours=4)
+    capacity_value: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("gpu_hour", "cpu_core_hour", "capacity_value"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"cost model: {name} must be >= 0")
+
+    def hourly(self, gpus: float, cpu_cores: float) -> float:
+        """Value of one hour of ``gpus`` GPUs and ``cpu_cores`` cores, in cost units."""
+        return gpus * self.gpu_hour + cpu_cores * self.cpu_core_hour
+
+
+@dataclass(frozen=True, slots=True)
+class DisruptionConfig:
+    """Cordon / drain / uncordon knobs.
+
+    - ``max_risk_age`` 2 h / ``max_data_age`` 6 h: a risk scored longer ago, or on data
+      older than that, is stale and never acted on;
+    - ``max_clock_skew`` 5 min: a risk from further in the future is rejected as bad data;
+    - ``benefit_margin`` 1.0: drain when p x failure cost > margin x drain cost;
+    - ``storm_fraction`` 0.2 / ``storm_min_nodes`` 3: a pool where more than 20 % of the
+      nodes (and at least 3) cross the threshold at once acts on none and alerts;
+    - ``min_hold`` 6 h: no drain within 6 h of an uncordon, no uncordon within 6 h of a
+      cordon (no flapping);
+    - ``clean_window`` 24 h / ``uncordon_p_fail`` 0.02: a cordoned node whose risk stayed
+      that low for the window goes back into service;
+    - ``max_checkpoint_wait`` 2 h: a drain waits for the node's next known checkpoint if
+      it comes that soon;
+    - ``expires_after`` 2 h: an action not run by then is dropped (the next plan decides);
+    - ``owner``: cordons this system made carry this owner; it never uncordons others'.
+    """
+
+    max_risk_age: timedelta = timedelta(hours=2)
+    max_data_age: timedelta = timedelta(hours=6)
+    max_clock_skew: timedelta = timedelta(minutes=5)
+    benefit_margin: float = 1.0
+    storm_fraction: float = 0.2
+    storm_min_nodes: int = 3
+    min_hold: timedelta = timedelta(hours=6)
+    clean_window: timedelta = timedelta(hours=24)
+    uncordon_p_fail: float = 0.02
+    max_checkpoint_wait: timedelta = timedelta(hours=2)
+    expires_after: timedelta = timedelta(hours=2)
+    owner: str = "predops"
+    placement_policy: str = "best_fit"
+    seed: int = 0
+    costs: CostModel = field(default_factory=CostModel)
+
+
+@dataclass(frozen=True, slots=True)
+class SizingConfig:
+    """Elastic pool sizing knobs.
+
+    - ``scale_up_lead`` 30 min: new nodes take that long to join, so the target covers
+      the peak of the p90 forecast over lead + ``hold`` (default 6 h);
+    - ``scale_in_cooldown`` 2 h: no scale-in within that long of the last resize;
+    - ``deadband_nodes`` 1: changes this small are not worth an action;
+    - ``packing_policy`` 'best_fit': the allocator policy the estimate packs with;
+    - ``lend_min_anticorrelation`` 0.5: pools whose hourly p50 profiles correlate below
+      -0.5 over the next day have opposite peaks and may lend nodes to each other.
+    """
+
+    scale_up_lead: timedelta = timedelta(minutes=30)
+    hold: timedelta = timedelta(hours=6)
+    scale_in_cooldown: timedelta = timedelta(hours=2)
+    deadband_nodes: int = 1
+    packing_policy: str = "best_fit"
+    seed: int = 0
+    max_forecast_age: timedelta = timedelta(hours=6)
+    lend_min_anticorrelation: float = 0.5
+    lend_horizon: timedelta = timedelta(hours=24)
+    costs: CostModel = field(default_factory=CostModel)
+
+
+@dataclass(frozen=True, slots=True)
+class BuyConfig:
+    """Inventory purchase knobs (newsvendor).
+
+    - ``review_period`` 30 days: an order must cover demand until the next order can land
+      (lead time + review period);
+    - ``annual_failure_rate`` 0.05: failures per node-year where no risk score exists;
+    - ``repair_yield`` 0.8: the share of nodes in repair / RMA that come back within the
+      lead time;
+    - ``max_forecast_age`` 7 days.
+    """
+
+    review_period: timedelta = timedelta(days=30)
+    annual_failure_rate: float = 0.05
+    repair_yield: float = 0.8
+    max_forecast_age: timedelta = timedelta(days=7)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyConfig:
+    """All policy knobs; ``PolicyConfig()`` is the documented default."""
+
+    disruption: DisruptionConfig = field(default_factory=DisruptionConfig)
+    sizing: SizingConfig = field(default_factory=SizingConfig)
+    buy: BuyConfig = field(default_factory=BuyConfig)

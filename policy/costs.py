@@ -1,0 +1,143 @@
+"""What an unplanned failure of a node costs against what draining it costs.
+
+A failure interrupts every job with a pod on the node — for a gang, the whole gang on
+every node it spans, since one lost member stops the job — and each interrupted job
+loses the work since its last checkpoint, the time until the failure is noticed and the
+job torn down, and a restart. A drain restarts the same jobs (losing no work when it
+waits for their checkpoint, else the same work since the last one) and takes the node
+out for an inspection window — a cost only when the node was healthy, so it counts
+with weight ``1 - p_fail`` (a failing node is out for repair either way). Drain when
+``p_fail x failure cost`` exceeds ``margin x drain cost``. All figures are in cost
+units (see :mod:`policy.config`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from allocator.requests import PodRequest
+from allocator.topology import GPU_MILLI, NodeSpec
+from policy.config import CostModel
+from policy.fleet import NodeState
+
+HOUR = timedelta(hours=1)
+
+
+def pod_hourly(pod: PodRequest, costs: CostModel) -> float:
+    """Cost units per hour of the resources ``pod`` holds."""
+    return costs.hourly(pod.total_gpu_milli / GPU_MILLI, pod.cpu_milli / 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEconomics:
+    """The two sides of the drain decision for one node (cost units, hours)."""
+
+    failure_cost: float
+    drain_cost: float
+    p_fail: float
+    jobs: int
+    pods_interrupted: int
+    gpu_hours_at_risk: float
+    lost_work_h: float
+    drain_lost_work_h: float
+    inspection_cost: float
+    migration_cost: float
+    not_before: datetime
+
+    @property
+    def expected_benefit(self) -> float:
+        return self.p_fail * self.failure_cost
+
+    @property
+    def break_even_p(self) -> float:
+        """The p_fail above which draining pays (1.0 when a failure costs nothing)."""
+        return 1.0 if self.failure_cost <= 0 else min(1.0, self.drain_cost / self.failure_cost)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "p_fail": self.p_fail,
+            "failure_cost": round(self.failure_cost, 4),
+            "drain_cost": round(self.drain_cost, 4),
+            "expected_benefit": round(self.expected_benefit, 4),
+            "break_even_p": round(self.break_even_p, 4),
+            "jobs_interrupted_by_failure": self.jobs,
+            "pods_interrupted_by_failure": self.pods_interrupted,
+            "gpu_hours_at_risk": round(self.gpu_hours_at_risk, 4),
+            "expected_lost_work_h": round(self.lost_work_h, 4),
+            "drain_lost_work_h": round(self.drain_lost_work_h, 4),
+            "inspection_cost": round(self.inspection_cost, 4),
+            "migration_cost": round(self.migration_cost, 4),
+        }
+
+
+def jobs_on(
+    pods: Sequence[PodRequest], gang_members: Mapping[str, Sequence[PodRequest]]
+) -> list[tuple[PodRequest, ...]]:
+    """The jobs a failure of the node running ``pods`` interrupts: each single pod, and
+    every gang with a member here (all its members, on any node), in a stable order."""
+    jobs: list[tuple[PodRequest, ...]] = []
+    seen: set[str] = set()
+    for p in sorted(pods, key=lambda p: p.pod_id):
+        if p.gang_id is None:
+            jobs.append((p,))
+        elif p.gang_id not in seen:
+            seen.add(p.gang_id)
+            jobs.append(tuple(gang_members.get(p.gang_id, (p,))))
+    return jobs
+
+
+def node_economics(
+    spec: NodeSpec,
+    pods: Sequence[PodRequest],
+    gang_members: Mapping[str, Sequence[PodRequest]],
+    state: NodeState,
+    p_fail: float,
+    now: datetime,
+    costs: CostModel,
+    max_checkpoint_wait: timedelta,
+) -> NodeEconomics:
+    """Failure and drain cost of ``spec`` running ``pods`` now."""
+    # Work lost by a failure at a random moment: half a checkpoint period on average;
+    # when only the last checkpoint is known, the work since then.
+    if state.checkpoint_interval:
+        lost = state.checkpoint_interval / 2
+    elif state.last_checkpoint_at is not None and state.last_checkpoint_at <= now:
+        lost = now - state.last_checkpoint_at
+    else:
+        lost = costs.checkpoint_interval / 2
+    lost_h = lost / HOUR
+    restart_h = costs.restart_overhead / HOUR
+    detect_h = costs.detection_delay / HOUR
+    nxt = state.next_checkpoint(now)
+    timed = nxt is not None and nxt - now <= max_checkpoint_wait
+    not_before = nxt if timed and nxt is not None else now
+    drain_lost_h = 0.0 if timed else lost_h
+
+    jobs = jobs_on(pods, gang_members)
+    rate = [sum(pod_hourly(p, costs) for p in job) for job in jobs]
+    failure = sum(r * (lost_h + detect_h + restart_h) for r in rate)
+    migration = sum(r * (drain_lost_h + restart_h) for r in rate)
+    inspection = (
+        (1.0 - p_fail)
+        * costs.hourly(spec.gpus, spec.cpu_milli / 1000)
+        * (costs.inspection_window / HOUR)
+        * costs.capacity_value
+    )
+    gpus = sum(p.total_gpu_milli / GPU_MILLI for job in jobs for p in job)
+    gpu_h = gpus * (lost_h + detect_h + restart_h)
+    return NodeEconomics(
+        failure_cost=failure,
+        drain_cost=inspection + migration,
+        p_fail=p_fail,
+        jobs=len(jobs),
+        pods_interrupted=sum(len(j) for j in jobs),
+        gpu_hours_at_risk=gpu_h,
+        lost_work_h=lost_h,
+        drain_lost_work_h=drain_lost_h,
+        inspection_cost=inspection,
+        migration_cost=migration,
+        not_before=not_before,
+    )

@@ -1,0 +1,381 @@
+"""Proactive cordon / drain and uncordon, decided under guards and budgets.
+
+Per scored node (latest risk per node): the node guards (:mod:`policy.guards`), then
+the cost threshold (:mod:`policy.costs`). Nodes that pass are counted per pool for the
+storm breaker: if more than ``storm_fraction`` of a pool crosses at once, none of them
+is drained and the plan raises an alert (that is usually bad data or a shared cause, a
+job for a human). The rest are taken best net benefit first (node id breaks ties) and
+each must pass the PDB headroom, the disruption budgets and the allocator check that the
+pods of every accepted drain — gangs whole, in their rack / spine — still fit on the
+schedulable rest of the cluster. A drain waits for the node's next checkpoint when it
+is known and near.
+
+Per cordoned node: uncordon when a repair finished after the cordon, or when its
+current risk is low and a clean window has passed since the cordon — never within
+``min_hold`` of the cordon (hysteresis), never a node someone else cordoned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from allocator.engine import Allocator, DrainCheck
+from allocator.policies import make_policy
+from allocator.requests import PodRequest
+from allocator.snapshot import ClusterSnapshot
+from core.actions import Action, Drain, Skip, SkipReason, Uncordon
+from core.contracts import FailureRisk, Provenance
+from policy.budgets import BudgetLedger
+from policy.config import Budgets, DisruptionConfig
+from policy.costs import NodeEconomics, node_economics
+from policy.fleet import FleetState, NodeState
+from policy.guards import NodeCandidate, PdbLedger, Verdict, first_objection
+
+TOP_REASONS = 3
+
+
+@dataclass
+class Decisions:
+    """What one policy decided: actions, skips, budget use, alerts, provenance used."""
+
+    actions: list[Action] = field(default_factory=list)
+    skips: list[Skip] = field(default_factory=list)
+    budgets_used: dict[str, int] = field(default_factory=dict)
+    alerts: list[str] = field(default_factory=list)
+    provenance: list[Provenance] = field(default_factory=list)
+
+
+def latest_risk(risks: Iterable[FailureRisk]) -> dict[str, FailureRisk]:
+    """One risk per node: the latest ``as_of``; among equal times the highest p_fail
+    (the cautious reading), so the answer does not depend on input order."""
+    out: dict[str, FailureRisk] = {}
+    for r in risks:
+        old = out.get(r.node_id)
+        if old is None or (r.as_of, r.p_fail) > (old.as_of, old.p_fail):
+            out[r.node_id] = r
+    return out
+
+
+def _in_snapshot(snapshot: ClusterSnapshot, node_id: str) -> bool:
+    try:
+        snapshot.index_of(node_id)
+    except KeyError:
+        return False
+    return True
+
+
+def _risk_evidence(r: FailureRisk) -> dict[str, Any]:
+    top = sorted(r.reasons, key=lambda x: (-abs(x.contribution), x.feature))[:TOP_REASONS]
+    return {
+        "p_fail": r.p_fail,
+        "horizon_h": r.horizon.total_seconds() / 3600,
+        "as_of": r.as_of,
+        "top_reasons": [
+            {"feature": x.feature, "contribution": x.contribution, "text": x.text} for x in top
+        ],
+        "provenance": r.provenance.to_dict() if r.provenance else None,
+    }
+
+
+def _fit_evidence(check: DrainCheck) -> dict[str, Any]:
+    moves = [{"pod": d.pod_id, "to": d.node_id} for d in check.decisions if d.placed and d.node_id]
+    gangs = [
+        {"gang": g.gang_id, "placed": g.placed, "domain": list(g.domain or ()), "reason": g.reason}
+        for g in check.gang_decisions
+    ]
+    return {"fits": check.fits, "moves": moves, "gangs": gangs, "unplaced": dict(check.unplaced)}
+
+
+class CordonDrainPolicy:
+    """Decides drains and uncordons; see the module docstring."""
+
+    def __init__(self, config: DisruptionConfig, budgets: Budgets) -> None:
+        self.config = config
+        self.budgets = budgets
+
+    def decide(
+        self,
+        risks: Sequence[FailureRisk],
+        snapshot: ClusterSnapshot,
+        fleet: FleetState,
+        now: datetime,
+    ) -> Decisions:
+        cfg = self.config
+        out = Decisions()
+        by_node = latest_risk(risks)
+        pods_on, gangs = self._pods(snapshot)
+        passed: list[tuple[NodeCandidate, NodeEconomics]] = []
+        for node_id in sorted(by_node):
+            risk = by_node[node_id]
+            spec = fleet.spec(node_id)
+            if spec is not None and not _in_snapshot(snapshot, node_id):
+                spec = None
+            cand = NodeCandidate(
+                node_id, risk, spec, fleet.nodes.get(node_id), pods_on.get(node_id, ()), now
+            )
+            v = first_objection(cand, cfg)
+            if v is not None:
+                out.skips.append(Skip("drain", node_id, v.reason, v.detail))
+                continue
+            assert cand.spec is not None and cand.state is not None
+            econ = node_economics(
+                cand.spec,
+                cand.pods,
+                gangs,
+                cand.state,
+                risk.p_fail,
+                now,
+                cfg.costs,
+                cfg.max_checkpoint_wait,
+            )
+            if econ.expected_benefit <= cfg.benefit_margin * econ.drain_cost:
+                out.skips.append(
+                    Skip(
+                        "drain",
+                        node_id,
+                        SkipReason.BELOW_THRESHOLD,
+                        f"p_fail {risk.p_fail:.3f} x failure cost {econ.failure_cost:.2f} = "
+                        f"{econ.expected_benefit:.2f} <= drain cost {econ.drain_cost:.2f}",
+                    )
+                )
+                continue
+            passed.append((cand, econ))
+
+        passed = self._storm_breaker(passed, fleet, out)
+        self._accept(passed, snapshot, fleet, gangs, now, out)
+        self._uncordons(by_node, fleet, now, out)
+        seen: set[tuple[str, str, str]] = set()
+        for r in by_node.values():
+            p = r.provenance
+            if p is not None and (p.model_name, p.model_version, p.feature_set_hash) not in seen:
+                seen.add((p.model_name, p.model_version, p.feature_set_hash))
+                out.provenance.append(p)
+        return out
+
+    # ------------------------------------------------------------------ pieces
+    @staticmethod
+    def _pods(
+        snapshot: ClusterSnapshot,
+    ) -> tuple[dict[str, tuple[PodRequest, ...]], dict[str, tuple[PodRequest, ...]]]:
+        """Pods per node id and members per gang id, from the snapshot's placements."""
+        per_node: dict[str, list[PodRequest]] = {}
+        gangs: dict[str, list[PodRequest]] = {}
+        for pod_id in sorted(snapshot.placements):
+            pl = snapshot.placements[pod_id]
+            per_node.setdefault(snapshot.node_ids[pl.node], []).append(pl.pod)
+            if pl.pod.gang_id is not None:
+                gangs.setdefault(pl.pod.gang_id, []).append(pl.pod)
+        return (
+            {k: tuple(v) for k, v in per_node.items()},
+            {k: tuple(v) for k, v in gangs.items()},
+        )
+
+    def _storm_breaker(
+        self,
+        passed: list[tuple[NodeCandidate, NodeEconomics]],
+        fleet: FleetState,
+        out: Decisions,
+    ) -> list[tuple[NodeCandidate, NodeEconomics]]:
+        cfg = self.config
+        sizes = {pool: len(nodes) for pool, nodes in fleet.pool_nodes().items()}
+        bad: dict[str, int] = {}
+        for cand, _ in passed:
+            assert cand.spec is not None
+            bad[cand.spec.pool] = bad.get(cand.spec.pool, 0) + 1
+        tripped = {
+            pool
+            for pool, k in bad.items()
+            if k >= cfg.storm_min_nodes and k > cfg.storm_fraction * sizes.get(pool, k)
+        }
+        for pool in sorted(tripped):
+            out.alerts.append(
+                f"storm breaker: {bad[pool]} of {sizes[pool]} nodes of pool {pool} crossed "
+                f"the drain threshold at once (limit {cfg.storm_fraction:.0%}); no drains in "
+                "this pool — check the data and look for a shared cause"
+            )
+        keep = []
+        for cand, econ in passed:
+            assert cand.spec is not None
+            pool = cand.spec.pool
+            if pool in tripped:
+                detail = f"{bad[pool]} of {sizes[pool]} nodes of pool {pool} look bad at once"
+                out.skips.append(Skip("drain", cand.node_id, SkipReason.STORM_BREAKER, detail))
+            else:
+                keep.append((cand, econ))
+        return keep
+
+    def _accept(
+        self,
+        passed: list[tuple[NodeCandidate, NodeEconomics]],
+        snapshot: ClusterSnapshot,
+        fleet: FleetState,
+        gangs: Mapping[str, Sequence[PodRequest]],
+        now: datetime,
+        out: Decisions,
+    ) -> None:
+        cfg = self.config
+        disrupted = [n for n, st in fleet.nodes.items() if st.disrupted]
+        ledger = BudgetLedger(self.budgets, fleet.topology.nodes, disrupted)
+        pdbs = PdbLedger(fleet.pdbs, fleet.pdb_pods)
+        rng = np.random.default_rng(cfg.seed)
+        alloc = Allocator(
+            snapshot,
+            make_policy(cfg.placement_policy, rng=np.random.default_rng(cfg.seed + 1)),
+            rng,
+            explain=False,
+        )
+        unavailable = sorted(n for n in disrupted if _in_snapshot(snapshot, n))
+        accepted: list[str] = []
+        order = sorted(
+            passed, key=lambda ce: (-(ce[1].expected_benefit - ce[1].drain_cost), ce[0].node_id)
+        )
+        for cand, econ in order:
+            node_id = cand.node_id
+            v: Verdict | None = pdbs.blocked(node_id)
+            if v is None:
+                why = ledger.blocked(node_id)
+                if why is not None:
+                    v = Verdict(SkipReason.BUDGET_EXHAUSTED, why)
+            check: DrainCheck | None = None
+            if v is None:
+                with snapshot.what_if():
+                    if unavailable:
+                        snapshot.set_schedulable(unavailable, False)
+                    check = alloc.fits_after_drain([*accepted, node_id])
+                if not check.fits:
+                    stranded = [g.gang_id for g in check.gang_decisions if not g.placed]
+                    if stranded:
+                        v = Verdict(
+                            SkipReason.WOULD_STRAND_GANG,
+                            f"gang(s) {', '.join(stranded)} would not fit elsewhere "
+                            f"({dict(check.unplaced)})",
+                        )
+                    else:
+                        v = Verdict(
+                            SkipReason.DOES_NOT_FIT,
+                            f"displaced pods would not fit: {dict(check.unplaced)}",
+                        )
+            if v is not None:
+                out.skips.append(Skip("drain", node_id, v.reason, v.detail))
+                continue
+            assert check is not None
+            ledger.take(node_id)
+            pdbs.take(node_id)
+            accepted.append(node_id)
+            out.actions.append(self._drain(cand, econ, check, ledger, pdbs, gangs, now))
+        out.budgets_used.update(ledger.used())
+
+    def _drain(
+        self,
+        cand: NodeCandidate,
+        econ: NodeEconomics,
+        check: DrainCheck,
+        ledger: BudgetLedger,
+        pdbs: PdbLedger,
+        gangs: Mapping[str, Sequence[PodRequest]],
+        now: datetime,
+    ) -> Drain:
+        r = cand.risk
+        timed = econ.not_before > now
+        reason = (
+            f"p_fail {r.p_fail:.3f} within {r.horizon.total_seconds() / 3600:g} h x failure "
+            f"cost {econ.failure_cost:.2f} = {econ.expected_benefit:.2f} > drain cost "
+            f"{econ.drain_cost:.2f}"
+        )
+        if timed:
+            reason += f"; timed to the next checkpoint at {econ.not_before.isoformat()}"
+        evidence: dict[str, Any] = {
+            "risk": _risk_evidence(r),
+            "economics": econ.to_dict(),
+            "allocator": _fit_evidence(check),
+            "budgets": ledger.usage(cand.node_id),
+            "pdbs": pdbs.covering(cand.node_id),
+            "pods": [p.pod_id for p in cand.pods],
+            "gangs": sorted({p.gang_id for p in cand.pods if p.gang_id}),
+        }
+        return Drain(
+            target=cand.node_id,
+            reason=reason,
+            evidence=evidence,
+            not_before=econ.not_before,
+            expires=econ.not_before + self.config.expires_after,
+            expected_benefit=round(econ.expected_benefit, 6),
+            expected_cost=round(econ.drain_cost, 6),
+        )
+
+    def _uncordons(
+        self, by_node: Mapping[str, FailureRisk], fleet: FleetState, now: datetime, out: Decisions
+    ) -> None:
+        for node_id in sorted(fleet.nodes):
+            st = fleet.nodes[node_id]
+            if not st.cordoned:
+                continue
+            act, v = self._uncordon_one(st, by_node.get(node_id), now)
+            if act is not None:
+                out.actions.append(act)
+            elif v is not None:
+                out.skips.append(Skip("uncordon", node_id, v.reason, v.detail))
+
+    def _uncordon_one(
+        self, st: NodeState, risk: FailureRisk | None, now: datetime
+    ) -> tuple[Uncordon | None, Verdict | None]:
+        cfg = self.config
+        if st.cordon_owner != cfg.owner:
+            return None, Verdict(
+                SkipReason.NOT_OWNED, f"cordoned by {st.cordon_owner or 'unknown'}, not by us"
+            )
+        if st.under_repair:
+            return None, Verdict(SkipReason.UNDER_REPAIR, "repair not finished")
+        if now - st.observed_at > cfg.max_data_age:
+            return None, Verdict(SkipReason.STALE_DATA, "node state too old")
+        if st.cordoned_at is not None and now - st.cordoned_at < cfg.min_hold:
+            return None, Verdict(
+                SkipReason.HYSTERESIS,
+                f"cordoned at {st.cordoned_at.isoformat()}, less than {cfg.min_hold} ago",
+            )
+        expires = now + cfg.expires_after
+        repaired = st.repaired_at
+        if repaired is not None and (st.cordoned_at is None or repaired >= st.cordoned_at):
+            return (
+                Uncordon(
+                    target=st.node_id,
+                    reason=f"repair finished at {repaired.isoformat()}",
+                    evidence={"repaired_at": st.repaired_at, "cordoned_at": st.cordoned_at},
+                    not_before=now,
+                    expires=expires,
+                ),
+                None,
+            )
+        if risk is None:
+            return None, Verdict(SkipReason.STALE_DATA, "no current risk score for this node")
+        if risk.provenance is None:
+            return None, Verdict(SkipReason.NO_PROVENANCE, "risk carries no model provenance")
+        if now - risk.as_of > cfg.max_risk_age or risk.as_of > now + cfg.max_clock_skew:
+            return None, Verdict(SkipReason.STALE_DATA, "risk score not current")
+        if risk.p_fail > cfg.uncordon_p_fail:
+            return None, Verdict(
+                SkipReason.STILL_AT_RISK,
+                f"p_fail {risk.p_fail:.3f} > uncordon level {cfg.uncordon_p_fail}",
+            )
+        since = st.cordoned_at
+        if since is not None and now - since < cfg.clean_window:
+            return None, Verdict(
+                SkipReason.HYSTERESIS,
+                f"clean window of {cfg.clean_window} since {since.isoformat()} not over",
+            )
+        return (
+            Uncordon(
+                target=st.node_id,
+                reason=f"clean window: p_fail {risk.p_fail:.3f} <= {cfg.uncordon_p_fail} "
+                f"for {cfg.clean_window} since the cordon",
+                evidence={"risk": _risk_evidence(risk), "cordoned_at": st.cordoned_at},
+                not_before=now,
+                expires=expires,
+            ),
+            None,
+        )

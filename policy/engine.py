@@ -1,0 +1,89 @@
+"""``plan()``: risks, forecasts, the cluster snapshot and the fleet state in, a Plan out.
+
+Pure and deterministic: no I/O, no environment, no wall clock (the clock is passed in),
+the same inputs give the same Plan (the plan id is a hash of its content). Every
+candidate appears exactly once, as an action or as a typed skip:
+
+- a ``drain`` candidate per scored node and an ``uncordon`` candidate per cordoned node
+  (:mod:`policy.disruption`);
+- a ``resize_pool`` candidate per pool and a ``lend_nodes`` candidate per pool pair
+  with opposite daily peaks (:mod:`policy.sizing`);
+- a ``buy`` candidate per SKU and region with a stock position (:mod:`policy.buying`).
+
+The snapshot is used for what-ifs only and is unchanged afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from allocator.snapshot import ClusterSnapshot
+from core.actions import Plan
+from core.clock import Clock
+from core.contracts import FailureRisk, Forecast, Provenance
+from policy.buying import InventoryBuyPolicy
+from policy.config import Budgets, PolicyConfig
+from policy.disruption import CordonDrainPolicy, Decisions
+from policy.fleet import FleetState
+from policy.sizing import PoolSizingPolicy
+
+
+def plan(
+    risk: Sequence[FailureRisk],
+    forecast: Sequence[Forecast],
+    snapshot: ClusterSnapshot,
+    inventory: FleetState,
+    budgets: Budgets,
+    clock: Clock,
+    config: PolicyConfig | None = None,
+) -> Plan:
+    """One planning run at ``clock.now()``; see the module docstring."""
+    cfg = config or PolicyConfig()
+    now = clock.now()
+    parts: list[Decisions] = [
+        CordonDrainPolicy(cfg.disruption, budgets).decide(risk, snapshot, inventory, now),
+        PoolSizingPolicy(cfg.sizing).decide(forecast, risk, snapshot, inventory, now),
+        InventoryBuyPolicy(cfg.buy).decide(forecast, risk, inventory, now),
+    ]
+    actions = tuple(a for p in parts for a in p.actions)
+    skips = tuple(s for p in parts for s in p.skips)
+    budgets_used: dict[str, int] = {}
+    for p in parts:
+        budgets_used.update(p.budgets_used)
+    provenance = _unique_provenance(p for part in parts for p in part.provenance)
+    alerts = tuple(a for p in parts for a in p.alerts)
+    cutoff = _data_cutoff(provenance, inventory.observed_at)
+    body = {
+        "created_at": now.isoformat(),
+        "actions": [a.to_dict() for a in actions],
+        "skips": [s.to_dict() for s in skips],
+        "budgets_used": budgets_used,
+    }
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+    return Plan(
+        plan_id=f"plan-{now.strftime('%Y%m%dT%H%M%SZ')}-{digest[:12]}",
+        created_at=now,
+        data_cutoff=cutoff,
+        actions=actions,
+        skips=skips,
+        budgets_used=budgets_used,
+        provenance=provenance,
+        alerts=alerts,
+    )
+
+
+def _unique_provenance(items: Iterable[Provenance]) -> tuple[Provenance, ...]:
+    seen: dict[tuple[str, str, str, str], Provenance] = {}
+    for p in items:
+        key = (p.model_name, p.model_version, p.feature_set_hash, p.data_cutoff.isoformat())
+        seen.setdefault(key, p)
+    return tuple(seen[k] for k in sorted(seen))
+
+
+def _data_cutoff(provenance: Sequence[Provenance], observed_at: datetime) -> datetime:
+    """The oldest data the plan relied on: the earliest model data cutoff, or the fleet
+    observation time when it is older (or no model was used)."""
+    return min([p.data_cutoff for p in provenance] + [observed_at])

@@ -1,0 +1,371 @@
+"""Elastic pool sizing: how many nodes each pool should hold, and lending between pools.
+
+Per pool, over the window ``now .. now + scale_up_lead + hold`` (capacity ordered now
+arrives after the lead time and must cover the hold after it):
+
+1. the peak of the pool's p90 demand — GPU series summed per target time, likewise CPU
+   cores (a sum of p90s overstates the p90 of the sum: the cautious side);
+2. the nodes that peak needs by the allocator's packing estimate
+   (:class:`~allocator.estimator.NodeCountEstimator`), sampling the pool's current pod
+   mix — so fragmentation counts, not just capacity / demand;
+3. plus a buffer for the failures the risk model expects in the window (p_fail scaled
+   to the window, summed, rounded up) and the nodes already cordoned / in repair;
+4. never below current usage (nodes hosting pods, plus those out of service): a
+   prediction alone never takes away nodes that run work;
+5. a scale-in waits ``scale_in_cooldown`` after the last resize; changes within
+   ``deadband_nodes`` are not worth an action.
+
+Series ids are ``<pool>/gpus/<gpu_model>`` and ``<pool>/cpu_cores`` (the demand
+contract's series naming). Lending: two pools of the same GPU model whose hourly p50
+profiles over the next day correlate below ``-lend_min_anticorrelation`` have opposite
+peaks; when one is short of its p90 while the other has spare nodes, propose lending.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from allocator.estimator import Estimate, NodeCountEstimator
+from allocator.requests import PodBatch, PodRequest
+from allocator.snapshot import ClusterSnapshot
+from allocator.topology import NodeSpec
+from core.actions import LendNodes, ResizePool, Skip, SkipReason
+from core.contracts import FailureRisk, Forecast, Provenance
+from policy.config import SizingConfig
+from policy.disruption import Decisions, latest_risk
+from policy.fleet import FleetState
+
+HOUR = timedelta(hours=1)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolDemand:
+    """p10/p50/p90 of a pool's GPU and CPU-core demand per target time."""
+
+    gpus: dict[datetime, tuple[float, float, float]]
+    cpu_cores: dict[datetime, tuple[float, float, float]]
+    forecasts: tuple[Forecast, ...]
+
+
+def parse_series(series_id: str) -> tuple[str, str] | None:
+    """``pool/gpus/model`` -> (pool, 'gpus'); ``pool/cpu_cores`` -> (pool, 'cpu_cores')."""
+    parts = series_id.split("/")
+    if len(parts) >= 2 and parts[1] in ("gpus", "cpu_cores"):
+        return parts[0], parts[1]
+    return None
+
+
+def pool_demand(
+    forecasts: Sequence[Forecast], start: datetime, end: datetime
+) -> dict[str, PoolDemand]:
+    """Forecasts valid in ``[start, end]``, summed per pool, resource and target time.
+    When a series has several forecasts for one target time the latest issue wins."""
+    latest: dict[tuple[str, datetime], Forecast] = {}
+    for f in forecasts:
+        if not (start <= f.valid_at <= end) or parse_series(f.series_id) is None:
+            continue
+        k = (f.series_id, f.valid_at)
+        if k not in latest or latest[k].issued_at < f.issued_at:
+            latest[k] = f
+    out: dict[str, PoolDemand] = {}
+    for (sid, at), f in sorted(latest.items()):
+        parsed = parse_series(sid)
+        assert parsed is not None
+        pool, res = parsed
+        pd = out.setdefault(pool, PoolDemand({}, {}, ()))
+        table = pd.gpus if res == "gpus" else pd.cpu_cores
+        a, b, c = table.get(at, (0.0, 0.0, 0.0))
+        table[at] = (a + f.p10, b + f.p50, c + f.p90)
+        out[pool] = PoolDemand(pd.gpus, pd.cpu_cores, (*pd.forecasts, f))
+    return out
+
+
+def _peak(table: Mapping[datetime, tuple[float, float, float]]) -> tuple[float, datetime | None]:
+    if not table:
+        return 0.0, None
+    at = max(sorted(table), key=lambda t: table[t][2])
+    return table[at][2], at
+
+
+def window_probability(p: float, horizon: timedelta, window: timedelta) -> float:
+    """p_fail over ``horizon`` rescaled to ``window`` (a constant hazard in between)."""
+    if p >= 1.0:
+        return 1.0
+    return float(1.0 - (1.0 - p) ** (window / horizon))
+
+
+class PoolSizingPolicy:
+    """Node counts per pool and lending between pools; see the module docstring."""
+
+    def __init__(self, config: SizingConfig) -> None:
+        self.config = config
+
+    def decide(
+        self,
+        forecasts: Sequence[Forecast],
+        risks: Sequence[FailureRisk],
+        snapshot: ClusterSnapshot,
+        fleet: FleetState,
+        now: datetime,
+    ) -> Decisions:
+        cfg = self.config
+        out = Decisions()
+        window = cfg.scale_up_lead + cfg.hold
+        demand = pool_demand(forecasts, now, now + window)
+        by_risk = latest_risk(risks)
+        pools = fleet.pool_nodes()
+        pods_by_node: dict[str, list[PodRequest]] = {}
+        for pod_id in sorted(snapshot.placements):
+            pl = snapshot.placements[pod_id]
+            pods_by_node.setdefault(snapshot.node_ids[pl.node], []).append(pl.pod)
+        used_prov: dict[tuple[str, str, str], Provenance] = {}
+        for pool in sorted(pools):
+            nodes = pools[pool]
+            pd = demand.get(pool)
+            if pd is None:
+                out.skips.append(
+                    Skip(
+                        "resize_pool", pool, SkipReason.NO_FORECAST, "no demand forecast in window"
+                    )
+                )
+                continue
+            bad = self._bad_forecast(pd.forecasts, now)
+            if bad is not None:
+                out.skips.append(Skip("resize_pool", pool, bad[0], bad[1]))
+                continue
+            for f in pd.forecasts:
+                assert f.provenance is not None
+                p = f.provenance
+                used_prov.setdefault((p.model_name, p.model_version, p.feature_set_hash), p)
+            self._size(pool, nodes, pd, pods_by_node, by_risk, fleet, now, window, out)
+        out.provenance.extend(used_prov[k] for k in sorted(used_prov))
+        self._lending(pools, forecasts, pods_by_node, fleet, now, out)
+        return out
+
+    def _bad_forecast(
+        self, forecasts: Sequence[Forecast], now: datetime
+    ) -> tuple[SkipReason, str] | None:
+        for f in forecasts:
+            if f.provenance is None:
+                return SkipReason.NO_PROVENANCE, f"forecast {f.series_id} has no provenance"
+            if now - f.issued_at > self.config.max_forecast_age or f.issued_at > now + HOUR:
+                return SkipReason.STALE_DATA, (
+                    f"forecast {f.series_id} issued at {f.issued_at.isoformat()} is not current"
+                )
+        return None
+
+    def nodes_for(
+        self, nodes: Sequence[NodeSpec], mix: Sequence[PodRequest], gpus: float, cpu_cores: float
+    ) -> tuple[int, dict[str, Any]]:
+        """Nodes of the pool's SKUs (most common first) that ``gpus`` GPUs and
+        ``cpu_cores`` cores of demand need, packed like the scheduler packs ``mix``."""
+        counts = Counter(n.sku or n.node_id for n in nodes)
+        templates: dict[str, NodeSpec] = {}
+        for n in nodes:
+            templates.setdefault(n.sku or n.node_id, n)
+        skus = [
+            replace(templates[s], node_id=f"template-{s}", sku=s)
+            for s, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        ]
+        batch = PodBatch.of(list(mix)) if mix else None
+        has_gpu_pods = batch is not None and bool((batch.num_gpu > 0).any())
+        has_cpu_pods = batch is not None and bool(
+            ((batch.num_gpu == 0) & (batch.cpu_milli > 0)).any()
+        )
+        if batch is not None and (gpus <= 0 or has_gpu_pods) and (has_cpu_pods or cpu_cores <= 0):
+            est: Estimate = NodeCountEstimator(
+                skus, self.config.packing_policy, seed=self.config.seed, order="random"
+            ).estimate_quantity(batch, gpus=gpus, cpu_cores=cpu_cores)
+            return est.total_nodes, {"method": "allocator_packing", **est.to_dict()}
+        # No pod mix to sample (an empty pool, or no pods of the demanded kind): divide
+        # by the capacity of the most common SKU — fragmentation cannot be estimated.
+        t = skus[0]
+        need = max(
+            math.ceil(gpus / t.gpus) if gpus > 0 and t.gpus else 0,
+            math.ceil(cpu_cores / (t.cpu_milli / 1000)) if cpu_cores > 0 else 0,
+        )
+        return need, {"method": "capacity_division", "sku": t.sku, "total_nodes": need}
+
+    def _size(
+        self,
+        pool: str,
+        nodes: Sequence[NodeSpec],
+        pd: PoolDemand,
+        pods_by_node: Mapping[str, Sequence[PodRequest]],
+        by_risk: Mapping[str, FailureRisk],
+        fleet: FleetState,
+        now: datetime,
+        window: timedelta,
+        out: Decisions,
+    ) -> None:
+        cfg = self.config
+        gpu_peak, gpu_at = _peak(pd.gpus)
+        cpu_peak, cpu_at = _peak(pd.cpu_cores)
+        mix = [p for n in nodes for p in pods_by_node.get(n.node_id, ())]
+        needed, estimate = self.nodes_for(nodes, mix, gpu_peak, cpu_peak)
+        exp_fail = 0.0
+        for n in nodes:
+            r = by_risk.get(n.node_id)
+            if r is not None and r.provenance is not None:
+                exp_fail += window_probability(r.p_fail, r.horizon, window)
+        out_of_service = sorted(
+            n.node_id
+            for n in nodes
+            if (st := fleet.nodes.get(n.node_id)) is not None and st.disrupted
+        )
+        busy = {n.node_id for n in nodes if pods_by_node.get(n.node_id)}
+        floor = len(busy | set(out_of_service))
+        target = needed + math.ceil(exp_fail - 1e-9) + len(out_of_service)
+        current = len(nodes)
+        to = max(target, floor)
+        evidence: dict[str, Any] = {
+            "window_h": window / HOUR,
+            "p90_gpus_peak": round(gpu_peak, 4),
+            "p90_gpus_peak_at": gpu_at,
+            "p90_cpu_cores_peak": round(cpu_peak, 4),
+            "p90_cpu_cores_peak_at": cpu_at,
+            "allocator": estimate,
+            "nodes_for_demand": needed,
+            "expected_failures": round(exp_fail, 4),
+            "out_of_service": len(out_of_service),
+            "usage_floor": floor,
+            "target": target,
+            "current": current,
+        }
+        delta = to - current
+        if abs(delta) <= cfg.deadband_nodes:
+            why = SkipReason.USAGE_FLOOR if target < floor else SkipReason.NOT_NEEDED
+            detail = f"hold {current} nodes (target {target}, usage floor {floor})"
+            out.skips.append(Skip("resize_pool", pool, why, detail))
+            return
+        if delta < 0:
+            last = fleet.pools.get(pool)
+            last_at = last.last_resize_at if last is not None else None
+            if last_at is not None and now - last_at < cfg.scale_in_cooldown:
+                detail = (
+                    f"last resize at {last_at.isoformat()}; scale-in waits {cfg.scale_in_cooldown}"
+                )
+                out.skips.append(Skip("resize_pool", pool, SkipReason.COOLDOWN, detail))
+                return
+        template = nodes[0]
+        node_h = cfg.costs.hourly(template.gpus, template.cpu_milli / 1000) * (cfg.hold / HOUR)
+        reason = (
+            f"p90 peak {gpu_peak:g} GPUs / {cpu_peak:g} cores in the next {window / HOUR:g} h "
+            f"needs {needed} nodes by packing, + {math.ceil(exp_fail - 1e-9)} for expected "
+            f"failures + {len(out_of_service)} out of service"
+        )
+        if to != target:
+            reason += f"; held at usage floor {floor}"
+        out.actions.append(
+            ResizePool(
+                target=pool,
+                reason=reason,
+                evidence=evidence,
+                from_nodes=current,
+                to_nodes=to,
+                not_before=now,
+                expires=now + cfg.scale_up_lead + HOUR,
+                # scale-up: pays for capacity to avoid pending work; scale-in: saves it
+                expected_benefit=round(max(0, -delta) * node_h, 4),
+                expected_cost=round(max(0, delta) * node_h, 4),
+            )
+        )
+
+    def _lending(
+        self,
+        pools: Mapping[str, Sequence[NodeSpec]],
+        forecasts: Sequence[Forecast],
+        pods_by_node: Mapping[str, Sequence[PodRequest]],
+        fleet: FleetState,
+        now: datetime,
+        out: Decisions,
+    ) -> None:
+        cfg = self.config
+        demand = pool_demand(forecasts, now, now + cfg.lend_horizon)
+        profiles: dict[str, dict[datetime, tuple[float, float]]] = {}
+        model: dict[str, str | None] = {}
+        for pool in sorted(pools):
+            pd = demand.get(pool)
+            nodes = pools[pool]
+            if pd is None or any(f.provenance is None for f in pd.forecasts):
+                continue
+            t = nodes[0]
+            model[pool] = t.gpu_model
+            prof: dict[datetime, tuple[float, float]] = {}
+            for at in sorted(set(pd.gpus) | set(pd.cpu_cores)):
+                g = pd.gpus.get(at, (0.0, 0.0, 0.0))
+                c = pd.cpu_cores.get(at, (0.0, 0.0, 0.0))
+                # demand in nodes of the pool's SKU: the binding resource of p50 / p90
+                p50 = max(g[1] / t.gpus if t.gpus else 0.0, c[1] / (t.cpu_milli / 1000))
+                p90 = max(g[2] / t.gpus if t.gpus else 0.0, c[2] / (t.cpu_milli / 1000))
+                prof[at] = (p50, p90)
+            profiles[pool] = prof
+        for lender in sorted(profiles):
+            best: tuple[float, str, int, datetime, datetime, float] | None = None
+            partners: list[str] = []
+            for borrower in sorted(profiles):
+                if borrower == lender or model[borrower] != model[lender]:
+                    continue
+                common = sorted(set(profiles[lender]) & set(profiles[borrower]))
+                if len(common) < 6:
+                    continue
+                a = np.array([profiles[lender][t][0] for t in common])
+                b = np.array([profiles[borrower][t][0] for t in common])
+                if a.std() == 0 or b.std() == 0:
+                    continue
+                corr = float(np.corrcoef(a, b)[0, 1])
+                if corr > -cfg.lend_min_anticorrelation:
+                    continue
+                partners.append(borrower)
+                cap_l, cap_b = len(pools[lender]), len(pools[borrower])
+                busy_l = sum(1 for n in pools[lender] if pods_by_node.get(n.node_id))
+                short = [t for t in common if profiles[borrower][t][1] > cap_b]
+                if not short:
+                    continue
+                spare = min(cap_l - max(busy_l, math.ceil(profiles[lender][t][1])) for t in short)
+                need = max(math.ceil(profiles[borrower][t][1]) - cap_b for t in short)
+                n = min(spare, need)
+                if n <= 0:
+                    continue
+                if best is None or (corr, borrower) < (best[0], best[1]):
+                    best = (corr, borrower, n, short[0], short[-1], float(need))
+            if best is None:
+                if partners:
+                    out.skips.append(
+                        Skip(
+                            "lend_nodes",
+                            lender,
+                            SkipReason.NOT_NEEDED,
+                            f"opposite peaks with {', '.join(partners)} but no shortfall there "
+                            "that spare nodes here could cover",
+                        )
+                    )
+                continue
+            corr, borrower, n, start, end, shortfall = best
+            lt = pools[lender][0]
+            node_hour = cfg.costs.hourly(lt.gpus, lt.cpu_milli / 1000)
+            out.actions.append(
+                LendNodes(
+                    target=lender,
+                    to_pool=borrower,
+                    nodes=n,
+                    reason=(
+                        f"daily peaks opposite (p50 correlation {corr:.2f}); {borrower} is "
+                        f"{shortfall:g} nodes short of its p90 from {start.isoformat()} to "
+                        f"{end.isoformat()} while {lender} has {n} spare"
+                    ),
+                    evidence={"correlation": round(corr, 4), "borrower_shortfall": shortfall},
+                    not_before=max(now, start - cfg.scale_up_lead),
+                    expires=end + HOUR,
+                    # value of the borrowed node-hours; the lender keeps its p90 covered
+                    expected_benefit=round(n * node_hour * ((end - start + HOUR) / HOUR), 4),
+                    expected_cost=0.0,
+                )
+            )
