@@ -1,0 +1,114 @@
+"""Elastic pool sizing: packing estimate, failure buffer, usage floor, cooldown, lending."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+import numpy as np
+
+from allocator.snapshot import ClusterSnapshot
+from core.actions import LendNodes, Plan, ResizePool, SkipReason
+from policy.config import Budgets
+from policy.engine import plan
+from policy.fleet import PoolState
+from policy.sizing import window_probability
+from tests.allocator.factories import make_allocator, make_pod
+from tests.policy.factories import T0, H, clock, forecast, make_fleet, make_risk, pool_node
+
+
+def cluster(
+    pool: str, n: int, pod_gpus: int, busy: int | None = None
+) -> tuple[list, ClusterSnapshot]:
+    nodes = [pool_node(f"{pool}-{i}", pool, rack=f"r{i}") for i in range(n)]
+    snap = ClusterSnapshot(nodes)
+    alloc = make_allocator(snap)
+    for i in range(n if busy is None else busy):
+        pod = make_pod(f"{pool}-pod-{i}", gpus=pod_gpus, cpu=2000)
+        assert alloc.place(pod, rows=np.array([i])).placed
+    return nodes, snap
+
+
+def resize(p: Plan, pool: str) -> ResizePool | SkipReason:
+    for a in p.actions:
+        if isinstance(a, ResizePool) and a.target == pool:
+            return a
+    [s] = [s for s in p.skips if s.kind == "resize_pool" and s.target == pool]
+    return s.reason
+
+
+def test_scale_up_counts_fragmentation_by_packing() -> None:
+    # the pool runs 5-GPU pods on 8-GPU nodes: 3 GPUs of every node are stranded
+    nodes, snap = cluster("train", 4, 5)
+    fc = [forecast("train/gpus/A100", T0 + k * H, 36.0, spread=0.1) for k in range(1, 6)]
+    r = resize(plan([], fc, snap, make_fleet(nodes), Budgets(), clock()), "train")
+    assert isinstance(r, ResizePool)
+    # p90 = 39.6 GPUs = 8 five-GPU pods -> 8 nodes, not ceil(39.6 / 8) = 5
+    assert r.evidence["allocator"]["method"] == "allocator_packing"
+    assert r.evidence["nodes_for_demand"] == 8 > math.ceil(39.6 / 8)
+    assert r.evidence["allocator"]["frag_ratio"] > 0
+    assert (r.from_nodes, r.to_nodes) == (4, 8)
+    assert r.expected_cost is not None and r.expected_cost > 0
+
+
+def test_buffer_for_expected_failures_and_nodes_in_repair() -> None:
+    nodes, snap = cluster("train", 6, 8, busy=2)
+    fc = [forecast("train/gpus/A100", T0 + H, 16.0, spread=0.0)]
+    risks = [make_risk(n.node_id, 0.5) for n in nodes[:4]]
+    fleet = make_fleet(nodes, {"train-5": make_state("train-5", under_repair=True)})
+    r = resize(plan(risks, fc, snap, fleet, Budgets(), clock()), "train")
+    expected = 4 * window_probability(0.5, timedelta(hours=24), timedelta(hours=6.5))
+    assert isinstance(r, ResizePool)
+    # 16 GPUs = 2 nodes, + ceil(0.68) for failures, + 1 in repair = 4 (from 6): a scale-in
+    assert abs(r.evidence["expected_failures"] - expected) < 1e-3
+    assert r.evidence["target"] == 2 + 1 + 1 and r.to_nodes == 4
+
+
+def test_never_below_usage_and_cooldown() -> None:
+    nodes, snap = cluster("train", 6, 2)  # every node runs a pod
+    fc = [forecast("train/gpus/A100", T0 + H, 2.0)]
+    p = plan([], fc, snap, make_fleet(nodes), Budgets(), clock())
+    assert resize(p, "train") is SkipReason.USAGE_FLOOR
+    idle_nodes, idle = cluster("train", 6, 2, busy=1)
+    r = resize(plan([], fc, idle, make_fleet(idle_nodes), Budgets(), clock()), "train")
+    assert isinstance(r, ResizePool) and r.to_nodes == 1 and r.expected_benefit
+    recent = make_fleet(idle_nodes, pools={"train": PoolState("train", T0 - H)})
+    assert resize(plan([], fc, idle, recent, Budgets(), clock()), "train") is SkipReason.COOLDOWN
+    # a scale-up ignores the cooldown
+    big = [forecast("train/gpus/A100", T0 + H, 80.0)]
+    assert isinstance(resize(plan([], big, idle, recent, Budgets(), clock()), "train"), ResizePool)
+
+
+def test_forecast_guards() -> None:
+    nodes, snap = cluster("train", 3, 4)
+    cases = [
+        ([], SkipReason.NO_FORECAST),
+        ([forecast("train/gpus/A100", T0 + H, 20.0, provenance=None)], SkipReason.NO_PROVENANCE),
+        ([forecast("train/gpus/A100", T0 + H, 20.0, issued_at=T0 - 7 * H)], SkipReason.STALE_DATA),
+        ([forecast("train/gpus/A100", T0 + 9 * H, 20.0)], SkipReason.NO_FORECAST),  # past window
+    ]
+    for fc, reason in cases:
+        assert resize(plan([], fc, snap, make_fleet(nodes), Budgets(), clock()), "train") is reason
+
+
+def test_lending_between_pools_with_opposite_peaks() -> None:
+    web_nodes, _ = cluster("web", 10, 4)
+    train_nodes = [pool_node(f"train-{i}", "train", rack=f"t{i}") for i in range(4)]
+    snap = ClusterSnapshot([*web_nodes, *train_nodes])
+    alloc = make_allocator(snap)
+    for i in range(3):  # web busy on 3 nodes, train on 4
+        assert alloc.place(make_pod(f"w{i}", gpus=4), rows=np.array([i])).placed
+    for i in range(4):
+        assert alloc.place(make_pod(f"t{i}", gpus=8), rows=np.array([10 + i])).placed
+    fc = []
+    for k in range(24):
+        day = 0.5 + 0.5 * math.sin(2 * math.pi * k / 24)  # web by day, train by night
+        fc.append(forecast("web/gpus/A100", T0 + k * H, 8 + 40 * day, spread=0.1))
+        fc.append(forecast("train/gpus/A100", T0 + k * H, 8 + 40 * (1 - day), spread=0.1))
+    p = plan([], fc, snap, make_fleet([*web_nodes, *train_nodes]), Budgets(), clock())
+    lends = [a for a in p.actions if isinstance(a, LendNodes)]
+    assert [(a.target, a.to_pool) for a in lends] == [("web", "train")]
+    lend = lends[0]
+    assert lend.evidence["correlation"] < -0.9 and lend.nodes >= 1
+    assert lend.not_before is not None and lend.expires is not None
+    assert lend.not_before < lend.expires
