@@ -14,7 +14,16 @@ from policy.engine import plan
 from policy.fleet import PoolState
 from policy.sizing import window_probability
 from tests.allocator.factories import make_allocator, make_pod
-from tests.policy.factories import T0, H, clock, forecast, make_fleet, make_risk, pool_node
+from tests.policy.factories import (
+    T0,
+    H,
+    clock,
+    forecast,
+    make_fleet,
+    make_risk,
+    make_state,
+    pool_node,
+)
 
 
 def cluster(
