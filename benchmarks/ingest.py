@@ -30,10 +30,11 @@ import resource
 import shutil
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from core.clock import FixedClock
-from pipelines.cli import parse_duration
+from pipelines.cli_support import parse_duration
 from pipelines.lake import Lake
 from pipelines.synthetic.run import SimConfig, build, simulate_to_lake
 
@@ -60,11 +61,18 @@ def reference(cfg: SimConfig, root: Path) -> tuple[float, float]:
 
 
 def run(
-    nodes: int, days: float, interval: str, seed: int, with_reference: bool
+    nodes: int,
+    days: float,
+    interval: str,
+    seed: int,
+    with_reference: bool,
+    chunk_rows: int | None = None,
 ) -> dict[str, object]:
     cfg = SimConfig(
         nodes=nodes, days=days, interval=parse_duration(interval), seed=seed, start=START
     )
+    if chunk_rows:
+        cfg = replace(cfg, chunk_rows=chunk_rows)
     load_before = os.getloadavg()
     root = Path(tempfile.mkdtemp(prefix="predops-bench-"))
     try:
@@ -89,6 +97,7 @@ def run(
         "nodes": nodes,
         "days": days,
         "interval": interval,
+        "chunk_rows": cfg.chunk_rows,
         "telemetry_rows": tel_rows,
         "rows": rows,
         "rows_by_table": {k: int(v["rows_written"]) for k, v in tables.items()},
@@ -120,8 +129,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--no-reference", action="store_true", help="skip the bare write_parquet reference run"
     )
+    ap.add_argument(
+        "--chunk-rows",
+        type=int,
+        default=None,
+        help="telemetry rows per lake write (default: SimConfig's)",
+    )
     args = ap.parse_args(argv)
-    out = run(args.nodes, args.days, args.interval, args.seed, not args.no_reference)
+    out = run(
+        args.nodes, args.days, args.interval, args.seed, not args.no_reference, args.chunk_rows
+    )
     print(json.dumps(out, sort_keys=True) if args.json else json.dumps(out, indent=2))
     return 0
 
