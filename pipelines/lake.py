@@ -177,8 +177,18 @@ class Lake:
         existing = sorted(part_dir.glob("part-*.parquet"))
         if not existing:
             return rows
+        # Only stored keys in the new rows' range of the first key column can clash;
+        # the filter lets the reader skip row groups by their min/max statistics (a
+        # chunked writer of disjoint node ranges then never re-reads earlier chunks).
+        first = schema.key[0]
+        lo, hi = rows[first].min(), rows[first].max()
         try:
-            stored = pl.scan_parquet(existing).select(list(schema.key)).collect()
+            stored = (
+                pl.scan_parquet(existing)
+                .select(list(schema.key))
+                .filter(pl.col(first).is_between(pl.lit(lo), pl.lit(hi)))
+                .collect()
+            )
         except Exception as exc:  # a corrupt file must not be silently ignored
             raise LakeError(f"cannot read stored keys in {part_dir}: {exc}") from exc
         return rows.join(stored, on=list(schema.key), how="anti", nulls_equal=True)
