@@ -244,13 +244,24 @@ class Allocator:
             gang.gang_id, False, (), None, last_reason or "gang_scope", len(domains)
         )
 
+    def _scope_of(self, gang_id: str, members: Sequence[PodRequest]) -> str | None:
+        """A gang's scope: as this allocator placed it, else as its members carry it
+        (``PodRequest.gang_scope``: gangs already running when the snapshot was built)."""
+        if gang_id in self._gang_scope:
+            return self._gang_scope[gang_id]
+        scopes = {p.gang_scope for p in members if p.gang_scope is not None}
+        if len(scopes) > 1:
+            raise ValueError(f"gang {gang_id!r}: members disagree on its scope {sorted(scopes)}")
+        return scopes.pop() if scopes else None
+
     def fits_after_drain(
         self, node_ids: Sequence[str], extra: Sequence[PodRequest | Gang] = ()
     ) -> DrainCheck:
         """What-if: drain ``node_ids`` and re-place their pods plus ``extra``. Evicted
-        members of a gang are re-placed together, in their gang's original scope and,
-        when members stay behind, in the same rack / spine as those. The snapshot is
-        unchanged afterwards."""
+        members of a gang are re-placed together, in their gang's original scope (as
+        this allocator placed the gang, else as its members carry it) and, when members
+        stay behind, in the same rack / spine as those. The snapshot is unchanged
+        afterwards."""
         snap = self.snapshot
         with snap.what_if():
             evicted = snap.drain(node_ids)
@@ -261,7 +272,7 @@ class Allocator:
                     gangs.setdefault(p.gang_id, []).append(p)
             singles.sort(key=lambda p: (-p.total_gpu_milli, -p.cpu_milli, p.pod_id))
             work: list[PodRequest | Gang] = [
-                Gang(g, tuple(ps), self._gang_scope.get(g)) for g, ps in sorted(gangs.items())
+                Gang(g, tuple(ps), self._scope_of(g, ps)) for g, ps in sorted(gangs.items())
             ]
             stay = {p.pod.gang_id: p.node for p in snap.placements.values() if p.pod.gang_id}
             work += singles

@@ -5,7 +5,8 @@ A pod asks for ``num_gpu`` whole GPUs (``gpu_milli == 1000``), or one share of o
 GPU. ``gpu_models`` restricts the GPU models it may run on (None: any). With
 ``numa_aligned`` all its CPUs and GPUs come from one NUMA node; with ``nvlink`` its GPUs
 are all in one NVLink domain. A :class:`Gang` is N pods placed all together, inside one
-rack or one spine when asked, or not at all.
+rack or one spine when asked, or not at all; each member may carry its gang's scope
+(``gang_scope``), so a snapshot built from running pods keeps it for later what-ifs.
 
 :class:`PodBatch` holds many requests as columns (numpy) for replays and estimates;
 :meth:`PodBatch.from_frame` reads pods-contract rows (``core.schemas.PODS``).
@@ -37,9 +38,15 @@ class PodRequest:
     numa_aligned: bool = False
     nvlink: bool = False
     gang_id: str | None = None
+    gang_scope: str | None = None
+    """The gang's placement scope ('rack', 'spine' or None) when the pod is a member."""
 
     def __post_init__(self) -> None:
         where = f"pod {self.pod_id!r}"
+        if self.gang_scope not in GANG_SCOPES:
+            raise ValueError(f"{where}: gang_scope must be 'rack', 'spine' or None")
+        if self.gang_scope is not None and self.gang_id is None:
+            raise ValueError(f"{where}: gang_scope {self.gang_scope!r} without gang_id")
         if self.cpu_milli < 0 or self.memory_mib < 0:
             raise ValueError(f"{where}: cpu_milli and memory_mib must be >= 0")
         if self.num_gpu < 0:
