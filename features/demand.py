@@ -6,7 +6,10 @@ each issue time ``t``: lags ``value`` at ``t - k * freq``, trailing rolling stat
 the pending share (unmet demand is still demand) and capacity utilisation, and calendar
 features. ``add_calendar_features`` describes any timestamp column (the issue time, or a
 forecast's target time) with hour / weekday / month and the known-in-advance events
-(promotions, launches) of the ``calendar`` table.
+(promotions, launches) of the ``calendar`` table. ``add_trend_features`` adds the local
+linear trend (slope per step) that long-horizon forecasts extrapolate explicitly, and
+``demand_from_pods`` turns a pod list (requests with created / scheduled / deleted
+times) into unconstrained GPU demand series.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ class DemandFeatureSpec:
 
     @property
     def names(self) -> list[str]:
-        out = [f"value__lag_{k}" for k in self.lags]
+        out = ["value__last", *(f"value__lag_{k}" for k in self.lags)]
         for w in self.windows:
             out += [f"value__{s}_{w}" for s in ("mean", "max", "std")]
         out += [
@@ -93,6 +96,8 @@ def resample_demand(
 
     Values in a bucket are averaged (``agg='mean'``) or their peak kept (``'max'``);
     ``value`` is unconstrained demand (running + pending) as the lake stores it.
+    ``value_last`` is the bucket's latest sample: at a step change (a job of 64 GPUs
+    just started) it is the state at ``t``, where the mean still lags behind.
     """
     lf = demand
     if cutoff is not None:
@@ -108,6 +113,7 @@ def resample_demand(
                 (pl.col(c).mean() if spec.agg == "mean" else pl.col(c).max()).alias(c)
                 for c in VALUE_COLUMNS
             ],
+            pl.col("value").sort_by("ts").last().alias("value_last"),
             *[pl.col(k).drop_nulls().first().alias(k) for k in keys[1:]],
         )
     )
@@ -197,7 +203,8 @@ def demand_features(
     Every feature at ``t`` uses only buckets ending at or before ``t``.
     """
     v = pl.col("value")
-    exprs = [v.shift(k).over(SERIES).cast(pl.Float32).alias(f"value__lag_{k}") for k in spec.lags]
+    exprs = [pl.col("value_last").cast(pl.Float32).alias("value__last")]
+    exprs += [v.shift(k).over(SERIES).cast(pl.Float32).alias(f"value__lag_{k}") for k in spec.lags]
     for w in spec.windows:
         exprs += [
             v.rolling_mean(w, min_samples=1)
@@ -224,13 +231,139 @@ def demand_features(
     return add_calendar_features(out, calendar=calendar)
 
 
+def trend_feature_name(window: int) -> str:
+    return f"value__slope_{window}"
+
+
+def add_trend_features(series: pl.LazyFrame, windows: tuple[int, ...]) -> pl.LazyFrame:
+    """``value__slope_<w>``: least-squares slope of ``value`` on the step index over the
+    trailing ``w`` buckets ending at ``t`` (value units per step), null until two buckets
+    are seen. Gaps are carried forward from the last observed bucket, so a missing
+    bucket neither breaks the window nor reads as a drop to zero.
+
+    Uses only buckets ending at or before ``t`` (as :func:`demand_features`).
+    """
+    if any(w < 2 for w in windows):
+        raise ValueError("a trend window needs at least 2 buckets")
+    y = pl.col("value").forward_fill().over(SERIES)
+    k = pl.int_range(pl.len()).over(SERIES).cast(pl.Float64)
+    seen = y.is_not_null()
+    kk = pl.when(seen).then(k)
+    exprs = []
+    for w in windows:
+
+        def s(e: pl.Expr, w: int = w) -> pl.Expr:
+            return e.rolling_sum(w, min_samples=1).over(SERIES)
+
+        n = s(seen.cast(pl.Float64))
+        sk, sy, sky, skk = s(kk), s(y), s(kk * y), s(kk * kk)
+        var = skk - sk * sk / n
+        slope = pl.when((n >= 2) & (var > 0)).then((sky - sk * sy / n) / var)
+        exprs.append(slope.cast(pl.Float32).alias(trend_feature_name(w)))
+    return series.sort(SERIES, "ts").with_columns(exprs)
+
+
+def pod_gpus() -> pl.Expr:
+    """GPUs one pod asks for: ``num_gpu``, or the ``gpu_milli`` share of one GPU."""
+    share = pl.when(pl.col("gpu_milli") > 0).then(pl.col("gpu_milli") / 1000.0).otherwise(1.0)
+    return pl.when(pl.col("num_gpu") == 1).then(share).otherwise(pl.col("num_gpu").cast(pl.Float64))
+
+
+def demand_from_pods(
+    pods: pl.DataFrame, freq: timedelta, *, prefix: str = "pods", by_spec: bool = True
+) -> pl.DataFrame:
+    """Unconstrained GPU demand at each ``freq`` grid instant from a pod list.
+
+    At grid time ``t`` a pod asks for its GPUs if ``created_at <= t`` and it is not yet
+    deleted (``deleted_at`` null or later than ``t``); it is *running* once
+    ``scheduled_at <= t``, *pending* before (a queued pod is demand the pool did not
+    serve, so ``value`` = running + pending never stops at capacity). Series: one for
+    the whole list (``<prefix>/gpus/all``) and, with ``by_spec``, one per allowed GPU
+    model set (``<prefix>/gpus/<gpu_spec>``, ``any`` when unconstrained). CPU-only pods
+    are left out. Demand-contract columns; capacity is null (a pod list has none).
+    """
+    need = {"num_gpu", "gpu_milli", "created_at", "scheduled_at", "deleted_at"}
+    missing = sorted(need - set(pods.columns))
+    if missing:
+        raise ValueError(f"pods frame lacks column(s) {', '.join(missing)}")
+    gpu = pods.filter(pl.col("num_gpu") > 0).with_columns(
+        pod_gpus().alias("__gpus"),
+        pl.col("gpu_spec").fill_null("any").alias("__spec")
+        if "gpu_spec" in pods.columns
+        else pl.lit("any").alias("__spec"),
+    )
+    if gpu.height == 0:
+        raise ValueError("no GPU pods in the pod list; nothing to forecast")
+    every = polars_every(freq)
+    start = gpu["created_at"].min()
+    end_candidates = [gpu["created_at"].max(), gpu["deleted_at"].max(), gpu["scheduled_at"].max()]
+    end = max(t for t in end_candidates if t is not None)
+    grid = pl.datetime_range(
+        pl.lit(start).dt.truncate(every), pl.lit(end).dt.truncate(every), every, eager=True
+    ).alias("ts")
+    groups = [("all", gpu)]
+    if by_spec:
+        groups += [(str(k[0]), g) for k, g in gpu.partition_by("__spec", as_dict=True).items()]
+    frames = []
+    for name, g in groups:
+        frames.append(
+            _alive_on_grid(g, grid).with_columns(
+                pl.lit(f"{prefix}/gpus/{name}").alias(SERIES),
+                pl.lit(prefix).alias("pool"),
+                pl.lit("gpus").alias("resource"),
+                pl.lit(None if name in ("all", "any") else name, pl.String).alias("gpu_model"),
+            )
+        )
+    return pl.concat(frames).select(
+        SERIES, "ts", "value", "running", "pending", "capacity", "pool", "resource", "gpu_model"
+    )
+
+
+def _sweep(pods: pl.DataFrame, start: str, stop: str, grid: pl.Series) -> pl.Series:
+    """Sum of ``__gpus`` over pods with ``start <= t`` and (``stop`` null or ``stop > t``)
+    at each grid time ``t``: +gpus at start, -gpus at stop, cumulated, read backwards."""
+    ev = pl.concat(
+        [
+            pods.select(pl.col(start).alias("t"), pl.col("__gpus").alias("d")),
+            pods.filter(pl.col(stop).is_not_null()).select(
+                pl.col(stop).alias("t"), (-pl.col("__gpus")).alias("d")
+            ),
+        ]
+    ).filter(pl.col("t").is_not_null())
+    cum = ev.group_by("t").agg(pl.col("d").sum()).sort("t").with_columns(pl.col("d").cum_sum())
+    out = grid.to_frame().join_asof(cum, left_on="ts", right_on="t", strategy="backward")
+    # Float sums of shares can leave -1e-15 where nothing is alive.
+    return out["d"].fill_null(0.0).clip(lower_bound=0.0)
+
+
+def _alive_on_grid(pods: pl.DataFrame, grid: pl.Series) -> pl.DataFrame:
+    value = _sweep(pods, "created_at", "deleted_at", grid)
+    # A pod deleted before it was scheduled never ran.
+    ran = pods.filter(
+        pl.col("scheduled_at").is_not_null()
+        & (pl.col("deleted_at").is_null() | (pl.col("scheduled_at") < pl.col("deleted_at")))
+    )
+    running = _sweep(ran, "scheduled_at", "deleted_at", grid).clip(upper_bound=value)
+    return pl.DataFrame(
+        {
+            "ts": grid,
+            "value": value,
+            "running": running,
+            "pending": value - running,
+            "capacity": pl.Series([None] * grid.len(), dtype=pl.Float64),
+        }
+    )
+
+
 __all__ = [
     "HOURLY",
     "WEEKLY",
     "DemandFeatureSpec",
     "add_calendar_features",
+    "add_trend_features",
     "calendar_feature_names",
     "demand_features",
+    "demand_from_pods",
     "resample_demand",
     "window_label",
 ]

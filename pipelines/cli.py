@@ -20,6 +20,7 @@ import polars as pl
 from pipelines.allocator_cli import allocator_group
 from pipelines.cli_support import emit, json_option, parse_duration, parse_time, reports
 from pipelines.clock import SystemClock
+from pipelines.demand_cli import demand_verbs
 from pipelines.lake import Lake, LakeError
 from pipelines.models_cli import models_group
 from pipelines.settings import Settings, load_settings
@@ -306,6 +307,8 @@ def _human_demo(o: dict[str, Any], settings: Settings) -> str:
 
 main.add_command(allocator_group)
 main.add_command(models_group)
+for verb in demand_verbs:  # eval / train / forecast, shared with other models
+    main.add_command(verb)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -5,43 +5,22 @@ tags; ``predops models promote <demand|node_failure> --json`` backtests challeng
 champion the same way and moves ``champion`` only if the challenger is better;
 ``predops models rollback <name> --json`` restores the previous champion.
 Errors exit non-zero with one message (and ``{"error", "type"}`` on stdout with --json).
+
+The model verbs ``predops eval|train|forecast <model>`` are shared groups defined here
+(:data:`MODEL_VERBS`): each model's CLI module attaches its own subcommand
+(``@train_group.command("demand")``), so two models never register rival ``train``
+groups on the main command.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from functools import wraps
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from core.validation import SchemaError
+from pipelines.cli_support import json_option, reports
 from pipelines.settings import Settings
-
-F = TypeVar("F", bound=Callable[..., Any])
-EXPECTED = (SchemaError, ValueError, KeyError, OSError)
-
-json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-
-
-def reports(fn: F) -> F:
-    """Expected errors become one clear message (and ``{"error", "type"}`` with --json).
-
-    A copy of ``pipelines.cli.reports``: this module is imported by ``pipelines.cli``.
-    """
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except EXPECTED as exc:
-            msg = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-            if kwargs.get("as_json"):
-                click.echo(json.dumps({"error": msg, "type": type(exc).__name__}))
-            raise click.ClickException(msg) from exc
-
-    return wrapper  # type: ignore[return-value]
 
 
 def current_settings() -> Settings:
@@ -61,6 +40,24 @@ def emit(obj: Any, as_json: bool) -> None:
 @click.group("models")
 def models_group() -> None:
     """The model registry (MLflow): list, promote, roll back."""
+
+
+@click.group("eval")
+def eval_group() -> None:
+    """Backtest a model and its baselines on a trace or the synthetic fleet."""
+
+
+@click.group("train")
+def train_group() -> None:
+    """Train a model on the lake and register it in MLflow."""
+
+
+@click.group("forecast")
+def forecast_group() -> None:
+    """Issue predictions from a registered model's champion."""
+
+
+MODEL_VERBS = (eval_group, train_group, forecast_group)
 
 
 @models_group.command("list")

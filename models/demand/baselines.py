@@ -1,0 +1,300 @@
+"""Baselines the forecaster must beat, and the fallback for series too short to model.
+
+Array level (one series, NaN = missing bucket, horizons in steps):
+
+- :func:`seasonal_naive` — the value one season back at the target's phase (same hour
+  yesterday: m = 24; same hour last week: m = 168), with an interval from the
+  empirical quantiles of the in-sample seasonal differences, widened by sqrt(k) for
+  the k-th season ahead (as a random walk over seasons).
+- :func:`naive` — the last value, interval from first differences x sqrt(h).
+- :func:`fit_ets` / :func:`ets_forecast` — statsmodels' ETS (additive error, damped
+  additive trend, additive season of the config's period when there are two full
+  seasons, else none), with its analytical 80 % prediction interval.
+- :func:`short_series` — what a series too short for the model gets: seasonal naive if
+  two seasons are seen, else naive, else the one value; the method name says which.
+
+Frame level: :class:`SeasonalNaiveForecaster` and :class:`ETSForecaster` follow the
+same ``fit(demand)`` / ``predict(history)`` contract as the model, so a backtest runs
+them side by side.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from models.demand.config import ForecastConfig, config_named
+from models.demand.grid import Grid, resample_grid
+from models.demand.panel import forecast_frame, step_us
+
+
+@dataclass(frozen=True, slots=True)
+class Quantiles:
+    """p10/p50/p90 per horizon and the method that made them."""
+
+    p10: np.ndarray
+    p50: np.ndarray
+    p90: np.ndarray
+    method: str
+
+
+def observed(y: np.ndarray) -> np.ndarray:
+    """``y`` from its first observed bucket, gaps carried forward (a missing bucket is
+    unknown, not zero)."""
+    y = np.asarray(y, dtype=np.float64)
+    ok = np.flatnonzero(np.isfinite(y))
+    if ok.size == 0:
+        return y[:0]
+    y = y[ok[0] :].copy()
+    idx = np.where(np.isfinite(y), np.arange(y.size), 0)
+    np.maximum.accumulate(idx, out=idx)
+    out: np.ndarray = y[idx]
+    return out
+
+
+def _residual_band(resid: np.ndarray) -> tuple[float, float]:
+    resid = resid[np.isfinite(resid)]
+    if resid.size == 0:
+        return 0.0, 0.0
+    lo, hi = np.quantile(resid, [0.1, 0.9])
+    return float(lo), float(hi)
+
+
+def seasonal_naive(y: np.ndarray, horizons: np.ndarray, m: int) -> Quantiles:
+    """Forecast ``y[n-1+h-m*ceil(h/m)]``; needs at least ``m`` observed buckets."""
+    z = observed(y)
+    n = z.size
+    if n < m:
+        raise ValueError(f"seasonal naive with m={m} needs {m} buckets, got {n}")
+    h = np.asarray(horizons, dtype=np.int64)
+    k = np.ceil(h / m).astype(np.int64)
+    p50 = z[n - 1 + h - m * k]
+    lo, hi = _residual_band(z[m:] - z[:-m]) if n > m else (0.0, 0.0)
+    w = np.sqrt(k)
+    return Quantiles(p50 + lo * w, p50, p50 + hi * w, f"seasonal_naive_{m}")
+
+
+def naive(y: np.ndarray, horizons: np.ndarray) -> Quantiles:
+    """The last observed value; needs one observed bucket."""
+    z = observed(y)
+    if z.size == 0:
+        raise ValueError("naive forecast of a series with no observed bucket")
+    h = np.asarray(horizons, dtype=np.float64)
+    p50 = np.full(h.size, z[-1])
+    lo, hi = _residual_band(np.diff(z)) if z.size > 1 else (0.0, 0.0)
+    w = np.sqrt(h)
+    return Quantiles(p50 + lo * w, p50, p50 + hi * w, "naive" if z.size > 1 else "constant")
+
+
+def short_series(y: np.ndarray, horizons: np.ndarray, seasons: tuple[int, ...]) -> Quantiles:
+    """The fallback chain for a series too short to model (see the module docstring)."""
+    n = observed(y).size
+    for m in sorted(seasons):
+        if n >= 2 * m:
+            q = seasonal_naive(y, horizons, m)
+            return Quantiles(q.p10, q.p50, q.p90, f"fallback_{q.method}")
+    q = naive(y, horizons)
+    return Quantiles(q.p10, q.p50, q.p90, f"fallback_{q.method}")
+
+
+@dataclass(frozen=True, slots=True)
+class EtsFit:
+    """Estimated ETS parameters of one series and the model form they belong to."""
+
+    params: np.ndarray
+    season: int
+    trend: bool
+
+    @property
+    def method(self) -> str:
+        t = "Ad" if self.trend else "N"
+        s = f"A,{self.season}" if self.season else "N"
+        return f"ets(A,{t},{s})"
+
+
+def _ets_model(z: np.ndarray, season: int, trend: bool) -> Any:
+    import pandas as pd
+    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+
+    # statsmodels' prediction summary wants an indexed series, not a bare array.
+    return ETSModel(
+        pd.Series(z),
+        error="add",
+        trend="add" if trend else None,
+        damped_trend=trend,
+        seasonal="add" if season else None,
+        seasonal_periods=season or None,
+    )
+
+
+def fit_ets(y: np.ndarray, season: int) -> EtsFit | None:
+    """Estimate ETS on the observed part of ``y``; None if even the simplest form fails
+    or there are fewer than 10 buckets. The seasonal form needs two full seasons."""
+    z = observed(y)
+    forms = []
+    if season and z.size >= 2 * season + 2:
+        forms.append((season, True))
+    forms += [(0, True), (0, False)]
+    if z.size < 10:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence chatter on flat series
+        for s, trend in forms:
+            try:
+                res = _ets_model(z, s, trend).fit(disp=False, maxiter=200)
+            except (ValueError, np.linalg.LinAlgError):
+                continue
+            if np.all(np.isfinite(res.params)):
+                return EtsFit(np.asarray(res.params, dtype=np.float64), s, trend)
+    return None
+
+
+def ets_forecast(y: np.ndarray, horizons: np.ndarray, fit: EtsFit) -> Quantiles:
+    """Forecast from the end of ``y`` with ``fit``'s parameters (no re-estimation: the
+    states are filtered through the new buckets, as a deployed model is updated)."""
+    z = observed(y)
+    h = np.asarray(horizons, dtype=np.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = _ets_model(z, fit.season, fit.trend).smooth(fit.params)
+        frame = res.get_prediction(start=z.size, end=z.size + int(h.max()) - 1).summary_frame(
+            alpha=0.2
+        )
+    mean = frame["mean"].to_numpy()[h - 1]
+    lo = frame["pi_lower"].to_numpy()[h - 1]
+    hi = frame["pi_upper"].to_numpy()[h - 1]
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+        raise ValueError("ETS produced a non-finite forecast")
+    return Quantiles(lo, mean, hi, fit.method)
+
+
+class _GridForecaster(BaseEstimator):  # type: ignore[misc]
+    """Shared plumbing: read series off the grid, forecast each, return one frame."""
+
+    config: str | ForecastConfig
+
+    def _config(self) -> ForecastConfig:
+        return self.config if isinstance(self.config, ForecastConfig) else config_named(self.config)
+
+    def _grid(self, demand: pl.DataFrame | pl.LazyFrame) -> Grid:
+        return resample_grid(demand, self.config_)
+
+    def _forecast_one(self, series_id: str, y: np.ndarray, h: np.ndarray) -> Quantiles:
+        raise NotImplementedError
+
+    def predict(
+        self, X: pl.DataFrame | pl.LazyFrame | None = None, *, calendar: pl.DataFrame | None = None
+    ) -> pl.DataFrame:
+        """Forecasts from the end of every series in ``X`` (default: the fit data)."""
+        check_is_fitted(self, "config_")
+        grid = self.grid_ if X is None else self._grid(X)
+        h = np.asarray(self.config_.horizons, dtype=np.int64)
+        ids: list[str] = []
+        issued: list[np.ndarray] = []
+        hs: list[np.ndarray] = []
+        qs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        methods: list[str] = []
+        for k, sid in enumerate(grid.series):
+            y = grid.values(k)
+            if observed(y).size == 0:
+                continue
+            q = self._forecast_one(sid, y, h)
+            ids += [sid] * h.size
+            issued.append(np.full(h.size, grid.last_ts_us(k)))
+            hs.append(h)
+            qs.append((q.p10, q.p50, q.p90))
+            methods += [q.method] * h.size
+        if not ids:
+            raise ValueError("no series with an observed bucket to forecast")
+        cat = [np.concatenate([q[i] for q in qs]) for i in range(3)]
+        return forecast_frame(
+            ids,
+            np.concatenate(issued),
+            np.concatenate(hs),
+            (cat[0], cat[1], cat[2]),
+            methods,
+            step_us(self.config_),
+        )
+
+
+class SeasonalNaiveForecaster(_GridForecaster):
+    """Seasonal naive per series (``season`` in steps; None: the config's shortest).
+    Series shorter than one season get the fallback chain."""
+
+    def __init__(self, config: str | ForecastConfig = "hourly", season: int | None = None):
+        self.config = config
+        self.season = season
+
+    def fit(
+        self,
+        X: pl.DataFrame | pl.LazyFrame,
+        y: None = None,
+        *,
+        calendar: pl.DataFrame | None = None,
+    ) -> SeasonalNaiveForecaster:
+        self.config_ = self._config()
+        m = self.season if self.season is not None else min(self.config_.seasons)
+        if m < 1:
+            raise ValueError(f"season must be >= 1 step, got {m}")
+        self.season_ = int(m)
+        self.grid_ = self._grid(X)
+        return self
+
+    def _forecast_one(self, series_id: str, y: np.ndarray, h: np.ndarray) -> Quantiles:
+        if observed(y).size >= self.season_ + 1:
+            return seasonal_naive(y, h, self.season_)
+        return short_series(y, h, self.config_.seasons)
+
+
+class ETSForecaster(_GridForecaster):
+    """statsmodels ETS per series; parameters are estimated in ``fit`` and reused by
+    ``predict`` on newer history (a series first seen in ``predict`` is estimated
+    there). Series ETS cannot fit get the fallback chain."""
+
+    def __init__(self, config: str | ForecastConfig = "hourly", season: int | None = None):
+        self.config = config
+        self.season = season
+
+    def fit(
+        self,
+        X: pl.DataFrame | pl.LazyFrame,
+        y: None = None,
+        *,
+        calendar: pl.DataFrame | None = None,
+    ) -> ETSForecaster:
+        self.config_ = self._config()
+        self.season_ = int(self.config_.ets_season if self.season is None else self.season)
+        self.grid_ = self._grid(X)
+        self.fits_: dict[str, EtsFit | None] = {
+            sid: fit_ets(self.grid_.values(k), self.season_)
+            for k, sid in enumerate(self.grid_.series)
+        }
+        return self
+
+    def _forecast_one(self, series_id: str, y: np.ndarray, h: np.ndarray) -> Quantiles:
+        fit = self.fits_[series_id] if series_id in self.fits_ else fit_ets(y, self.season_)
+        if fit is not None:
+            try:
+                return ets_forecast(y, h, fit)
+            except (ValueError, np.linalg.LinAlgError):
+                pass
+        return short_series(y, h, self.config_.seasons)
+
+
+__all__ = [
+    "ETSForecaster",
+    "EtsFit",
+    "Quantiles",
+    "SeasonalNaiveForecaster",
+    "ets_forecast",
+    "fit_ets",
+    "naive",
+    "seasonal_naive",
+    "short_series",
+]

@@ -1,0 +1,74 @@
+"""Series on a regular grid as flat numpy arrays: what the baselines and the metrics
+read (the model's :class:`models.demand.panel.Panel` adds features on top)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from features.demand import SERIES, resample_demand
+from models.demand.config import ForecastConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Grid:
+    """``starts[k]:starts[k+1]`` holds series k: bucket ends (µs since the epoch, UTC)
+    and values (NaN where a bucket is missing)."""
+
+    series: list[str]
+    starts: np.ndarray
+    ts_us: np.ndarray
+    value: np.ndarray
+
+    def values(self, k: int) -> np.ndarray:
+        out: np.ndarray = self.value[self.starts[k] : self.starts[k + 1]]
+        return out
+
+    def times(self, k: int) -> np.ndarray:
+        out: np.ndarray = self.ts_us[self.starts[k] : self.starts[k + 1]]
+        return out
+
+    def last_ts_us(self, k: int) -> int:
+        return int(self.ts_us[self.starts[k + 1] - 1])
+
+
+def demand_columns(demand: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
+    """``demand`` as a LazyFrame with every optional contract column present."""
+    lf = demand.lazy() if isinstance(demand, pl.DataFrame) else demand
+    cols = lf.collect_schema().names()
+    for need in (SERIES, "ts", "value"):
+        if need not in cols:
+            raise ValueError(f"demand frame lacks column {need!r}; has {', '.join(cols)}")
+    for opt, dtype in (
+        ("running", pl.Float64),
+        ("pending", pl.Float64),
+        ("capacity", pl.Float64),
+        ("pool", pl.String),
+        ("resource", pl.String),
+        ("gpu_model", pl.String),
+    ):
+        if opt not in cols:
+            lf = lf.with_columns(pl.lit(None, dtype).alias(opt))
+    return lf
+
+
+def grid_from_frame(df: pl.DataFrame) -> Grid:
+    """A resampled frame (sorted by series, ts) as a :class:`Grid`."""
+    sizes = df.group_by(SERIES, maintain_order=True).len()
+    starts = np.concatenate([[0], np.cumsum(sizes["len"].to_numpy())]).astype(np.int64)
+    return Grid(
+        series=sizes[SERIES].to_list(),
+        starts=starts,
+        ts_us=df["ts"].dt.epoch("us").to_numpy().astype(np.int64),
+        value=df["value"].cast(pl.Float64).fill_null(np.nan).to_numpy(),
+    )
+
+
+def resample_grid(demand: pl.DataFrame | pl.LazyFrame, config: ForecastConfig) -> Grid:
+    """``demand`` rows on ``config``'s grid (see :func:`features.demand.resample_demand`)."""
+    df = resample_demand(demand_columns(demand), config.spec).sort(SERIES, "ts").collect()
+    if df.height == 0:
+        raise ValueError("no demand rows")
+    return grid_from_frame(df)
