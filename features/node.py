@@ -31,7 +31,7 @@ from features.definitions import (
     gauge_name,
     window_label,
 )
-from features.windows import buckets_since, forward_fill, window_max, window_sum
+from features.windows import Windowed, buckets_since, forward_fill, window_max
 
 ORIGIN = datetime(2020, 1, 1, tzinfo=UTC)
 """Bucket indices count from here (integers keep the slope sums exact)."""
@@ -209,12 +209,27 @@ def _window_frame(df: pl.DataFrame, spec: NodeFeatureSpec, schema: pl.Schema) ->
             n, s, ss = arr(f"{g}__n"), arr(f"{g}__s"), arr(f"{g}__ss")
             st, stt, stx = arr(f"{g}__st"), arr(f"{g}__stt"), arr(f"{g}__stx")
             mx = arr(f"{g}__max", np.nan)
+            cum = {
+                name: Windowed(a)
+                for name, a in (
+                    ("n", n),
+                    ("s", s),
+                    ("ss", ss),
+                    ("st", st),
+                    ("stt", stt),
+                    ("stx", stx),
+                    ("nj", n * col_i),
+                    ("njj", n * col_i * col_i),
+                    ("stj", st * col_i),
+                    ("sj", s * col_i),
+                )
+            }
             for w in spec.windows:
                 k = spec.buckets_in(w)
-                rn, rs, rss = window_sum(n, k), window_sum(s, k), window_sum(ss, k)
-                rnj, rnjj = window_sum(n * col_i, k), window_sum(n * col_i * col_i, k)
-                rst, rstt, rstx = window_sum(st, k), window_sum(stt, k), window_sum(stx, k)
-                rstj, rsj = window_sum(st * col_i, k), window_sum(s * col_i, k)
+                rn, rs, rss = cum["n"].sum(k), cum["s"].sum(k), cum["ss"].sum(k)
+                rnj, rnjj = cum["nj"].sum(k), cum["njj"].sum(k)
+                rst, rstt, rstx = cum["st"].sum(k), cum["stt"].sum(k), cum["stx"].sum(k)
+                rstj, rsj = cum["stj"].sum(k), cum["sj"].sum(k)
                 mean = np.where(rn > 0, rs / rn, np.nan)
                 var = np.where(rn > 1, np.maximum((rss - rs * rs / rn) / (rn - 1), 0.0), np.nan)
                 # Sample times relative to the window end, in hours: t = t_off + (j - I) * bh.
@@ -235,22 +250,24 @@ def _window_frame(df: pl.DataFrame, spec: NodeFeatureSpec, schema: pl.Schema) ->
         lookback = spec.buckets_in(max(spec.windows))
         for c in spec.counters:
             inc = arr(f"{c}__inc")
+            inc_cum = Windowed(inc)
             for w in spec.windows:
-                out[counter_name(c, w)] = window_sum(inc, spec.buckets_in(w))
+                out[counter_name(c, w)] = inc_cum.sum(spec.buckets_in(w))
             out[counter_name(c, None)] = forward_fill(arr(f"{c}__last", np.nan), lookback)
             out[f"{c.removesuffix('_total')}__hours_since_increase"] = (
                 buckets_since(inc > 0, lookback) * bh
             )
         count, r_n, r_false = arr("n"), arr("ready__n"), arr("ready__false")
+        count_cum, rn_cum, rfalse_cum = Windowed(count), Windowed(r_n), Windowed(r_false)
         per_bucket = spec.bucket / spec.sample_interval
         for w in spec.missing_windows:
             k = spec.buckets_in(w)
-            cnt = window_sum(count, k)
+            cnt = count_cum.sum(k)
             lbl = window_label(w)
             out[f"samples__count_{lbl}"] = cnt
             out[f"samples__missing_frac_{lbl}"] = np.clip(1 - cnt / (k * per_bucket), 0.0, 1.0)
-            rn = window_sum(r_n, k)
-            out[f"not_ready__frac_{lbl}"] = np.where(rn > 0, window_sum(r_false, k) / rn, np.nan)
+            rn = rn_cum.sum(k)
+            out[f"not_ready__frac_{lbl}"] = np.where(rn > 0, rfalse_cum.sum(k) / rn, np.nan)
         ends = df[END].dt.epoch("us").to_numpy().reshape(n_nodes, n_b)
         last = df["last_ts"].dt.epoch("us").cast(pl.Float64).to_numpy().reshape(n_nodes, n_b)
         last_ff = forward_fill(last)
@@ -309,7 +326,8 @@ def add_static_features(lf: pl.LazyFrame, inventory: pl.LazyFrame) -> pl.LazyFra
         pl.col("installed_at").alias("__installed_at"),
     ).sort("__inv_ts")
     static_cols = ["node__pool", "node__sku", "node__gpu_model", "node__rack", "__installed_at"]
-    back = lf.sort(END).join_asof(
+    # Rows come sorted by (node, bucket end); asof joins by node need no global sort.
+    back = lf.join_asof(
         inv, left_on=END, right_on="__inv_ts", by=NODE, strategy="backward", check_sortedness=False
     )
     first = (
@@ -331,7 +349,7 @@ def add_event_features(
 ) -> pl.LazyFrame:
     """Hours since the last failure / repair / maintenance and failure counts in windows,
     from events at or before each row's bucket end."""
-    out = lf.sort(END)
+    out = lf  # sorted by (node, bucket end): sorted within each node, as asof-by needs
     for kind in ("failure", "repair", "maintenance_start"):
         ev = (
             events.filter(pl.col("kind") == kind)
@@ -368,8 +386,7 @@ def add_event_features(
     for w in spec.event_windows:
         shifted = out.with_columns((pl.col(END) - w).alias("__then"))
         out = (
-            shifted.sort("__then")
-            .join_asof(
+            shifted.join_asof(
                 fails.rename({"at": "__f_then", "__cum": "__cum_then"}),
                 left_on="__then",
                 right_on="__f_then",

@@ -14,15 +14,27 @@ from numpy.typing import NDArray
 F64 = NDArray[np.float64]
 
 
+class Windowed:
+    """Cumulative sums of one (nodes x buckets) array: window sums of any length from
+    one pass (compute once, ask for every window)."""
+
+    def __init__(self, x: F64) -> None:
+        n, b = x.shape
+        self.cs = np.zeros((n, b + 1))
+        np.cumsum(x, axis=1, out=self.cs[:, 1:])
+
+    def sum(self, k: int) -> F64:
+        """Sum of the last ``k`` buckets at each column (fewer at the start of a row)."""
+        b = self.cs.shape[1] - 1
+        out: F64 = self.cs[:, 1:].copy()
+        if k <= b:
+            out[:, k:] -= self.cs[:, 1 : b + 1 - k]
+        return out
+
+
 def window_sum(x: F64, k: int) -> F64:
     """Sum of the last ``k`` buckets (fewer at the start of the row)."""
-    n, b = x.shape
-    cs = np.zeros((n, b + 1))
-    np.cumsum(x, axis=1, out=cs[:, 1:])
-    idx = np.arange(b)
-    lo = np.maximum(idx + 1 - k, 0)
-    out: F64 = cs[:, idx + 1] - cs[:, lo]
-    return out
+    return Windowed(x).sum(k)
 
 
 def window_max(x: F64, k: int) -> F64:
