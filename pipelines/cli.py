@@ -23,6 +23,7 @@ from pipelines.clock import SystemClock
 from pipelines.demand_cli import demand_verbs
 from pipelines.lake import Lake, LakeError
 from pipelines.models_cli import models_group
+from pipelines.plan_cli import PLAN_COMMANDS
 from pipelines.settings import Settings, load_settings
 
 
@@ -309,6 +310,8 @@ main.add_command(allocator_group)
 main.add_command(models_group)
 for verb in demand_verbs:  # eval / train / forecast, shared with other models
     main.add_command(verb)
+for command in PLAN_COMMANDS:  # plan, apply
+    main.add_command(command)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

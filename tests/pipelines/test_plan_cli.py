@@ -1,0 +1,158 @@
+"""``predops plan --json`` / ``predops apply`` on a simulated workspace."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from core.clock import FixedClock
+from core.contracts import FailureRisk, Provenance, Reason
+from pipelines import plan_cli
+from pipelines.cli import main
+from pipelines.ingest.batch import Batch
+from pipelines.ingest.run import ingest
+from pipelines.lake import Lake
+from pipelines.synthetic.run import SimConfig, simulate_to_lake
+
+START = datetime(2026, 1, 5, tzinfo=UTC)
+AT = START + timedelta(days=2) - timedelta(minutes=30)  # the last telemetry sample
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 40-node, 2-day simulated fleet, plus operations events: node-00003 cordoned by
+    predops and since repaired, node-00004 cordoned by a human."""
+    ws = tmp_path_factory.mktemp("ws")
+    lake = Lake(ws / "lake")
+    cfg = SimConfig(nodes=40, days=2, interval=timedelta(minutes=30), seed=3, start=START)
+    simulate_to_lake(lake, cfg, clock=FixedClock(AT + timedelta(hours=1)), progress=False)
+    ops = pl.DataFrame(
+        {
+            "node_id": ["node-00003", "node-00003", "node-00004"],
+            "kind": ["cordon", "repair", "cordon"],
+            "at": [AT - timedelta(hours=30), AT - timedelta(hours=2), AT - timedelta(hours=20)],
+            "cause": ["predops", None, "human"],
+            "detail": ["test", "fan replaced", "kernel upgrade"],
+        },
+        schema_overrides={"at": pl.Datetime("us", "UTC")},
+    )
+    ingest(
+        lake,
+        "ops",
+        [Batch("events", ops)],
+        clock=FixedClock(AT),
+        input_name="ops-events",
+        check_entities=False,
+    )
+    return ws
+
+
+def _run(ws: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    res = CliRunner().invoke(main, ["--workspace", str(ws), *args], catch_exceptions=False)
+    lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.stdout  # exactly one JSON object on stdout
+    return res.exit_code, json.loads(lines[0])
+
+
+def test_plan_json_shows_actions_skips_and_missing_models(workspace: Path) -> None:
+    code, out = _run(workspace, "plan", "--at", AT.isoformat(), "--json")
+    assert code == 0
+    (uncordon,) = [a for a in out["actions"] if a["kind"] == "uncordon"]
+    assert uncordon["target"] == "node-00003" and "repair finished" in uncordon["reason"]
+    assert uncordon["idempotency_key"].startswith("uncordon:node-00003:")
+    assert uncordon["evidence"]["repaired_at"].startswith("2026-01-06")
+    human = [s for s in out["skips"] if s["target"] == "node-00004"]
+    assert human == [
+        {
+            "kind": "uncordon",
+            "target": "node-00004",
+            "reason": "not_owned",
+            "detail": "cordoned by human, not by us",
+        }
+    ]
+    # No model registry: planned with no risk and no forecast, and said so.
+    assert out["inputs"]["failure_risk"]["status"] == "missing"
+    assert out["inputs"]["forecasts"]["status"] == "missing"
+    assert not [a for a in out["actions"] if a["kind"] == "drain"]
+    assert any("failure risk" in a for a in out["alerts"])
+    assert {s["reason"] for s in out["skips"] if s["kind"] == "resize_pool"} == {"no_forecast"}
+    assert out["inputs"]["fleet"]["nodes"] == 40 and out["inputs"]["fleet"]["cordoned"] == 2
+    # The plan file holds the same plan, and the audit log says it was made.
+    saved = json.loads(Path(out["plan_file"]).read_text())
+    assert saved["plan_id"] == out["plan_id"] and saved["actions"] == out["actions"]
+    audit = [json.loads(x) for x in (workspace / "audit.jsonl").read_text().splitlines()]
+    assert [(e["outcome"], e["plan_id"]) for e in audit][-1] == ("planned", out["plan_id"])
+
+
+def test_plan_with_a_failure_model_proposes_drains_with_evidence(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A stand-in for the failure engineer's job module (it does not exist yet), held to
+    the contract ``current_risk(settings, *, now)``."""
+    prov = Provenance("predops.node_failure", "4", "fs-test", AT - timedelta(hours=1))
+
+    def current_risk(settings: Any, *, now: datetime) -> list[FailureRisk]:
+        reason = Reason("ecc_dbe_total__delta_6h", 0.8, "3 new double-bit ECC errors")
+        return [
+            FailureRisk(n, now, timedelta(hours=24), p, (reason,), prov)
+            for n, p in (("node-00035", 0.97), ("node-00030", 0.97), ("node-00036", 0.01))
+        ]
+
+    module = types.ModuleType(plan_cli.FAILURE_JOBS)
+    module.current_risk = current_risk  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, plan_cli.FAILURE_JOBS, module)
+    monkeypatch.setattr(plan_cli, "_has_registry", lambda settings: True)
+    monkeypatch.setattr(
+        plan_cli, "demand_forecasts", lambda s: ([], {"status": "missing", "note": "test"})
+    )
+    code, out = _run(workspace, "plan", "--at", AT.isoformat(), "--json")
+    assert code == 0 and out["inputs"]["failure_risk"] == {"status": "ok", "nodes_scored": 3}
+    drains = {a["target"]: a for a in out["actions"] if a["kind"] == "drain"}
+    skips = {s["target"]: s for s in out["skips"] if s["kind"] == "drain"}
+    assert set(drains) == {"node-00035"} and set(skips) == {"node-00030", "node-00036"}
+    ev = drains["node-00035"]["evidence"]
+    assert ev["risk"]["p_fail"] == 0.97 and ev["risk"]["provenance"]["model_version"] == "4"
+    assert ev["risk"]["top_reasons"][0]["feature"] == "ecc_dbe_total__delta_6h"
+    assert ev["allocator"]["fits"] is True and len(ev["pods"]) == len(ev["allocator"]["moves"])
+    assert ev["economics"]["expected_benefit"] > ev["economics"]["drain_cost"]
+    # node-00030's spine already has the two cordoned nodes its 10 % budget allows.
+    assert skips["node-00030"]["reason"] == "budget_exhausted"
+    assert skips["node-00030"]["detail"].startswith("spine ")
+    assert skips["node-00036"]["reason"] == "below_threshold"
+    assert out["budgets_used"] == {
+        "pool:inference": 1,
+        "rack:rg-1/rg-1b/rg-1b-sp01/rg-1b-sp01-rk03": 1,
+        "spine:rg-1/rg-1b/rg-1b-sp01": 1,
+    }
+    assert out["provenance"][0]["model_name"] == "predops.node_failure"
+
+
+def test_apply_dry_run_revalidates_against_the_lake_and_audits(workspace: Path) -> None:
+    _, planned = _run(workspace, "plan", "--at", AT.isoformat(), "--json")
+    code, out = _run(workspace, "apply", planned["plan_id"], "--at", AT.isoformat(), "--json")
+    assert code == 0 and out["mode"] == "dry_run" and out["state"] == "lake"
+    by = {(a["kind"], a["target"]): a for a in out["actions"]}
+    assert by[("uncordon", "node-00003")]["outcome"] == "would_run"
+    # Executing without a cluster: node actions have no actuator, nothing is marked done.
+    code, ex = _run(
+        workspace, "apply", planned["plan_id"], "--at", AT.isoformat(), "--execute", "--json"
+    )
+    assert code == 0 and ex["counts"] == {"unsupported": 1}
+    audit = [json.loads(x) for x in (workspace / "audit.jsonl").read_text().splitlines()]
+    mine = [e for e in audit if e["plan_id"] == planned["plan_id"]]
+    assert [e["outcome"] for e in mine][-2:] == ["would_run", "unsupported"]
+    assert not any(e["outcome"] == "done" for e in mine)
+
+
+def test_apply_of_an_unknown_plan_says_so(workspace: Path) -> None:
+    res = CliRunner().invoke(main, ["--workspace", str(workspace), "apply", "plan-x", "--json"])
+    assert res.exit_code == 1
+    assert "no plan file" in json.loads(res.stdout.splitlines()[0])["error"]
