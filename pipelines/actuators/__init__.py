@@ -1,11 +1,11 @@
 """Actuators: turn a Plan into effects, safely (composition root: I/O allowed).
 
-| module | concept |
-|---|---|
-| `plan_files.py` | plans as JSON files under ``<workspace>/plans``, atomic writes, typed read-back |
-| `audit.py` | the append-only, fsynced audit log ``<workspace>/audit.jsonl`` |
-| `apply.py` | apply a plan: re-validate each action just before it runs, at most once per idempotency key, dry-run unless told to execute |
-| `kube.py` | cordon / drain (Eviction API, PDB 429 backoff) / uncordon via the official client; the live cluster state |
-| `purchase.py` | ``buy`` actions as purchase-request files (JSON + CSV) |
-| `lake_state.py` | the fleet, node states and running-pod snapshot as the lake knows them at a time |
+- ``plan_files``: plans as JSON under ``<workspace>/plans``, atomic writes, typed read-back;
+- ``audit``: the append-only, fsynced audit log ``<workspace>/audit.jsonl``;
+- ``apply``: re-validate each action just before it runs, run it at most once per
+  idempotency key, dry-run unless told to execute;
+- ``kube``: cordon / drain (Eviction API, PDB 429 backoff) / uncordon through the
+  official client, and the live cluster state re-validation reads;
+- ``purchase``: ``buy`` actions as purchase-request files (JSON + CSV);
+- ``lake_state``: the fleet, node states and running-pod snapshot as the lake knows them.
 """
