@@ -56,6 +56,8 @@ PIP_REQUIREMENTS = [
 TARGET_MASE_GAIN = 0.10
 TARGET_COVERAGE = (0.75, 0.85)
 TARGET_UNDER = 0.12
+REGISTRY_BACKTEST_CUTOFFS = 3
+"""Rolling origins of the promotion backtest (each refits both candidates)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,7 +336,8 @@ class DemandPyfunc(mlflow.pyfunc.PythonModel):  # type: ignore[misc,name-defined
     def __init__(self, forecaster: DemandForecaster) -> None:
         self.forecaster = forecaster
 
-    def predict(self, context: Any, model_input: Any, params: Any = None) -> Any:
+    # No type hints on purpose: MLflow reads them as an input schema and warns.
+    def predict(self, context, model_input, params=None):  # type: ignore[no-untyped-def]
         calendar = None
         if isinstance(model_input, dict):
             demand = _polars(model_input["demand"])
@@ -467,10 +470,10 @@ def forecasts_from_frame(frame: pl.DataFrame, provenance: Provenance | None) -> 
 
 def backtest_for_registry(settings: Settings) -> Backtest:
     """The promotion backtest of ``predops.demand``: each candidate's configuration is
-    refit at the last 3 rolling origins of the lake's demand (as production would), and
-    scored by the weighted quantile loss over every horizon (lower is better). Refitting
-    — rather than scoring the stored fits — keeps a newer training cutoff from being
-    judged on data it was trained on."""
+    refit at the last :data:`REGISTRY_BACKTEST_CUTOFFS` rolling origins of the lake's
+    demand (as production would), and scored by the weighted quantile loss over every
+    horizon (lower is better). Refitting — rather than scoring the stored fits — keeps a
+    newer training cutoff from being judged on data it was trained on."""
     from pipelines.registry import Backtest
 
     data = lake_demand(settings)
@@ -478,7 +481,9 @@ def backtest_for_registry(settings: Settings) -> Backtest:
     def score_uri(model_uri: str) -> float:
         model = mlflow.pyfunc.load_model(model_uri)
         fitted: DemandForecaster = model.unwrap_python_model().forecaster
-        metrics = _backtest_metrics(data, lambda: clone(fitted), fitted.config_, 3)
+        metrics = _backtest_metrics(
+            data, lambda: clone(fitted), fitted.config_, REGISTRY_BACKTEST_CUTOFFS
+        )
         return metrics["wql"]
 
     return Backtest(score=score_uri, metric="wql")

@@ -150,7 +150,8 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
                 )
                 self.models_[0.5] = self._train(x, z, 0.5)
         lookback = lookback_steps(cfg) * cfg.freq
-        self.tail_ = lf.filter(pl.col("ts") > self.data_cutoff_ - lookback).collect()
+        # Each series' own last lookback (a series that stopped reporting still answers).
+        self.tail_ = lf.filter(pl.col("ts") > pl.col("ts").max().over(SERIES) - lookback).collect()
         self.calendar_ = calendar
         return self
 

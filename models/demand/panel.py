@@ -336,7 +336,9 @@ def forecast_frame(
     ``step_us`` microseconds), p10 <= p50 <= p90 (clipped at 0: demand is never
     negative), and the method that made each row."""
     p10, p50, p90 = (np.clip(np.asarray(q, dtype=np.float64), 0.0, None) for q in quantiles)
-    p50 = np.maximum(p50, p10)
+    # The band widens to hold the point forecast (never the reverse): p50 stays the
+    # method's point forecast, and the three can never cross.
+    p10 = np.minimum(p10, p50)
     p90 = np.maximum(p90, p50)
     return pl.DataFrame(
         {

@@ -7,7 +7,15 @@ import polars as pl
 import pytest
 
 from core.schemas import CALENDAR, DEMAND
-from features.demand import HOURLY, WEEKLY, add_calendar_features, demand_features, resample_demand
+from features.demand import (
+    HOURLY,
+    WEEKLY,
+    add_calendar_features,
+    add_trend_features,
+    demand_features,
+    demand_from_pods,
+    resample_demand,
+)
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday
 
@@ -111,3 +119,63 @@ def test_weekly_config_for_procurement() -> None:
     assert f["value__lag_4"].null_count() == 4
     assert HOURLY.hash != WEEKLY.hash
     assert set(WEEKLY.names) <= set(f.columns)
+
+
+def test_bucket_keeps_its_latest_sample() -> None:
+    d = demand(6)
+    f = demand_features(resample_demand(d.lazy(), HOURLY)).collect()
+    last_of_first_hour = d.filter(pl.col("ts") == T0 + timedelta(hours=1))["value"][0]
+    assert f["value__last"][0] == pytest.approx(last_of_first_hour, rel=1e-6)
+    assert "value__last" in HOURLY.names
+
+
+def test_trend_slope_matches_least_squares() -> None:
+    rng = np.random.default_rng(3)
+    n = 60
+    y = 5.0 + 0.7 * np.arange(n) + rng.normal(0, 2, n)
+    y[[10, 11, 30]] = np.nan  # missing buckets (null on the grid) are carried forward
+    r = pl.DataFrame(
+        {
+            "series_id": "s",
+            "ts": [T0 + timedelta(hours=i) for i in range(n)],
+            "value": pl.Series(y).fill_nan(None),
+        }
+    )
+    out = add_trend_features(r.lazy(), (13,)).collect()["value__slope_13"].to_numpy()
+    filled = pl.Series(y).fill_nan(None).forward_fill().to_numpy()
+    for i in (12, 20, 35, 59):
+        window = filled[i - 12 : i + 1]
+        expected = np.polyfit(np.arange(13), window, 1)[0]
+        assert out[i] == pytest.approx(expected, rel=1e-4)
+    assert np.isnan(out[0])  # one bucket: no slope
+    with pytest.raises(ValueError, match="at least 2"):
+        add_trend_features(r.lazy(), (1,))
+
+
+def test_demand_from_pods_counts_running_and_queued_gpus() -> None:
+    h = timedelta(hours=1)
+    pods = pl.DataFrame(
+        {
+            "pod_id": ["a", "b", "c", "d", "cpu"],
+            "num_gpu": [8, 1, 1, 2, 0],
+            "gpu_milli": [1000, 500, 0, 1000, 0],
+            "gpu_spec": ["V100", None, None, "V100", None],
+            "created_at": [T0, T0, T0 + h, T0 + 2 * h, T0],
+            "scheduled_at": [T0, T0 + 2 * h, None, T0 + 2 * h, T0],
+            "deleted_at": [T0 + 3 * h, None, T0 + 2 * h, None, None],
+        }
+    ).with_columns(
+        pl.col("created_at", "scheduled_at", "deleted_at").cast(pl.Datetime("us", "UTC"))
+    )
+    out = demand_from_pods(pods, h, prefix="t").sort("series_id", "ts")
+    total = out.filter(pl.col("series_id") == "t/gpus/all")
+    # t0: a(8, running) + b(0.5, queued); t1: + c(1, queued, never scheduled);
+    # t2: c deleted, b runs, d(2) starts; t3: a deleted
+    assert total["value"].to_list() == [8.5, 9.5, 10.5, 2.5]
+    assert total["running"].to_list() == [8.0, 8.0, 10.5, 2.5]
+    assert total["pending"].to_list() == [0.5, 1.5, 0.0, 0.0]
+    v100 = out.filter(pl.col("series_id") == "t/gpus/V100")
+    assert v100["value"].to_list() == [8.0, 8.0, 10.0, 2.0]
+    assert set(out["series_id"]) == {"t/gpus/all", "t/gpus/V100", "t/gpus/any"}
+    with pytest.raises(ValueError, match="lacks column"):
+        demand_from_pods(pods.drop("deleted_at"), h)

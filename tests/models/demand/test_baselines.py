@@ -1,0 +1,87 @@
+"""Baselines: exact seasonal-naive and naive forecasts, ETS on a seasonal series, and
+the short-series fallback chain."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models.demand.baselines import (
+    ets_forecast,
+    fit_ets,
+    naive,
+    observed,
+    seasonal_naive,
+    short_series,
+)
+
+H = np.arange(1, 49)
+
+
+def test_seasonal_naive_repeats_the_last_season() -> None:
+    y = np.arange(72, dtype=float)  # three days, hour h has value 24*d + h
+    q = seasonal_naive(y, H, 24)
+    # h = 1..24 -> yesterday's same hour (48..71); h = 25..48 -> the same values again
+    assert q.p50.tolist() == list(range(48, 72)) * 2
+    # every seasonal difference is exactly 24 -> band [p50+24*sqrt(k), ...]
+    assert q.p10[0] == pytest.approx(48 + 24) and q.p10[30] == pytest.approx(54 + 24 * np.sqrt(2))
+    assert q.method == "seasonal_naive_24"
+
+
+def test_gaps_are_carried_forward_not_zero() -> None:
+    y = np.array([np.nan, 5.0, np.nan, np.nan, 7.0, np.nan])
+    assert observed(y).tolist() == [5.0, 5.0, 5.0, 7.0, 7.0]
+    assert naive(y, np.array([1, 2])).p50.tolist() == [7.0, 7.0]
+
+
+def test_naive_band_widens_with_the_horizon() -> None:
+    rng = np.random.default_rng(0)
+    y = 100 + rng.normal(0, 1, 500).cumsum()
+    q = naive(y, H)
+    width = q.p90 - q.p10
+    assert np.all(np.diff(width) > 0)
+    assert width[3] == pytest.approx(2 * width[0], rel=1e-9)  # sqrt(4) = 2
+
+
+def test_ets_beats_naive_on_a_seasonal_series_and_reuses_its_parameters() -> None:
+    rng = np.random.default_rng(1)
+    t = np.arange(24 * 20)
+    y = 50 + 10 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 1, t.size)
+    fit = fit_ets(y[:-48], 24)
+    assert fit is not None and fit.method == "ets(A,Ad,A,24)"
+    q = ets_forecast(y[:-48], H, fit)
+    truth = y[-48:]
+    assert np.mean(np.abs(q.p50 - truth)) < 0.5 * np.mean(np.abs(naive(y[:-48], H).p50 - truth))
+    inside = np.mean((truth >= q.p10) & (truth <= q.p90))
+    assert 0.6 <= inside <= 0.97
+    # Updating with newer history keeps the parameters and moves the origin.
+    q2 = ets_forecast(y[:-24], H[:24], fit)
+    assert np.mean(np.abs(q2.p50 - y[-24:])) < 2.5
+
+
+def test_ets_needs_two_seasons_for_the_seasonal_form() -> None:
+    y = 10 + np.sin(np.arange(40))
+    fit = fit_ets(y, 24)
+    assert fit is not None and fit.season == 0
+    assert fit_ets(np.ones(5), 24) is None
+
+
+@pytest.mark.parametrize(
+    ("n", "method"),
+    [
+        (60, "fallback_seasonal_naive_24"),
+        (47, "fallback_naive"),
+        (2, "fallback_naive"),
+        (1, "fallback_constant"),
+    ],
+)
+def test_short_series_chain(n: int, method: str) -> None:
+    y = np.arange(1.0, n + 1.0)
+    q = short_series(y, H, (24, 168))
+    assert q.method == method
+    assert q.p50.shape == H.shape and np.all(np.isfinite(q.p50))
+
+
+def test_no_observation_is_an_error() -> None:
+    with pytest.raises(ValueError, match="no observed bucket"):
+        short_series(np.array([np.nan, np.nan]), H, (24,))
