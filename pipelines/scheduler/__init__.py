@@ -1,0 +1,1 @@
+"""Scheduled jobs (``predops schedule``): config, run table, steps, runner, APScheduler."""

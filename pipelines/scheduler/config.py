@@ -1,0 +1,356 @@
+"""The scheduler's configuration: one TOML file plus ``PREDOPS_*`` environment overrides.
+
+Read once at start (``predops schedule start --config predops.toml``) and validated into
+a typed, frozen :class:`ScheduleConfig`; every error names the key
+(``predops.toml: [jobs.pipeline] cron: ...``). Unknown sections and keys are errors, so a
+typo never silently falls back to a default.
+
+Environment overrides use double underscores between levels, e.g.
+``PREDOPS_JOBS__PIPELINE__CRON="*/5 * * * *"`` or ``PREDOPS_INGEST__PATH=/data/drop``.
+Variables without ``__`` (``PREDOPS_WORKSPACE``, ``PREDOPS_OPERATOR``, ...) are other
+settings and are ignored here. Override values are text, typed by the same validation
+as the file's.
+
+Example::
+
+    [scheduler]
+    timezone = "UTC"
+    misfire_grace_time = "10m"   # a run may start this late, else it is skipped
+
+    [jobs.pipeline]              # ingest -> features -> score -> forecast -> plan
+    cron = "*/15 * * * *"
+
+    [jobs.retrain]               # offline features -> train + promote both models
+    cron = "30 2 * * *"
+
+    [ingest]                     # optional: what the pipeline re-reads each run
+    source = "prometheus"
+    path = "http://prometheus:9090"
+    lookback = "30m"
+    step = "1m"
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pipelines.cli_support import parse_duration
+
+ENV_PREFIX = "PREDOPS_"
+JOB_NAMES = ("pipeline", "retrain")
+"""The scheduled jobs: the frequent chain and the slower retrain + promote."""
+DEFAULT_CRON = {"pipeline": "*/15 * * * *", "retrain": "30 2 * * *"}
+ENGINES = ("local", "dask")
+DEMAND_CONFIGS = ("hourly", "weekly")
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the file and the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobConfig:
+    """One scheduled job: a cron expression (5 fields, or 6 with leading seconds)."""
+
+    name: str
+    cron: str
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class IngestConfig:
+    """What the pipeline re-reads each run through an ingest adapter.
+
+    ``lookback`` (range adapters such as Prometheus) makes the window ``now - lookback``
+    .. ``now``; ``step`` is the range step. ``options`` are the adapter's KEY=VALUE pairs.
+    """
+
+    source: str
+    path: str
+    table: str | None = None
+    source_name: str | None = None
+    lookback: timedelta | None = None
+    step: timedelta | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class FeaturesConfig:
+    """How features are built: engine, Dask scheduler, training window and cadence."""
+
+    engine: str = "local"
+    dask_scheduler: str | None = None
+    training_window: timedelta = timedelta(days=14)
+    every: timedelta = timedelta(hours=1)
+
+
+@dataclass(frozen=True, slots=True)
+class RetrainConfig:
+    """Which demand configuration to train, and the backtest that goes with it."""
+
+    demand_config: str = "hourly"
+    backtest_cutoffs: int = 3
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleConfig:
+    """Everything ``predops schedule`` needs, validated."""
+
+    jobs: Mapping[str, JobConfig]
+    timezone: str = "UTC"
+    misfire_grace_time: timedelta = timedelta(minutes=10)
+    max_workers: int = 1
+    ingest: IngestConfig | None = None
+    features: FeaturesConfig = FeaturesConfig()
+    retrain: RetrainConfig = RetrainConfig()
+    origin: str = "defaults"
+    """Where it came from (the file, plus which environment keys), for reports."""
+
+
+# ---------------------------------------------------------------- reading
+def _merge_env(raw: dict[str, Any], env: Mapping[str, str], where: str) -> list[str]:
+    """Apply ``PREDOPS_A__B=value`` onto ``raw`` (in place); returns the keys applied."""
+    applied = []
+    for name, value in sorted(env.items()):
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        path = [p.lower() for p in name.removeprefix(ENV_PREFIX).split("__")]
+        if any(not p for p in path):
+            raise ConfigError(f"environment: {name} is not a PREDOPS_SECTION__KEY name")
+        node = raw
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"environment: {name}: {where} [{part}] is not a table")
+            node = child
+        node[path[-1]] = value
+        applied.append(name)
+    return applied
+
+
+def load_config(path: Path | None, env: Mapping[str, str]) -> ScheduleConfig:
+    """Read ``path`` (or only defaults when None), apply ``env`` overrides, validate."""
+    where = str(path) if path is not None else "configuration"
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            with open(path, "rb") as fh:
+                raw = tomllib.load(fh)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such configuration file") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    applied = _merge_env(raw, env, where)
+    cfg = parse_config(raw, where)
+    origin = where + (f" + environment ({', '.join(applied)})" if applied else "")
+    return ScheduleConfig(
+        jobs=cfg.jobs,
+        timezone=cfg.timezone,
+        misfire_grace_time=cfg.misfire_grace_time,
+        max_workers=cfg.max_workers,
+        ingest=cfg.ingest,
+        features=cfg.features,
+        retrain=cfg.retrain,
+        origin=origin,
+    )
+
+
+# ---------------------------------------------------------------- validation
+class _Table:
+    """One TOML table being validated: typed getters that name the key on error and
+    an unknown-key check at the end."""
+
+    def __init__(self, raw: Any, where: str, name: str) -> None:
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}: [{name}] must be a table")
+        self.raw, self.where, self.name, self.seen = raw, where, name, set[str]()
+
+    def fail(self, key: str, why: str) -> ConfigError:
+        return ConfigError(f"{self.where}: [{self.name}] {key}: {why}")
+
+    def get(self, key: str) -> Any:
+        self.seen.add(key)
+        return self.raw.get(key)
+
+    def text(self, key: str, default: str | None = None) -> str | None:
+        v = self.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, str) or not v.strip():
+            raise self.fail(key, f"{v!r} must be a non-empty string")
+        return v.strip()
+
+    def required_text(self, key: str) -> str:
+        v = self.text(key)
+        if v is None:
+            raise self.fail(key, "is required")
+        return v
+
+    def duration(self, key: str, default: timedelta | None) -> timedelta | None:
+        v = self.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, str):
+            raise self.fail(key, f"{v!r} must be a duration string like 30s, 5m, 1h, 2d")
+        try:
+            d = parse_duration(v)
+        except click.BadParameter as exc:
+            raise self.fail(key, exc.message) from None
+        if d <= timedelta(0):
+            raise self.fail(key, f"{v!r} must be positive")
+        return d
+
+    def integer(self, key: str, default: int, low: int) -> int:
+        v = self.get(key)
+        if v is None:
+            return default
+        if isinstance(v, str):  # environment overrides are text
+            try:
+                v = int(v)
+            except ValueError:
+                raise self.fail(key, f"{v!r} is not an integer") from None
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise self.fail(key, f"{v!r} must be an integer >= {low}")
+        return v
+
+    def boolean(self, key: str, default: bool) -> bool:
+        v = self.get(key)
+        if v is None:
+            return default
+        if isinstance(v, str) and v.lower() in ("true", "false", "1", "0"):
+            return v.lower() in ("true", "1")
+        if not isinstance(v, bool):
+            raise self.fail(key, f"{v!r} must be true or false")
+        return v
+
+    def choice(self, key: str, default: str, choices: tuple[str, ...]) -> str:
+        v = self.text(key, default)
+        assert v is not None
+        if v not in choices:
+            raise self.fail(key, f"{v!r} is not one of {', '.join(choices)}")
+        return v
+
+    def done(self) -> None:
+        unknown = sorted(set(self.raw) - self.seen)
+        if unknown:
+            raise self.fail(unknown[0], f"unknown key (known: {', '.join(sorted(self.seen))})")
+
+
+def check_cron(expr: str, timezone: str) -> Any:
+    """The APScheduler trigger for ``expr``: 5 crontab fields, or 6 with seconds first."""
+    from apscheduler.triggers.cron import CronTrigger
+
+    fields = expr.split()
+    if len(fields) == 5:
+        return CronTrigger.from_crontab(expr, timezone=timezone)
+    if len(fields) == 6:
+        second, minute, hour, day, month, dow = fields
+        return CronTrigger(
+            second=second,
+            minute=minute,
+            hour=hour,
+            day=day,
+            month=month,
+            day_of_week=dow,
+            timezone=timezone,
+        )
+    raise ValueError(f"{expr!r} has {len(fields)} fields; expected 5 (or 6 with seconds first)")
+
+
+def parse_config(raw: Mapping[str, Any], where: str) -> ScheduleConfig:
+    """Validate a parsed TOML document (see the module docstring for its shape)."""
+    known = {"scheduler", "jobs", "ingest", "features", "retrain"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown section [{unknown[0]}] (known: {', '.join(sorted(known))})"
+        )
+    sched = _Table(raw.get("scheduler", {}), where, "scheduler")
+    timezone = sched.text("timezone", "UTC")
+    assert timezone is not None
+    try:
+        import zoneinfo
+
+        zoneinfo.ZoneInfo(timezone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise sched.fail("timezone", f"{timezone!r} is not a known time zone") from None
+    grace = sched.duration("misfire_grace_time", timedelta(minutes=10))
+    assert grace is not None
+    workers = sched.integer("max_workers", 1, 1)
+    sched.done()
+
+    jobs_raw = raw.get("jobs", {})
+    if not isinstance(jobs_raw, dict):
+        raise ConfigError(f"{where}: [jobs] must be a table of [jobs.<name>] tables")
+    extra = sorted(set(jobs_raw) - set(JOB_NAMES))
+    if extra:
+        raise ConfigError(f"{where}: unknown job [jobs.{extra[0]}] (known: {', '.join(JOB_NAMES)})")
+    jobs = {}
+    for name in JOB_NAMES:
+        t = _Table(jobs_raw.get(name, {}), where, f"jobs.{name}")
+        cron = t.text("cron", DEFAULT_CRON[name])
+        assert cron is not None
+        try:
+            check_cron(cron, timezone)
+        except ValueError as exc:
+            raise t.fail("cron", str(exc)) from None
+        jobs[name] = JobConfig(name=name, cron=cron, enabled=t.boolean("enabled", True))
+        t.done()
+
+    ingest = None
+    if "ingest" in raw:
+        t = _Table(raw["ingest"], where, "ingest")
+        from pipelines.ingest.registry import ADAPTERS
+
+        source = t.required_text("source")
+        if source not in ADAPTERS:
+            raise t.fail("source", f"{source!r} is not an adapter ({', '.join(sorted(ADAPTERS))})")
+        opts = t.get("options") or {}
+        if not isinstance(opts, dict) or not all(isinstance(v, str) for v in opts.values()):
+            raise t.fail("options", "must be a table of string values")
+        ingest = IngestConfig(
+            source=source,
+            path=t.required_text("path"),
+            table=t.text("table"),
+            source_name=t.text("source_name"),
+            lookback=t.duration("lookback", None),
+            step=t.duration("step", None),
+            options=dict(opts),
+        )
+        t.done()
+
+    t = _Table(raw.get("features", {}), where, "features")
+    engine = t.choice("engine", "local", ENGINES)
+    dask = t.text("dask_scheduler")
+    if engine == "dask" and dask is None:
+        raise t.fail("dask_scheduler", "is required with engine = 'dask' (tcp://host:8786)")
+    window = t.duration("training_window", timedelta(days=14))
+    every = t.duration("every", timedelta(hours=1))
+    assert window is not None and every is not None
+    features = FeaturesConfig(engine, dask, window, every)
+    t.done()
+
+    t = _Table(raw.get("retrain", {}), where, "retrain")
+    retrain = RetrainConfig(
+        demand_config=t.choice("demand_config", "hourly", DEMAND_CONFIGS),
+        backtest_cutoffs=t.integer("backtest_cutoffs", 3, 0),
+        seed=t.integer("seed", 0, 0),
+    )
+    t.done()
+    return ScheduleConfig(
+        jobs=jobs,
+        timezone=timezone,
+        misfire_grace_time=grace,
+        max_workers=workers,
+        ingest=ingest,
+        features=features,
+        retrain=retrain,
+    )

@@ -1,0 +1,244 @@
+"""Run one scheduled job once: idempotent per (job, cutoff), recorded, crash-safe.
+
+A run's cutoff is the lake's data cutoff (the latest telemetry time, else the latest
+demand time) after the run's ingest — so re-firing on unchanged data is a no-op
+(``already done``), and a run killed part-way is picked up by the next fire at the same
+cutoff. The attempt is ``done`` only after every step's output is in place and the
+run's manifest (``<workspace>/scheduled/<job>/<cutoff>/manifest.json``) is written.
+
+Ingest is recorded as its own run (job ``ingest``) keyed by what was read: the sha256 of
+a local input, or the end of the range window for a URL source; the lake's writes are
+atomic and key-deduplicated, so a killed ingest is completed by the next one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from core.clock import Clock
+from pipelines.actuators.plan_files import atomic_write_text
+from pipelines.scheduler.config import ScheduleConfig
+from pipelines.scheduler.runs import DONE, FAILED, NotStarted, RunStore, process_owner
+from pipelines.scheduler.steps import (
+    PIPELINE_STEPS,
+    RETRAIN_STEPS,
+    Step,
+    StepOutcome,
+    StepSkipped,
+)
+from pipelines.settings import Settings
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    """What a job run needs; built once by the composition root.
+
+    ``pause_after`` maps a step name to seconds to wait after it (a test hook, set only
+    by ``predops schedule`` from its environment, to kill a run in the middle).
+    """
+
+    settings: Settings
+    config: ScheduleConfig
+    runs: RunStore
+    clock: Clock
+    pause_after: Mapping[str, float] = field(default_factory=dict)
+    sleep: Callable[[float], None] = time.sleep
+
+
+def cutoff_stamp(cutoff: datetime) -> str:
+    return cutoff.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def output_dir(settings: Settings, job: str, cutoff: datetime) -> Path:
+    """Where a run writes the outputs that have no other home (risk, forecasts, manifest)."""
+    return settings.workspace / "scheduled" / job / cutoff_stamp(cutoff)
+
+
+def data_cutoff(settings: Settings) -> datetime | None:
+    """The latest telemetry time in the lake, else the latest demand time, else None."""
+    from pipelines.lake import Lake
+
+    lake = Lake(settings.lake_dir)
+    for table in ("telemetry", "demand"):
+        if not lake.files(table):
+            continue
+        t = lake.scan(table).select(pl.col("ts").max()).collect().item()
+        if isinstance(t, datetime):
+            return t.astimezone(UTC)
+    return None
+
+
+def run_steps(
+    ctx: JobContext,
+    job: str,
+    cutoff: datetime,
+    steps: tuple[tuple[str, Step], ...],
+    *,
+    before: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Run ``steps`` as one attempt of (job, cutoff) unless it is done or running.
+
+    A step that raises :class:`StepSkipped` is recorded ``skipped: <reason>`` and the
+    chain goes on; any other error fails the attempt (the next fire retries the cutoff).
+    """
+    key = cutoff.isoformat()
+    begun = ctx.runs.begin(job, key, owner=process_owner(), at=ctx.clock.now())
+    if isinstance(begun, NotStarted):
+        return {"job": job, "cutoff": key, "status": "not_started", "reason": begun.reason}
+    if begun.abandoned:
+        log.warning("%s at %s: %d earlier attempt(s) abandoned", job, key, begun.abandoned)
+    out = output_dir(ctx.settings, job, cutoff)
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob(".*.tmp"):  # a killed attempt's unfinished temporary files
+        stale.unlink(missing_ok=True)
+    for earlier in before or []:
+        ctx.runs.add_step(begun.run_id, earlier)
+    records: list[dict[str, Any]] = list(before or [])
+    outputs: list[str] = []
+    rows = 0
+    for name, fn in steps:
+        t0 = time.perf_counter()
+        rec: dict[str, Any] = {"step": name}
+        try:
+            outcome: StepOutcome = fn(ctx, cutoff, out)
+        except StepSkipped as skip:
+            rec.update(status=f"skipped: {skip}", rows=0)
+        except Exception as exc:
+            rec.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+            rec["seconds"] = round(time.perf_counter() - t0, 3)
+            ctx.runs.add_step(begun.run_id, rec)
+            error = f"{name}: {type(exc).__name__}: {exc}"
+            ctx.runs.finish(begun.run_id, FAILED, at=ctx.clock.now(), rows=rows, error=error)
+            log.exception("%s at %s failed in step %s", job, key, name)
+            return {
+                "job": job,
+                "cutoff": key,
+                "status": FAILED,
+                "error": error,
+                "steps": [*records, rec],
+            }
+        else:
+            rec.update(status="done", rows=outcome.rows, detail=outcome.detail)
+            rows += outcome.rows
+            outputs.extend(outcome.outputs)
+        rec["seconds"] = round(time.perf_counter() - t0, 3)
+        ctx.runs.add_step(begun.run_id, rec)
+        records.append(rec)
+        if name in ctx.pause_after:
+            ctx.sleep(ctx.pause_after[name])
+    manifest = {
+        "job": job,
+        "cutoff": key,
+        "run_id": begun.run_id,
+        "attempt": begun.attempt,
+        "rows": rows,
+        "outputs": outputs,
+        "steps": [{k: v for k, v in r.items() if k != "detail"} for r in records],
+    }
+    # The manifest goes last and atomically: its presence means every output is in place.
+    atomic_write_text(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    ctx.runs.finish(begun.run_id, DONE, at=ctx.clock.now(), rows=rows)
+    return {"job": job, "cutoff": key, "status": DONE, "rows": rows, "steps": records}
+
+
+# ---------------------------------------------------------------- ingest
+def _ingest_key(ctx: JobContext, now: datetime) -> tuple[str, datetime | None, datetime | None]:
+    """The ingest run's key and the range window (for URL sources)."""
+    from pipelines.ingest.run import file_digest
+
+    cfg = ctx.config.ingest
+    assert cfg is not None
+    local = Path(cfg.path)
+    if local.exists():
+        return "sha256:" + file_digest(local), None, None
+    step = cfg.step or timedelta(minutes=1)
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    end = epoch + ((now - epoch) // step) * step  # one key per step of wall time
+    start = end - cfg.lookback if cfg.lookback else None
+    return end.isoformat(), start, end
+
+
+def run_ingest(ctx: JobContext) -> dict[str, Any]:
+    """Re-read the configured source into the lake (one recorded run per input key)."""
+    cfg = ctx.config.ingest
+    if cfg is None:
+        return {"step": "ingest", "status": "skipped: no [ingest] source configured", "rows": 0}
+    from pipelines.ingest.registry import IngestOptions, adapter
+    from pipelines.ingest.run import ingest
+    from pipelines.lake import Lake
+
+    now = ctx.clock.now()
+    key, start, end = _ingest_key(ctx, now)
+    begun = ctx.runs.begin("ingest", key, owner=process_owner(), at=now)
+    if isinstance(begun, NotStarted):
+        return {"step": "ingest", "status": f"skipped: {begun.reason}", "key": key, "rows": 0}
+    t0 = time.perf_counter()
+    try:
+        mod = adapter(cfg.source)
+        opts = IngestOptions(
+            clock=ctx.clock,
+            table=cfg.table,
+            start=start,
+            end=end,
+            step_s=cfg.step.total_seconds() if cfg.step else None,
+            extra=dict(cfg.options),
+        )
+        report = ingest(
+            Lake(ctx.settings.lake_dir),
+            cfg.source_name or mod.SOURCE,
+            mod.read(cfg.path, opts),
+            clock=ctx.clock,
+            input_name=cfg.path,
+        )
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        ctx.runs.finish(begun.run_id, FAILED, at=ctx.clock.now(), error=error)
+        log.exception("ingest of %s failed", cfg.path)
+        return {"step": "ingest", "status": "failed", "error": error, "key": key, "rows": 0}
+    rows = sum(t.rows_written for t in report.tables.values())
+    detail = report.to_dict()
+    ctx.runs.add_step(begun.run_id, {"step": "ingest", "status": "done", "detail": detail})
+    ctx.runs.finish(begun.run_id, DONE, at=ctx.clock.now(), rows=rows)
+    return {
+        "step": "ingest",
+        "status": "done",
+        "key": key,
+        "rows": rows,
+        "run_id": begun.run_id,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+
+
+# ---------------------------------------------------------------- jobs
+def run_job(job: str, ctx: JobContext) -> dict[str, Any]:
+    """Run ``job`` (``pipeline`` or ``retrain``) once now; returns what happened."""
+    if job == "pipeline":
+        ingested = run_ingest(ctx)
+        before = [ingested]
+        steps = PIPELINE_STEPS
+    elif job == "retrain":
+        before, steps = [], RETRAIN_STEPS
+    else:
+        raise KeyError(f"unknown job {job!r}; known: pipeline, retrain")
+    cutoff = data_cutoff(ctx.settings)
+    if cutoff is None:
+        return {
+            "job": job,
+            "status": "not_started",
+            "reason": "the lake has no telemetry or demand yet",
+            "steps": before,
+        }
+    return run_steps(ctx, job, cutoff, steps, before=before)

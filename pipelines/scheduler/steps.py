@@ -1,0 +1,264 @@
+"""The steps of the scheduled jobs, each a thin call into the existing job functions.
+
+Every step takes the job context, the run's data cutoff and the run's output folder and
+returns :class:`StepOutcome`, or raises :class:`StepSkipped` with the reason a step
+cannot run yet (no failure model module, no champion, nothing configured) — a skipped
+step writes nothing, it never fakes output. Every file a step writes is written
+atomically (temporary file + rename), so a killed run leaves the previous version or
+the new one, never half of either.
+
+- pipeline: ``features`` (online latest values) -> ``score`` (champion failure model)
+  -> ``forecast`` (champion demand model) -> ``plan`` (``predops plan --at <cutoff>``)
+- retrain: ``features_offline`` -> ``train_demand`` -> ``promote_demand`` ->
+  ``train_failure`` -> ``promote_failure``
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import io
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from pipelines.actuators.plan_files import atomic_write_text
+
+if TYPE_CHECKING:
+    from pipelines.scheduler.runner import JobContext
+
+FAILURE_JOBS = "pipelines.failure_jobs"
+FAILURE_TRAIN = "train"
+"""Contract with the failure model's job module: ``train(settings) -> dict`` fits on the
+workspace's offline node frame and registers ``predops.node_failure``."""
+
+
+class StepSkipped(Exception):
+    """The step cannot run yet; the message says why (it goes to the run table)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutcome:
+    """What a step did: rows it wrote (or scored) and a JSON-able detail."""
+
+    rows: int = 0
+    detail: dict[str, Any] = field(default_factory=dict)
+    outputs: tuple[str, ...] = ()
+    """Files the step wrote (absolute paths), listed in the run's manifest."""
+
+
+Step = Callable[["JobContext", datetime, Path], StepOutcome]
+
+
+def _write_json(path: Path, obj: Any) -> str:
+    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True, default=str) + "\n")
+    return str(path)
+
+
+# ---------------------------------------------------------------- pipeline
+def features_online(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
+    """Latest node and demand features as of the cutoff into the online store."""
+    from pipelines.feature_jobs import materialise_online
+    from pipelines.feature_store import FeatureStore
+    from pipelines.lake import Lake
+
+    f = ctx.config.features
+    report = materialise_online(
+        Lake(ctx.settings.lake_dir),
+        FeatureStore(ctx.settings.features_dir),
+        as_of=cutoff,
+        engine=f.engine,
+        scheduler=f.dask_scheduler,
+    )
+    rows = int(report.get("nodes", 0)) + int(report.get("series", 0))
+    online = ctx.settings.features_dir / "online"
+    files = tuple(str(p) for p in sorted(online.glob("*.arrow")))
+    return StepOutcome(rows, report, files)
+
+
+def score(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
+    """Failure risk of every node from the champion failure model."""
+    from pipelines.plan_cli import failure_risk
+
+    risks, note = failure_risk(ctx.settings, cutoff)
+    if note["status"] != "ok":
+        raise StepSkipped(note["note"])
+    path = _write_json(out / "risk.json", [r.to_dict() for r in risks])
+    return StepOutcome(len(risks), note, (path,))
+
+
+def forecast(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
+    """Forecasts of every demand series from the champion demand model."""
+    from pipelines.plan_cli import demand_forecasts
+
+    forecasts, note = demand_forecasts(ctx.settings)
+    if note["status"] != "ok":
+        raise StepSkipped(note["note"])
+    path = _write_json(out / "forecasts.json", [f.to_dict() for f in forecasts])
+    return StepOutcome(len(forecasts), note, (path,))
+
+
+def plan(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
+    """``predops plan --at <cutoff> --json``, run in process: the same plan file (named by
+    its content, so a re-run overwrites it) and audit entry as the command writes."""
+    from pipelines.plan_cli import plan_command
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        try:
+            plan_command.main(
+                args=["--at", cutoff.isoformat(), "--json"],
+                prog_name="predops plan",
+                obj=ctx.settings,
+                standalone_mode=False,
+            )
+        except click.ClickException as exc:
+            raise RuntimeError(f"plan: {exc.format_message()}") from exc
+    report = json.loads(buf.getvalue().strip().splitlines()[-1])
+    rows = len(report.get("actions", [])) + len(report.get("skips", []))
+    detail = {
+        "plan_id": report["plan_id"],
+        "plan_file": report["plan_file"],
+        "summary": report.get("summary"),
+        "alerts": report.get("alerts", []),
+    }
+    return StepOutcome(rows, detail, (report["plan_file"],))
+
+
+# ---------------------------------------------------------------- retrain
+def features_offline(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
+    """Offline training frames (node features + labels; demand features) as of the
+    cutoff over the configured training window, then the online values."""
+    from pipelines.feature_jobs import build_features
+    from pipelines.feature_store import FeatureStore
+    from pipelines.lake import Lake
+
+    f = ctx.config.features
+    report = build_features(
+        Lake(ctx.settings.lake_dir),
+        FeatureStore(ctx.settings.features_dir),
+        as_of=cutoff,
+        eval_every=f.every,
+        since=cutoff - f.training_window,
+        engine=f.engine,
+        scheduler=f.dask_scheduler,
+    )
+    parts = [report[k] for k in ("nodes", "demand") if k in report]
+    if not parts:
+        raise StepSkipped("the lake has no telemetry or demand to build features from")
+    rows = sum(int(p["rows"]) for p in parts)
+    detail = {k: v for k, v in report.items() if k != "nodes"}
+    if "nodes" in report:  # per-column null fractions are too long for the run table
+        detail["nodes"] = {k: v for k, v in report["nodes"].items() if k != "null_fractions"}
+    if "demand" in detail:
+        detail["demand"] = {k: v for k, v in detail["demand"].items() if k != "null_fractions"}
+    return StepOutcome(rows, detail, tuple(str(p["path"]) for p in parts))
+
+
+def _registered_for(ctx: JobContext, model: str, data_cutoff: str) -> str | None:
+    """A version of ``model`` already registered with this data cutoff (a re-run after a
+    kill between registering and recording must not register a duplicate)."""
+    from pipelines import registry
+
+    for m in registry.list_models(uri=ctx.settings.mlflow_uri):
+        if m["name"] != registry.registered_name(model):
+            continue
+        for v in m["versions"]:
+            tag = v["tags"].get(registry.TAG_CUTOFF)
+            if tag and datetime.fromisoformat(tag) == datetime.fromisoformat(data_cutoff):
+                return str(v["version"])
+    return None
+
+
+def train_demand(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
+    """Fit and register ``predops.demand`` on the lake's demand (once per data cutoff)."""
+    import polars as pl
+
+    from models.demand.config import config_named
+    from pipelines import demand_jobs
+    from pipelines.lake import Lake
+
+    last = Lake(ctx.settings.lake_dir).scan("demand").select(pl.col("ts").max()).collect().item()
+    if last is None:
+        raise StepSkipped("the lake has no demand rows")
+    existing = _registered_for(ctx, demand_jobs.MODEL_NAME, last.isoformat())
+    if existing is not None:
+        return StepOutcome(0, {"version": existing, "note": "already registered"})
+    r = ctx.config.retrain
+    report = demand_jobs.train(
+        ctx.settings,
+        config=config_named(r.demand_config),
+        backtest_cutoffs=r.backtest_cutoffs,
+        seed=r.seed,
+    )
+    return StepOutcome(int(report["rows"]), report)
+
+
+def _promote(ctx: JobContext, model: str) -> StepOutcome:
+    from pipelines import registry
+
+    try:
+        backtest = registry.backtest_for(model, ctx.settings)
+        decision = registry.promote(model, backtest, uri=ctx.settings.mlflow_uri)
+    except registry.RegistryError as exc:
+        raise StepSkipped(str(exc)) from None
+    return StepOutcome(0, decision)
+
+
+def promote_demand(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
+    """Backtest challenger vs champion of ``predops.demand``; promote only if better."""
+    return _promote(ctx, "demand")
+
+
+def train_failure(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
+    """Fit and register the failure model through ``pipelines.failure_jobs.train``."""
+    try:
+        module = importlib.import_module(FAILURE_JOBS)
+    except ModuleNotFoundError as exc:
+        if exc.name != FAILURE_JOBS:
+            raise
+        raise StepSkipped(f"{FAILURE_JOBS} does not exist yet") from None
+    fn = getattr(module, FAILURE_TRAIN, None)
+    if fn is None:
+        raise StepSkipped(f"{FAILURE_JOBS} has no {FAILURE_TRAIN}(settings)")
+    params = inspect.signature(fn).parameters.values()
+    required = [
+        p.name
+        for p in params
+        if p.default is inspect.Parameter.empty
+        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
+    if len(required) != 1:
+        raise StepSkipped(
+            f"{FAILURE_JOBS}.{FAILURE_TRAIN} needs ({', '.join(required)}); "
+            "the scheduler calls it as train(settings)"
+        )
+    report = fn(ctx.settings)
+    rows = int(report.get("rows", 0)) if isinstance(report, dict) else 0
+    return StepOutcome(rows, report if isinstance(report, dict) else {"result": str(report)})
+
+
+def promote_failure(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
+    """Backtest challenger vs champion of ``predops.node_failure``; promote if better."""
+    return _promote(ctx, "node_failure")
+
+
+PIPELINE_STEPS: tuple[tuple[str, Step], ...] = (
+    ("features", features_online),
+    ("score", score),
+    ("forecast", forecast),
+    ("plan", plan),
+)
+RETRAIN_STEPS: tuple[tuple[str, Step], ...] = (
+    ("features_offline", features_offline),
+    ("train_demand", train_demand),
+    ("promote_demand", promote_demand),
+    ("train_failure", train_failure),
+    ("promote_failure", promote_failure),
+)
