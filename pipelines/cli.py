@@ -24,6 +24,7 @@ from pipelines.demand_cli import demand_verbs
 from pipelines.lake import Lake, LakeError
 from pipelines.models_cli import models_group
 from pipelines.plan_cli import PLAN_COMMANDS
+from pipelines.schedule_cli import schedule_group
 from pipelines.settings import Settings, load_settings
 
 
@@ -308,6 +309,7 @@ def _human_demo(o: dict[str, Any], settings: Settings) -> str:
 
 main.add_command(allocator_group)
 main.add_command(models_group)
+main.add_command(schedule_group)
 for verb in demand_verbs:  # eval / train / forecast, shared with other models
     main.add_command(verb)
 for command in PLAN_COMMANDS:  # plan, apply
