@@ -1,0 +1,160 @@
+"""Per-node, per-metric anomaly scores from a node feature row, with no labels.
+
+For every gauge (GPU temperature, power, utilisation, CPU utilisation, memory) two robust
+z-scores, each scaled by the fleet's median / MAD of the same statistic in a reference
+frame (``fit``):
+
+- **own history**: the row's ``<gauge>__z_own_24h`` (last hour's mean against the node's
+  own 24 h mean, in the node's own 24 h standard deviations);
+- **peers**: the row's ``<gauge>__mean_1h__rack_dev`` (last hour's mean minus the
+  median of its rack at the same time), where the feature set has one.
+
+The metric's score is the larger of the two, as surprise (``-log10`` two-sided normal
+tail probability). For every error counter the score is the Poisson surprise of its
+increase over the last 24 h at the node's own long-run daily rate (its count before
+those 24 h divided by its age, floored at a fraction of the fleet's median rate so a
+node with no history is not infinitely surprised by its first error).
+
+Everything comes from one feature row plus the fitted reference, so offline (training
+frames) and online (latest rows) scores are the same computation. ``anomaly__max`` is
+the node's worst metric; :meth:`NodeAnomalyScorer.flags` thresholds it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from features.definitions import (
+    COUNTERS,
+    GAUGES,
+    NodeFeatureSpec,
+    counter_name,
+    gauge_name,
+    window_label,
+)
+from models.anomaly.robust import median_mad, normal_surprise, poisson_surprise, robust_z
+
+PREFIX = "anomaly__"
+MAX_COLUMN = f"{PREFIX}max"
+
+
+def score_name(metric: str) -> str:
+    return f"{PREFIX}{metric}"
+
+
+class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
+    """Robust own-history / peer / error-rate surprise per node metric (module doc).
+
+    ``rate_floor_share``: the own error rate is floored at this share of the fleet's
+    median positive rate; ``threshold``: the surprise above which :meth:`flags` flags a
+    node (4 = a 1-in-10,000 value).
+    """
+
+    def __init__(
+        self,
+        *,
+        spec: NodeFeatureSpec | None = None,
+        rate_floor_share: float = 0.1,
+        threshold: float = 4.0,
+    ) -> None:
+        self.spec = spec
+        self.rate_floor_share = rate_floor_share
+        self.threshold = threshold
+
+    def _columns(self) -> dict[str, dict[str, str]]:
+        spec = self.spec or NodeFeatureSpec()
+        base = window_label(spec.baseline_window)
+        short = spec.short_window
+        out: dict[str, dict[str, str]] = {}
+        for g in (g for g in GAUGES if g in spec.gauges):
+            cols = {"own": f"{g}__z_own_{base}"}
+            if g in spec.peer_gauges and "rack" in spec.peer_groups:
+                cols["peer"] = f"{gauge_name(g, 'mean', short)}__rack_dev"
+            out[g] = cols
+        day = next((w for w in spec.windows if w.total_seconds() == 86400), None)
+        if day is not None:
+            for c in (c for c in COUNTERS if c in spec.counters):
+                out[c.removesuffix("_total")] = {
+                    "increase": counter_name(c, day),
+                    "total": counter_name(c, None),
+                    "age": "node__age_days",
+                }
+        return out
+
+    @property
+    def metrics(self) -> list[str]:
+        return list(self._columns())
+
+    def is_counter(self, metric: str) -> bool:
+        """Whether ``metric``'s score is an error-rate surprise (else a gauge z-score)."""
+        return "increase" in self._columns().get(metric, {})
+
+    def feature_names_out(self) -> list[str]:
+        return [score_name(m) for m in self._columns()] + [MAX_COLUMN]
+
+    @staticmethod
+    def _col(frame: pl.DataFrame, name: str) -> np.ndarray:
+        if name not in frame.columns:
+            return np.full(frame.height, np.nan)
+        out: np.ndarray = frame[name].cast(pl.Float64).fill_null(np.nan).to_numpy()
+        return out
+
+    def fit(self, frame: pl.DataFrame, y: Any = None) -> NodeAnomalyScorer:
+        """Learn the fleet's median / MAD of each statistic from a reference frame."""
+        ref: dict[str, tuple[float, float]] = {}
+        rates: dict[str, float] = {}
+        for metric, cols in self._columns().items():
+            if "increase" in cols:
+                rate = self._own_rate(frame, cols)
+                pos = rate[np.isfinite(rate) & (rate > 0)]
+                rates[metric] = float(np.median(pos)) if pos.size else 1.0
+                continue
+            for kind in ("own", "peer"):
+                if kind in cols:
+                    ref[f"{metric}:{kind}"] = median_mad(self._col(frame, cols[kind]))
+        self.reference_ = ref
+        self.fleet_rate_per_day_ = rates
+        return self
+
+    def _own_rate(self, frame: pl.DataFrame, cols: dict[str, str]) -> np.ndarray:
+        inc = np.nan_to_num(self._col(frame, cols["increase"]), nan=0.0)
+        total = self._col(frame, cols["total"])
+        age = np.maximum(self._col(frame, cols["age"]), 1.0)
+        with np.errstate(invalid="ignore"):
+            out: np.ndarray = np.maximum(total - inc, 0.0) / age
+        return out
+
+    def transform(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """One surprise column per metric plus ``anomaly__max`` (0 when nothing is known)."""
+        check_is_fitted(self)
+        cols_out: dict[str, np.ndarray] = {}
+        for metric, cols in self._columns().items():
+            if "increase" in cols:
+                fleet = self.fleet_rate_per_day_.get(metric, 1.0)
+                lam = np.nan_to_num(self._own_rate(frame, cols), nan=0.0)
+                lam = np.maximum(lam, self.rate_floor_share * fleet)
+                inc = self._col(frame, cols["increase"])
+                cols_out[score_name(metric)] = poisson_surprise(inc, lam)
+                continue
+            zs = []
+            for kind in ("own", "peer"):
+                if kind in cols:
+                    med, scale = self.reference_.get(f"{metric}:{kind}", (np.nan, np.nan))
+                    zs.append(np.abs(robust_z(self._col(frame, cols[kind]), med, scale)))
+            z = np.fmax.reduce(zs) if len(zs) > 1 else zs[0]
+            cols_out[score_name(metric)] = normal_surprise(z)
+        stacked = np.column_stack(list(cols_out.values())) if cols_out else np.zeros((0, 0))
+        cols_out[MAX_COLUMN] = (
+            stacked.max(axis=1) if stacked.size else np.zeros(frame.height, dtype=np.float64)
+        )
+        return pl.DataFrame({k: v.astype(np.float32) for k, v in cols_out.items()})
+
+    def flags(self, frame: pl.DataFrame) -> np.ndarray:
+        """Nodes whose worst metric is more surprising than ``threshold``."""
+        out: np.ndarray = self.transform(frame)[MAX_COLUMN].to_numpy() > self.threshold
+        return out

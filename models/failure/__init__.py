@@ -1,0 +1,1 @@
+"""Node failure prediction: a calibrated LightGBM classifier, baselines, metrics, reasons."""
