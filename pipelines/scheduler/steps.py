@@ -162,8 +162,9 @@ def features_offline(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcom
 
 
 def _registered_for(ctx: JobContext, model: str, data_cutoff: str) -> str | None:
-    """A version of ``model`` already registered with this data cutoff (a re-run after a
-    kill between registering and recording must not register a duplicate)."""
+    """A version of ``model`` whose data cutoff is at or after ``data_cutoff`` (it has
+    seen every sample the lake holds): a re-run after a kill between registering and
+    recording must not register a duplicate."""
     from pipelines import registry
 
     for m in registry.list_models(uri=ctx.settings.mlflow_uri):
@@ -171,7 +172,7 @@ def _registered_for(ctx: JobContext, model: str, data_cutoff: str) -> str | None
             continue
         for v in m["versions"]:
             tag = v["tags"].get(registry.TAG_CUTOFF)
-            if tag and datetime.fromisoformat(tag) == datetime.fromisoformat(data_cutoff):
+            if tag and datetime.fromisoformat(tag) >= datetime.fromisoformat(data_cutoff):
                 return str(v["version"])
     return None
 
