@@ -23,7 +23,8 @@ START = datetime(2026, 1, 5, tzinfo=UTC)
 def template_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ws = tmp_path_factory.mktemp("template_ws")
     cfg = SimConfig(nodes=8, days=2, interval=timedelta(minutes=5), seed=3, start=START)
-    simulate_to_lake(Lake(ws / "lake"), cfg, clock=FixedClock(START + timedelta(days=3)), progress=False)
+    clock = FixedClock(START + timedelta(days=3))
+    simulate_to_lake(Lake(ws / "lake"), cfg, clock=clock, progress=False)
     return ws
 
 

@@ -46,7 +46,8 @@ def test_pipeline_runs_once_per_cutoff(workspace: Path) -> None:
     assert len(plans) == 1
     cutoff = data_cutoff(ctx.settings)
     assert cutoff is not None and runs[0]["cutoff"] == cutoff.isoformat()
-    manifest = json.loads((output_dir(ctx.settings, "pipeline", cutoff) / "manifest.json").read_text())
+    out = output_dir(ctx.settings, "pipeline", cutoff)
+    manifest = json.loads((out / "manifest.json").read_text())
     assert str(plans[0]) in manifest["outputs"]
     assert not (output_dir(ctx.settings, "pipeline", cutoff) / "risk.json").exists()
 
@@ -99,8 +100,12 @@ def test_a_dead_running_attempt_is_abandoned_and_redone(workspace: Path) -> None
     ctx = make_context(workspace)
     cutoff = datetime.fromisoformat("2026-01-06T00:00:00+00:00")
     # A record left by a process on this host that no longer exists (pid far above max).
-    dead = ctx.runs.begin("job", cutoff.isoformat(), owner=f"{process_owner().split(':')[0]}:"
-                          "999999999:1", at=ctx.clock.now())
+    dead = ctx.runs.begin(
+        "job",
+        cutoff.isoformat(),
+        owner=f"{process_owner().split(':')[0]}:999999999:1",
+        at=ctx.clock.now(),
+    )
     out = output_dir(ctx.settings, "job", cutoff)
     out.mkdir(parents=True)
     (out / ".risk.json.deadbeef.tmp").write_text('{"half": ')  # a killed atomic write
@@ -148,7 +153,9 @@ def test_ingest_reads_the_configured_files_once_per_input(workspace: Path, tmp_p
     lake = Lake(workspace / "lake")
     inv = lake.scan("inventory").drop("source").collect()
     inv.write_parquet(drop / "inventory.parquet")
-    toml = f'[ingest]\nsource = "files"\npath = "{drop}"\ntable = "inventory"\nsource_name = "drop"\n'
+    toml = (
+        f'[ingest]\nsource = "files"\npath = "{drop}"\ntable = "inventory"\nsource_name = "drop"\n'
+    )
     ctx = make_context(workspace, toml)
     first = run_ingest(ctx)
     assert first["status"] == "done" and first["rows"] == inv.height
