@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -77,6 +78,9 @@ def registered_name(name: str) -> str:
     return name if name.startswith(PREFIX) else PREFIX + name
 
 
+_MLFLOW_URI_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")
+
+
 def tracking_uri(uri: str | None = None) -> str:
     """The given URI, else ``MLFLOW_TRACKING_URI``, else SQLite in the workspace."""
     if uri:
@@ -103,12 +107,23 @@ def _mlflow(uri: str | None) -> Iterator[Any]:
     resolved = tracking_uri(uri)
     if resolved.startswith("sqlite:///"):
         Path(resolved.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    # mlflow.set_*_uri also export MLFLOW_*_URI into os.environ; left there, they would
+    # point every later workspace of this process (tests, the scheduler, the server) at
+    # this store. Put the environment back as it was.
+    saved = {k: os.environ.get(k) for k in _MLFLOW_URI_ENV}
     mlflow.set_tracking_uri(resolved)
     mlflow.set_registry_uri(resolved)
-    with warnings.catch_warnings():
-        # MLflow warns about its own internals (pydantic, setuptools) on import paths.
-        warnings.simplefilter("ignore", category=FutureWarning)
-        yield MlflowClient(tracking_uri=resolved, registry_uri=resolved)
+    try:
+        with warnings.catch_warnings():
+            # MLflow warns about its own internals (pydantic, setuptools) on import paths.
+            warnings.simplefilter("ignore", category=FutureWarning)
+            yield MlflowClient(tracking_uri=resolved, registry_uri=resolved)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _experiment_id(client: Any, uri: str | None) -> str:
