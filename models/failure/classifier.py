@@ -277,6 +277,12 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         self.n_train_rows_ = int(train.size)
         self.n_validation_rows_ = int(val.size)
         self.n_calibration_rows_ = int(cal.size)
+        # Time span of each slice (in ``time`` units): the later slices start after the
+        # training slice ends, plus the purge gap.
+        self.slice_spans_ = {
+            name: (float(t[idx].min()), float(t[idx].max())) if idx.size else None
+            for name, idx in (("train", train), ("validation", val), ("calibration", cal))
+        }
         return self
 
     def _col_index(self, name: str) -> int:

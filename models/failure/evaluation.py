@@ -31,7 +31,7 @@ from features.definitions import FeatureDef
 from features.labels import label_name
 from models.failure import metrics as M
 from models.failure.baselines import LogisticBaseline, ReactiveRule
-from models.failure.model import FailureModel, train_failure_model
+from models.failure.model import FailureModel, observed, train_failure_model
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class Split:
     test: pl.DataFrame
     split_at: datetime
     purge: timedelta
+    train_label_cutoff: datetime
     note: str = ""
 
     def describe(self, label: str, entity: str) -> dict[str, Any]:
@@ -65,20 +66,20 @@ class Split:
         }
 
 
-def labelled(frame: pl.DataFrame, label: str) -> pl.DataFrame:
-    """Rows with a known label that may be scored (node up, not in maintenance)."""
-    out = frame.filter(pl.col(label).is_not_null())
-    return out.filter(pl.col("usable")) if "usable" in out.columns else out
-
-
 def time_split(
-    frame: pl.DataFrame, *, horizon: timedelta, split_at: datetime, time: str = "ts"
+    frame: pl.DataFrame,
+    *,
+    horizon: timedelta,
+    split_at: datetime,
+    time: str = "ts",
+    label_cutoff: datetime | None = None,
 ) -> Split:
-    label = label_name(horizon)
-    rows = labelled(frame, label)
+    """Observed rows (see :func:`models.failure.model.observed`) before
+    ``split_at - horizon`` train, those from ``split_at`` on test."""
+    rows = observed(frame, horizon, label_cutoff=label_cutoff, time_column=time)
     train = rows.filter(pl.col(time) < split_at - horizon)
     test = rows.filter(pl.col(time) >= split_at)
-    return Split("time", train, test, split_at, horizon)
+    return Split("time", train, test, split_at, horizon, split_at)
 
 
 def in_cohort(ids: pl.Series, test_share: float, salt: str = "predops") -> np.ndarray:
@@ -102,26 +103,38 @@ def cohort_split(
     entity: str = "node_id",
     time: str = "ts",
     purge: bool = True,
+    label_cutoff: datetime | None = None,
 ) -> Split:
     """Time cut plus disjoint entity cohorts. ``purge=False`` lets training label
     windows overlap the test period (harmless here: no test entity is in training) for
     inputs too short to hold two full horizons."""
-    base = time_split(frame, horizon=horizon, split_at=split_at, time=time)
+    base = time_split(
+        frame, horizon=horizon, split_at=split_at, time=time, label_cutoff=label_cutoff
+    )
     ids = frame.select(entity).unique()
     test_ids = ids.filter(pl.Series(in_cohort(ids[entity], test_share)))[entity]
-    rows = labelled(frame, label_name(horizon))
+    rows = observed(frame, horizon, label_cutoff=label_cutoff, time_column=time)
     train_rows = base.train if purge else rows.filter(pl.col(time) < split_at)
     train = train_rows.filter(~pl.col(entity).is_in(test_ids.implode()))
     test = base.test.filter(pl.col(entity).is_in(test_ids.implode()))
-    note = "" if purge else "training label windows overlap the test period; cohorts disjoint"
-    return Split("time+cohort", train, test, split_at, horizon if purge else timedelta(0), note)
+    if purge:
+        return Split("time+cohort", train, test, split_at, horizon, split_at)
+    cutoff = label_cutoff if label_cutoff is not None else frame[time].max()
+    assert isinstance(cutoff, datetime)
+    note = "training label windows overlap the test period; cohorts are disjoint"
+    return Split("time+cohort", train, test, split_at, timedelta(0), cutoff, note)
 
 
 def default_split_at(
-    frame: pl.DataFrame, *, horizon: timedelta, test_share: float = 1 / 3, time: str = "ts"
+    frame: pl.DataFrame,
+    *,
+    horizon: timedelta,
+    test_share: float = 1 / 3,
+    time: str = "ts",
+    label_cutoff: datetime | None = None,
 ) -> datetime:
-    """The time that leaves ``test_share`` of the labelled span for testing."""
-    rows = labelled(frame, label_name(horizon))
+    """The time that leaves ``test_share`` of the observed span for testing."""
+    rows = observed(frame, horizon, label_cutoff=label_cutoff, time_column=time)
     if rows.height == 0:
         raise ValueError(f"no rows with a known {label_name(horizon)} label")
     lo, hi = rows[time].min(), rows[time].max()
@@ -190,6 +203,7 @@ def evaluate_split(
         anomaly=anomaly,
         params=model_params,
         entity=entity,
+        label_cutoff=split.train_label_cutoff,
     )
     y = split.test[label].to_numpy().astype(np.float64)
     p_model = model.predict_proba(split.test)[:, 0]

@@ -5,6 +5,8 @@
   at the same times. A feature computed from anything later (the next failure, a label,
   a full-history statistic) differs. This is the check that matters: it is how serving
   will compute the feature.
+- :func:`dominant_features`: features that carry most of a fitted model's gain, the
+  usual fingerprint of a leak once a model has been trained with one.
 - :func:`too_good_features`: any single feature that separates the labels almost
   perfectly on its own (ROC AUC >= ``max_auc``, either direction) is reported: real
   precursors are noisy, and a feature that alone predicts failures within hours almost
@@ -93,3 +95,13 @@ def too_good_features(X: pl.DataFrame, y: Any, *, max_auc: float = 0.97) -> dict
         if auc >= max_auc:
             out[c] = auc
     return out
+
+
+def dominant_features(model: Any, *, share: float = 0.5) -> dict[str, float]:
+    """Features of a fitted :class:`NodeFailureClassifier` holding at least ``share`` of
+    its total gain (honest failure models spread their gain over many noisy signals)."""
+    gain = model.feature_importance("gain")
+    total = sum(gain.values())
+    if total <= 0:
+        return {}
+    return {k: v / total for k, v in gain.items() if v / total >= share}

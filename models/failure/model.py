@@ -8,7 +8,7 @@ scores it adds as features, one calibrated :class:`NodeFailureClassifier` per ho
 - ``predict_risk(frame)`` -> one :class:`core.contracts.FailureRisk` per row and horizon,
   with the top signed contributions as :class:`Reason`;
 - calling the model on a pandas frame (MLflow's pyfunc protocol) returns a frame of
-  probabilities ``p_fail_<horizon>``, never class labels.
+  probabilities ``p_fails_within_<h>`` (e.g. ``p_fails_within_24h``), never class labels.
 
 Horizon strategies (``strategy``): ``per_horizon`` fits one classifier per horizon on
 that horizon's labels; ``stacked`` stacks the rows once per horizon with a
@@ -56,7 +56,7 @@ def anomaly_defs(scorer: NodeAnomalyScorer) -> list[FeatureDef]:
     return defs
 
 
-@dataclass
+@dataclass(eq=False)  # identity hash: MLflow caches per model object
 class FailureModel:
     """A trained failure model (see module doc). Build it with :func:`train_failure_model`."""
 
@@ -120,11 +120,14 @@ class FailureModel:
             return np.zeros((0, len(self.horizons)))
         return np.column_stack([clf.predict_proba(Xh)[:, 1] for clf, Xh in self._per_horizon(X)])
 
-    def __call__(self, model_input: Any) -> pd.DataFrame:
-        """MLflow pyfunc entry point: feature rows in, ``p_fail_<horizon>`` columns out."""
-        frame = (
-            model_input if isinstance(model_input, pl.DataFrame) else pl.from_pandas(model_input)
-        )
+    def __call__(self, model_input: pd.DataFrame) -> pd.DataFrame:
+        """MLflow pyfunc entry point: feature rows in, ``p_fails_within_<h>`` columns out."""
+        if isinstance(model_input, pl.DataFrame):
+            frame = model_input
+        else:
+            # Only the columns the model reads (skips time zones and labels on the way).
+            cols = [c for c in model_input.columns if c in set(self.base_features)]
+            frame = pl.from_pandas(model_input[cols])
         p = self.predict_proba(frame)
         return pd.DataFrame({f"p_{lbl}": p[:, i] for i, lbl in enumerate(self.labels)})
 
@@ -201,8 +204,25 @@ class FailureModel:
         }
 
 
-def _usable(frame: pl.DataFrame, label: str) -> pl.DataFrame:
-    out = frame.filter(pl.col(label).is_not_null())
+def observed(
+    frame: pl.DataFrame,
+    horizon: timedelta,
+    *,
+    label_cutoff: datetime | None = None,
+    time_column: str = "ts",
+) -> pl.DataFrame:
+    """Rows whose whole label window ``(t, t + horizon]`` lies before the label cutoff
+    (default: the frame's last row) and whose node may be scored (``usable``).
+
+    A row whose window runs past the cutoff is labelled only when a failure was already
+    seen in it: keeping those would keep the positives and drop the negatives.
+    """
+    if frame.height == 0:
+        return frame
+    cutoff = label_cutoff if label_cutoff is not None else frame[time_column].max()
+    out = frame.filter(
+        pl.col(label_name(horizon)).is_not_null() & (pl.col(time_column) + horizon <= cutoff)
+    )
     if "usable" in out.columns:
         out = out.filter(pl.col("usable"))
     return out
@@ -219,10 +239,11 @@ def train_failure_model(
     params: Mapping[str, Any] | None = None,
     entity: str = "node_id",
     time_column: str = "ts",
+    label_cutoff: datetime | None = None,
 ) -> FailureModel:
-    """Fit a :class:`FailureModel` on a labelled frame (rows with a null label or
-    ``usable`` false are left out per horizon). ``params`` go to every classifier; the
-    purge gap is set to each horizon (the largest one when stacked)."""
+    """Fit a :class:`FailureModel` on a labelled frame; per horizon only
+    :func:`observed` rows are used. ``params`` go to every classifier; the purge gap is
+    set to each horizon (the largest one when stacked)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     hs = tuple(sorted(horizons))
@@ -244,7 +265,7 @@ def train_failure_model(
     if strategy == "per_horizon":
         for h in hs:
             lbl = label_name(h)
-            rows = _usable(frame, lbl)
+            rows = observed(frame, h, label_cutoff=label_cutoff, time_column=time_column)
             clf = NodeFailureClassifier(**{**base, "purge": h.total_seconds()})
             clf.fit(model.design(rows), rows[lbl].to_numpy(), time=rows[time_column].to_numpy())
             model.classifiers[lbl] = clf
@@ -252,7 +273,7 @@ def train_failure_model(
     parts, ys, ts = [], [], []
     for h in hs:
         lbl = label_name(h)
-        rows = _usable(frame, lbl)
+        rows = observed(frame, h, label_cutoff=label_cutoff, time_column=time_column)
         parts.append(model._with_horizon(model.design(rows), h))
         ys.append(rows[lbl].to_numpy())
         ts.append(rows[time_column].to_numpy())

@@ -43,7 +43,7 @@ def _num(v: float) -> str:
     if not math.isfinite(v):
         return "n/a"
     a = abs(v)
-    if a >= 100:
+    if a >= 100 or float(v).is_integer():
         return f"{v:,.0f}"
     if a >= 10:
         return f"{v:.1f}"

@@ -1,0 +1,147 @@
+"""``predops eval|train|score failure``: node failure prediction from the command line.
+
+- ``predops eval failure --source synthetic|backblaze-daily|backblaze-hds|nab --path P
+  --json``: model vs logistic regression vs reactive rule (or, for ``nab``, the NAB
+  score of the label-free detector), every metric, time-ordered splits.
+- ``predops train failure --json``: fit on the workspace's node training frame, log and
+  register ``predops.node_failure`` (alias ``challenger``).
+- ``predops score failure --as-of TS --json``: the champion's risk for every node in the
+  online store.
+
+Importing this module attaches the ``failure`` subcommands to the shared verb groups;
+``pipelines.cli`` registers :data:`score_group` (``eval`` / ``train`` already are).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import click
+
+from pipelines.cli_groups import score_group
+from pipelines.cli_support import emit, json_option, parse_duration, parse_time, reports
+from pipelines.clock import SystemClock
+from pipelines.models_cli import current_settings, eval_group, train_group
+
+__all__ = ["score_group"]
+
+
+def _lightgbm_env() -> None:
+    # LightGBM's OpenMP threads spin while idle unless told otherwise (shared machines);
+    # must be set before lightgbm is first imported.
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
+
+def _human(report: dict[str, Any]) -> str:
+    return json.dumps(report, indent=2, default=str)
+
+
+@eval_group.command("failure")
+@click.option(
+    "--source",
+    type=click.Choice(("synthetic", "backblaze-daily", "backblaze-hds", "nab")),
+    required=True,
+)
+@click.option(
+    "--path",
+    default=None,
+    help="Input in the source's format (synthetic: a workspace lake; default: simulate).",
+)
+@click.option("--nodes", type=click.IntRange(1), default=2000, show_default=True)
+@click.option("--days", type=click.FloatRange(min=1), default=60, show_default=True)
+@click.option("--seed", type=int, default=7, show_default=True)
+@click.option("--horizon", default=None, help="Backblaze label horizon (default 30d).")
+@click.option("--stride", default=None, help="Backblaze row spacing (default 1d daily, 7d hds).")
+@click.option(
+    "--compare-strategies",
+    is_flag=True,
+    help="Synthetic: also fit one stacked model (horizon as a feature) and compare.",
+)
+@json_option
+@reports
+def eval_failure(
+    source: str,
+    path: str | None,
+    nodes: int,
+    days: float,
+    seed: int,
+    horizon: str | None,
+    stride: str | None,
+    compare_strategies: bool,
+    as_json: bool,
+) -> None:
+    """Evaluate the failure model against both baselines (or NAB-score the detector)."""
+    _lightgbm_env()
+    from pipelines import failure_eval as fe
+
+    clock = SystemClock()
+    report: dict[str, Any]
+    if source == "synthetic":
+        if path:
+            from pathlib import Path
+
+            from pipelines.lake import Lake
+
+            lake_root = Path(path) / "lake" if (Path(path) / "lake").is_dir() else Path(path)
+            data = fe.lake_nodes(Lake(lake_root), source="synthetic")
+        else:
+            data = fe.synthetic_nodes(nodes=nodes, days=days, seed=seed)
+        report = fe.evaluate_nodes(data, compare_strategies=compare_strategies)
+    elif source == "nab":
+        if not path:
+            raise click.BadParameter("--path is required for nab", param_hint="--path")
+        report = fe.evaluate_nab(path, clock=clock)
+    else:
+        if not path:
+            raise click.BadParameter(f"--path is required for {source}", param_hint="--path")
+        report = fe.evaluate_drives(
+            source,
+            path,
+            clock=clock,
+            horizon=parse_duration(horizon) if horizon else fe.DRIVE_HORIZON,
+            stride=parse_duration(stride) if stride else None,
+        )
+    emit({"source": source, "path": path, **report}, as_json, _human)
+
+
+@train_group.command("failure")
+@click.option("--strategy", type=click.Choice(("per_horizon", "stacked")), default=None)
+@click.option("--backtest-days", type=click.FloatRange(min=1), default=7, show_default=True)
+@json_option
+@reports
+def train_failure(strategy: str | None, backtest_days: float, as_json: bool) -> None:
+    """Fit on the node training frame, log and register predops.node_failure."""
+    _lightgbm_env()
+    from pipelines import failure_jobs as fj
+
+    report = fj.train(
+        current_settings(), strategy=strategy or fj.STRATEGY, backtest_days=backtest_days
+    )
+    emit(report, as_json, _human)
+
+
+@score_group.command("failure")
+@click.option("--as-of", "as_of", required=True, help="Scoring time (ISO-8601, UTC).")
+@click.option("--max-age", default="30m", show_default=True, help="Older features are stale.")
+@click.option(
+    "--reasons-for",
+    type=click.IntRange(0),
+    default=None,
+    help="Explain only the N riskiest nodes per horizon (default: all).",
+)
+@json_option
+@reports
+def score_failure(as_of: str, max_age: str, reasons_for: int | None, as_json: bool) -> None:
+    """Failure risk (with reasons) for every node from the champion."""
+    _lightgbm_env()
+    from pipelines import failure_jobs as fj
+
+    report = fj.score(
+        current_settings(),
+        as_of=parse_time(as_of),
+        max_age=parse_duration(max_age),
+        reasons_for=reasons_for,
+    )
+    emit(report, as_json, _human)

@@ -1,0 +1,77 @@
+"""Robust z-scores and surprise: causal, robust to outliers, on a known scale."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from models.anomaly.node import MAX_COLUMN, NodeAnomalyScorer
+from models.anomaly.robust import (
+    median_mad,
+    normal_surprise,
+    poisson_surprise,
+    rolling_robust_z,
+)
+from models.anomaly.series import alarm_score, series_surprise
+
+
+def test_median_mad_ignores_a_wild_value() -> None:
+    med, scale = median_mad(np.array([1.0, 2.0, 3.0, 4.0, 1e9, np.nan]))
+    assert med == 3.0
+    assert scale == pytest.approx(1.4826 * 1.0)
+
+
+def test_surprise_scales() -> None:
+    # |z| = 1.96 is the two-sided 5 % point: -log10(0.05) = 1.30.
+    assert normal_surprise(np.array([1.959964]))[0] == pytest.approx(1.30103, abs=1e-4)
+    # P(X >= 3 | Poisson(0.1)) = 1 - e^-0.1 (1 + 0.1 + 0.005).
+    p = 1 - np.exp(-0.1) * (1 + 0.1 + 0.005)
+    assert poisson_surprise(np.array([3.0]), np.array([0.1]))[0] == pytest.approx(-np.log10(p))
+    assert poisson_surprise(np.array([0.0]), np.array([0.1]))[0] == 0.0
+
+
+def test_rolling_z_sees_only_the_past() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=500)
+    z = rolling_robust_z(x, 50, min_history=20)
+    y = x.copy()
+    y[300:] += 100.0  # change the future
+    z2 = rolling_robust_z(y, 50, min_history=20)
+    np.testing.assert_array_equal(z[:300], z2[:300])
+    assert np.isnan(z[:20]).all() and np.isfinite(z[20:]).all()
+    assert z2[300] > 50
+
+
+def test_series_alarm_fires_once_at_the_start_of_a_shift() -> None:
+    rng = np.random.default_rng(1)
+    x = np.concatenate([rng.normal(10, 1, 400), rng.normal(30, 1, 50)])
+    s = series_surprise(x, window=100, min_history=20)
+    a = alarm_score(x, window=100, min_history=20)
+    assert s[400] > 10 and a[400] > 10
+    assert a[401:420].max() < 1.0  # the run of unusual values alarms once
+    assert a[:400].max() < 5.0
+
+
+def test_node_scorer_flags_a_hot_node_and_an_error_burst() -> None:
+    rng = np.random.default_rng(2)
+    n = 400
+    frame = pl.DataFrame(
+        {
+            "gpu_temp_c__z_own_24h": rng.normal(0, 1, n),
+            "gpu_temp_c__mean_1h__rack_dev": rng.normal(0, 1.5, n),
+            "ecc_sbe__increase_24h": rng.poisson(0.5, n).astype(float),
+            "ecc_sbe__since_install": rng.poisson(200, n).astype(float),
+            "node__age_days": np.full(n, 400.0),
+        }
+    )
+    scorer = NodeAnomalyScorer().fit(frame)
+    probe = frame.head(3).with_columns(
+        pl.Series("gpu_temp_c__mean_1h__rack_dev", [0.0, 12.0, 0.0]),
+        pl.Series("ecc_sbe__increase_24h", [0.0, 0.0, 25.0]),
+    )
+    out = scorer.transform(probe)
+    assert out["anomaly__gpu_temp_c"][1] > 6
+    assert out["anomaly__ecc_sbe"][2] > 10  # 25 errors at ~0.5 a day
+    assert out[MAX_COLUMN][0] < 4 < min(out[MAX_COLUMN][1], out[MAX_COLUMN][2])
+    assert list(scorer.flags(probe)) == [False, True, True]

@@ -1,0 +1,126 @@
+"""NodeFailureClassifier: the estimator contract, calibration, down-sampling, slices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from models.failure.classifier import NodeFailureClassifier
+from models.failure.metrics import brier
+from tests.models.failure.checks import CHECKS, Check
+from tests.models.failure.factories import failure_rows
+
+# Small-data parameters for scikit-learn's battery (its datasets have 20-300 rows).
+SMALL = {
+    "n_estimators": 30,
+    "min_child_samples": 2,
+    "num_leaves": 7,
+    "early_stopping_rounds": 5,
+    "negative_rate": 0.5,
+    "calibration": "sigmoid",
+}
+FAST = {"n_estimators": 80, "min_child_samples": 20, "num_leaves": 7, "learning_rate": 0.1}
+
+
+@parametrize_with_checks([NodeFailureClassifier(**SMALL)])
+def test_sklearn_estimator_contract(estimator: Any, check: Any) -> None:
+    check(estimator)
+
+
+@pytest.fixture(scope="module")
+def rows() -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    return failure_rows(np.random.default_rng(11), n=4000)
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+def test_failure_contract(check: Check, rows: Any) -> None:
+    check(NodeFailureClassifier(**FAST, purge=30 * 60.0), rows)
+
+
+def _later_half(n: int) -> tuple[slice, slice]:
+    return slice(0, n * 2 // 3), slice(n * 2 // 3, n)
+
+
+@pytest.mark.parametrize("method", ["isotonic", "sigmoid"])
+def test_calibration_improves_brier_on_a_held_back_slice(method: str) -> None:
+    # An over-fitted booster (deep trees, no early stopping, no down-sampling) is
+    # over-confident; calibrating it on its own time-later slice must bring its Brier
+    # score down on rows it never saw.
+    X, y, t = failure_rows(np.random.default_rng(5), n=9000, signal=1.0)
+    fit_part, held = _later_half(len(X))
+    loud = {
+        "n_estimators": 400,
+        "learning_rate": 0.3,
+        "num_leaves": 63,
+        "min_child_samples": 2,
+        "early_stopping_rounds": None,
+        "negative_rate": None,
+        "reg_lambda": 0.0,
+    }
+    raw = NodeFailureClassifier(**loud, calibration=None).fit(
+        X.iloc[fit_part], y[fit_part], time=t[fit_part]
+    )
+    cal = NodeFailureClassifier(**loud, calibration=method).fit(
+        X.iloc[fit_part], y[fit_part], time=t[fit_part]
+    )
+    b_raw = brier(y[held], raw.predict_proba(X.iloc[held])[:, 1])
+    b_cal = brier(y[held], cal.predict_proba(X.iloc[held])[:, 1])
+    assert b_cal < 0.9 * b_raw, (b_raw, b_cal)
+
+
+def test_down_sampling_correction_restores_the_base_rate() -> None:
+    # Keeping 10 % of negatives multiplies the odds by 10; the log-odds shift undoes it,
+    # so uncalibrated probabilities still average to the observed failure rate.
+    X, y, t = failure_rows(np.random.default_rng(8), n=20000, base_rate=0.02)
+    fit_part, held = _later_half(len(X))
+    clf = NodeFailureClassifier(**FAST, negative_rate=0.1, calibration=None).fit(
+        X.iloc[fit_part], y[fit_part], time=t[fit_part]
+    )
+    p = clf.predict_proba(X.iloc[held])[:, 1]
+    assert clf.log_odds_shift_ == pytest.approx(np.log(0.1))
+    assert p.mean() == pytest.approx(y[held].mean(), rel=0.35)
+    uncorrected = 1 / (1 + np.exp(-(np.log(p / (1 - p)) - clf.log_odds_shift_)))
+    assert uncorrected.mean() > 3 * y[held].mean()
+
+
+def test_purge_keeps_training_labels_out_of_the_later_slices() -> None:
+    X, y, t = failure_rows(np.random.default_rng(2), n=3000)
+    secs = (t - t[0]).astype("timedelta64[s]").astype(float)
+    clf = NodeFailureClassifier(**FAST, purge=6 * 3600.0).fit(X, y, time=secs)
+    tr, va = clf.slice_spans_["train"], clf.slice_spans_["validation"]
+    assert tr is not None and va is not None
+    assert va[0] - tr[1] > 6 * 3600.0
+
+
+def test_unseen_category_is_treated_as_missing() -> None:
+    X, y, t = failure_rows(np.random.default_rng(4), n=3000)
+    clf = NodeFailureClassifier(**FAST).fit(X, y, time=t)
+    Z = X.head(5).copy()
+    Z["sku"] = pd.Categorical(["sku-new"] * 5)
+    p = clf.predict_proba(Z)[:, 1]
+    assert np.isfinite(p).all()
+    Zm = X.head(5).copy()
+    Zm["sku"] = pd.Categorical([None] * 5, categories=["sku-0"])
+    np.testing.assert_allclose(p, clf.predict_proba(Zm)[:, 1])
+
+
+def test_contributions_sum_to_the_corrected_log_odds() -> None:
+    X, y, t = failure_rows(np.random.default_rng(6), n=3000)
+    clf = NodeFailureClassifier(**FAST, calibration=None).fit(X, y, time=t)
+    c = clf.contributions(X.head(50))
+    p = clf.uncalibrated_proba(X.head(50))
+    np.testing.assert_allclose(c.sum(axis=1), np.log(p / (1 - p)), rtol=1e-6, atol=1e-6)
+
+
+def test_bad_parameters_fail_in_fit_with_the_name() -> None:
+    X, y, t = failure_rows(np.random.default_rng(1), n=500)
+    with pytest.raises(ValueError, match="calibration"):
+        NodeFailureClassifier(calibration="platt").fit(X, y, time=t)
+    with pytest.raises(ValueError, match="negative_rate"):
+        NodeFailureClassifier(negative_rate=0.0).fit(X, y, time=t)
+    with pytest.raises(ValueError, match="time must have one value per row"):
+        NodeFailureClassifier().fit(X, y, time=t[:10])

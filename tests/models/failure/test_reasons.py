@@ -1,0 +1,40 @@
+"""Reasons read like an SRE would write them, with units, signs and the right feature."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from features.definitions import node_feature_set
+from models.failure.reasons import defs_by_name, describe, top_reasons
+
+DEFS = defs_by_name(node_feature_set().defs)
+
+
+def test_feature_sentences_carry_units_and_direction() -> None:
+    assert (
+        describe(DEFS["gpu_temp_c__mean_1h__rack_dev"], 9.14)
+        == "gpu_temp_c 9.1 C above rack peers over 1h"
+    )
+    assert describe(DEFS["ecc_sbe__increase_6h"], 12.0) == (
+        "12 new GPU single-bit ECC errors in the last 6h"
+    )
+    assert describe(DEFS["gpu_temp_c__slope_6h"], -0.5) == "gpu_temp_c falling 0.5 C/h over 6h"
+    assert describe(DEFS["mem_used_bytes__mean_1h"], 3 * 2**30) == (
+        "mem_used_bytes averaged 3 GiB over 1h"
+    )
+    assert describe(DEFS["samples__missing_frac_6h"], 0.25) == (
+        "25 % of expected samples missing over 6h"
+    )
+    assert describe(DEFS["events__hours_since_failure"], 30.0) == "last failure 30 h ago"
+    assert describe(DEFS["node__sku"], "gpu-h800-8x") == "sku gpu-h800-8x"
+    assert describe(DEFS["gpu_temp_c__z_own_24h"], float("nan")).endswith("unknown (no data)")
+
+
+def test_top_reasons_are_the_largest_contributions_with_their_sign() -> None:
+    names = ["ecc_sbe__increase_6h", "gpu_temp_c__mean_1h__rack_dev", "node__age_days"]
+    defs = [DEFS[n] for n in names]
+    reasons = top_reasons(np.array([0.8, -1.2, 0.01]), [14.0, -6.0, 400.0], defs, top=3)
+    assert [r.feature for r in reasons] == [names[1], names[0]]  # 0.01 is noise
+    assert reasons[0].contribution == -1.2
+    assert reasons[0].text == "gpu_temp_c 6 C below rack peers over 1h (lowers risk)"
+    assert reasons[1].text.endswith("(raises risk)")
