@@ -230,12 +230,13 @@ def _anomaly_alone(data: NodeData, horizons: tuple[timedelta, ...]) -> dict[str,
         scorer = NodeAnomalyScorer().fit(split.train)
         s = scorer.transform(split.test)[MAX_COLUMN].to_numpy().astype(np.float64)
         y = split.test[label_name(h)].to_numpy()
-        flags = s > scorer.threshold
+        flags = s > scorer.threshold_
         out[_h(h)] = {
             "pr_auc": M.pr_auc(y, s),
-            "flag_threshold_surprise": scorer.threshold,
-            "flagged_share": float(flags.mean()),
-            "flag": M.at_threshold(y, s, np.nextafter(scorer.threshold, np.inf)),
+            "flag_rate_on_reference": scorer.flag_rate,
+            "flag_threshold_surprise": scorer.threshold_,
+            "flagged_share_of_test_rows": float(flags.mean()),
+            "flag": M.at_threshold(y, s, float(np.nextafter(scorer.threshold_, np.inf))),
         }
     return out
 

@@ -50,8 +50,11 @@ PRIMARY_HORIZON = timedelta(hours=24)
 BACKTEST_DAYS = 7.0
 STRATEGY = "per_horizon"
 EXCLUDED_FEATURES = frozenset({"node__rack"})
-"""A rack id lets the trees memorise which racks failed in the training window; on the
-simulated fleet it cost PR-AUC on a time-later validation slice (see the README)."""
+"""A rack id lets the trees memorise which racks failed in the training window. On the
+simulated 2,000-node fleet (24 h horizon, trained on days 0-26, validated on days
+27-39, never the test period) dropping it raised PR-AUC in all 8 parameter settings
+tried, e.g. 0.109 -> 0.116 at 15 leaves; rack-level effects still reach the model
+through the rack-peer deviation features."""
 
 MODEL_PARAMS: dict[str, Any] = {
     "learning_rate": 0.02,

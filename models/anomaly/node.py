@@ -17,7 +17,11 @@ node with no history is not infinitely surprised by its first error).
 
 Everything comes from one feature row plus the fitted reference, so offline (training
 frames) and online (latest rows) scores are the same computation. ``anomaly__max`` is
-the node's worst metric; :meth:`NodeAnomalyScorer.flags` thresholds it.
+the node's worst metric; :meth:`NodeAnomalyScorer.flags` flags a node when it exceeds
+the ``1 - flag_rate`` quantile of ``anomaly__max`` over the reference frame: with a dozen
+heavy-tailed metrics per node, a fixed surprise would flag far more rows than its
+nominal tail probability says, while a rate learned without labels keeps the flag
+volume what the operator asked for.
 """
 
 from __future__ import annotations
@@ -51,8 +55,8 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
     """Robust own-history / peer / error-rate surprise per node metric (module doc).
 
     ``rate_floor_share``: the own error rate is floored at this share of the fleet's
-    median positive rate; ``threshold``: the surprise above which :meth:`flags` flags a
-    node (4 = a 1-in-10,000 value).
+    median positive rate; ``flag_rate``: the share of reference rows :meth:`flags` would
+    have flagged (sets the fitted ``threshold_``, a surprise).
     """
 
     def __init__(
@@ -60,11 +64,11 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
         *,
         spec: NodeFeatureSpec | None = None,
         rate_floor_share: float = 0.1,
-        threshold: float = 4.0,
+        flag_rate: float = 0.001,
     ) -> None:
         self.spec = spec
         self.rate_floor_share = rate_floor_share
-        self.threshold = threshold
+        self.flag_rate = flag_rate
 
     def _columns(self) -> dict[str, dict[str, str]]:
         spec = self.spec or NodeFeatureSpec()
@@ -105,7 +109,10 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
         return out
 
     def fit(self, frame: pl.DataFrame, y: Any = None) -> NodeAnomalyScorer:
-        """Learn the fleet's median / MAD of each statistic from a reference frame."""
+        """Learn the fleet's median / MAD of each statistic from a reference frame, and
+        the flag threshold."""
+        if not 0.0 < self.flag_rate < 1.0:
+            raise ValueError(f"flag_rate must be in (0, 1), got {self.flag_rate}")
         ref: dict[str, tuple[float, float]] = {}
         rates: dict[str, float] = {}
         for metric, cols in self._columns().items():
@@ -119,6 +126,9 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
                     ref[f"{metric}:{kind}"] = median_mad(self._col(frame, cols[kind]))
         self.reference_ = ref
         self.fleet_rate_per_day_ = rates
+        self.threshold_ = 0.0
+        worst = self.transform(frame)[MAX_COLUMN].to_numpy() if frame.height else np.zeros(0)
+        self.threshold_ = float(np.quantile(worst, 1.0 - self.flag_rate)) if worst.size else 0.0
         return self
 
     def _own_rate(self, frame: pl.DataFrame, cols: dict[str, str]) -> np.ndarray:
@@ -155,6 +165,6 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
         return pl.DataFrame({k: v.astype(np.float32) for k, v in cols_out.items()})
 
     def flags(self, frame: pl.DataFrame) -> np.ndarray:
-        """Nodes whose worst metric is more surprising than ``threshold``."""
-        out: np.ndarray = self.transform(frame)[MAX_COLUMN].to_numpy() > self.threshold
+        """Rows whose worst metric is more surprising than the fitted ``threshold_``."""
+        out: np.ndarray = self.transform(frame)[MAX_COLUMN].to_numpy() > self.threshold_
         return out
