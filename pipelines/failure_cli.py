@@ -15,6 +15,7 @@ Importing this module attaches the ``failure`` subcommands to the shared verb gr
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Any
 
@@ -36,6 +37,17 @@ def _lightgbm_env() -> None:
 
 def _human(report: dict[str, Any]) -> str:
     return json.dumps(report, indent=2, default=str)
+
+
+def _finite(obj: Any) -> Any:
+    """NaN / inf (an undefined precision, no positives) become null: strict JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 @eval_group.command("failure")
@@ -103,7 +115,7 @@ def eval_failure(
             horizon=parse_duration(horizon) if horizon else fe.DRIVE_HORIZON,
             stride=parse_duration(stride) if stride else None,
         )
-    emit({"source": source, "path": path, **report}, as_json, _human)
+    emit(_finite({"source": source, "path": path, **report}), as_json, _human)
 
 
 @train_group.command("failure")
@@ -119,7 +131,7 @@ def train_failure(strategy: str | None, backtest_days: float, as_json: bool) -> 
     report = fj.train(
         current_settings(), strategy=strategy or fj.STRATEGY, backtest_days=backtest_days
     )
-    emit(report, as_json, _human)
+    emit(_finite(report), as_json, _human)
 
 
 @score_group.command("failure")
@@ -146,4 +158,4 @@ def score_failure(as_of: str, max_age: str, reasons_for: int, as_json: bool) -> 
         max_age=parse_duration(max_age),
         reasons_for=reasons_for,
     )
-    emit(report, as_json, _human)
+    emit(_finite(report), as_json, _human)

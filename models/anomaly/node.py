@@ -10,10 +10,13 @@ frame (``fit``):
   median of its rack at the same time), where the feature set has one.
 
 The metric's score is the larger of the two, as surprise (``-log10`` two-sided normal
-tail probability). For every error counter the score is the Poisson surprise of its
-increase over the last 24 h at the node's own long-run daily rate (its count before
-those 24 h divided by its age, floored at a fraction of the fleet's median rate so a
-node with no history is not infinitely surprised by its first error).
+tail probability). For every error counter the score is the surprise of its increase
+over the last 24 h at the node's own long-run daily rate (its count before those 24 h
+divided by its age, floored at a fraction of the fleet's median rate so a node with no
+history is not infinitely surprised by its first error). Errors come in bursts (one
+crashing job logs a handful of XIDs), so the count is judged against a negative
+binomial with shape ``counter_shape`` (variance ``m + m^2 / shape``), not a Poisson,
+which would call every burst a one-in-a-billion event.
 
 Everything comes from one feature row plus the fitted reference, so offline (training
 frames) and online (latest rows) scores are the same computation. ``anomaly__max`` is
@@ -41,7 +44,7 @@ from features.definitions import (
     gauge_name,
     window_label,
 )
-from models.anomaly.robust import median_mad, normal_surprise, poisson_surprise, robust_z
+from models.anomaly.robust import median_mad, negbin_surprise, normal_surprise, robust_z
 
 PREFIX = "anomaly__"
 MAX_COLUMN = f"{PREFIX}max"
@@ -55,7 +58,8 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
     """Robust own-history / peer / error-rate surprise per node metric (module doc).
 
     ``rate_floor_share``: the own error rate is floored at this share of the fleet's
-    median positive rate; ``flag_rate``: the share of reference rows :meth:`flags` would
+    median positive rate; ``counter_shape``: the negative binomial shape for error
+    counts (smaller = burstier); ``flag_rate``: the share of reference rows :meth:`flags` would
     have flagged (sets the fitted ``threshold_``, a surprise).
     """
 
@@ -64,10 +68,12 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
         *,
         spec: NodeFeatureSpec | None = None,
         rate_floor_share: float = 0.1,
+        counter_shape: float = 0.5,
         flag_rate: float = 0.001,
     ) -> None:
         self.spec = spec
         self.rate_floor_share = rate_floor_share
+        self.counter_shape = counter_shape
         self.flag_rate = flag_rate
 
     def _columns(self) -> dict[str, dict[str, str]]:
@@ -149,7 +155,7 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
                 lam = np.nan_to_num(self._own_rate(frame, cols), nan=0.0)
                 lam = np.maximum(lam, self.rate_floor_share * fleet)
                 inc = self._col(frame, cols["increase"])
-                cols_out[score_name(metric)] = poisson_surprise(inc, lam)
+                cols_out[score_name(metric)] = negbin_surprise(inc, lam, self.counter_shape)
                 continue
             zs = []
             for kind in ("own", "peer"):

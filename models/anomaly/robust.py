@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from scipy.stats import norm, poisson
+from scipy.stats import nbinom, norm, poisson
 
 MAD_TO_SD = 1.4826
-MAX_SURPRISE = 50.0
+MAX_SURPRISE = 300.0
 
 
 def median_mad(x: np.ndarray) -> tuple[float, float]:
@@ -49,6 +49,18 @@ def poisson_surprise(k: np.ndarray, lam: np.ndarray) -> np.ndarray:
     ll = np.maximum(np.nan_to_num(lam, nan=0.0), 1e-12)
     with np.errstate(divide="ignore"):
         logp = poisson.logsf(np.ceil(kk) - 1, ll)
+    out: np.ndarray = np.where(kk > 0, np.minimum(-logp / np.log(10.0), MAX_SURPRISE), 0.0)
+    return out
+
+
+def negbin_surprise(k: np.ndarray, mean: np.ndarray, shape: float) -> np.ndarray:
+    """``-log10 P(X >= k)`` for a negative binomial with mean ``mean`` and shape
+    ``shape`` (variance ``mean + mean^2 / shape``): counts that come in bursts. Tends to
+    :func:`poisson_surprise` as ``shape`` grows; 0 when ``k <= 0`` or missing."""
+    kk = np.nan_to_num(k, nan=0.0)
+    mm = np.maximum(np.nan_to_num(mean, nan=0.0), 1e-12)
+    with np.errstate(divide="ignore"):
+        logp = nbinom.logsf(np.ceil(kk) - 1, shape, shape / (shape + mm))
     out: np.ndarray = np.where(kk > 0, np.minimum(-logp / np.log(10.0), MAX_SURPRISE), 0.0)
     return out
 
