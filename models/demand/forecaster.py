@@ -58,6 +58,7 @@ MIN_TRAIN_ROWS = 200
 """Fewer training pairs than this and the forecaster answers every series with the
 short-series fallback (and says so) instead of fitting a tree model on noise."""
 MIN_CAL_PER_HORIZON = 30
+MIN_CAL_STEPS = 12
 POOL_HORIZONS = 2
 """Conformal residuals of horizon h are pooled with h-2 .. h+2 (smoother bands)."""
 METHOD = "lightgbm"
@@ -211,7 +212,11 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         subset of the earlier targets): its residuals only set the band's width, and
         this keeps a calibrated fit under 1.5 plain fits."""
         hz = np.asarray(cfg.horizons, dtype=np.int64)
-        cut_us = int(panel.ts_us.max()) - cfg.calibration_steps * step_us(cfg)
+        # A short history gets a shorter held-out window (a third of the span the model
+        # can issue from), so the held-out model still has data to learn from.
+        span = int((panel.ts_us[o].max() - panel.ts_us[o].min()) // step_us(cfg))
+        steps = min(cfg.calibration_steps, max(MIN_CAL_STEPS, span // 3))
+        cut_us = int(panel.ts_us.max()) - steps * step_us(cfg)
         early = np.flatnonzero(panel.ts_us[o + h] <= cut_us)
         late = panel.ts_us[o] >= cut_us
         if early.size >= MIN_TRAIN_ROWS and late.sum() >= MIN_CAL_PER_HORIZON:

@@ -170,3 +170,18 @@ def test_cli_eval_bad_model_name_is_an_error(tmp_path: Path) -> None:
     )
     assert res.exit_code != 0
     assert "unknown model(s) prophet" in json.loads(res.stdout)["error"]
+
+
+def test_series_on_different_calendars_are_backtested_apart() -> None:
+    from pipelines.demand_jobs import end_groups
+
+    def rows(sid: str, end: datetime, n: int = 5) -> pl.DataFrame:
+        return pl.DataFrame(
+            {"series_id": sid, "ts": [end - timedelta(hours=i) for i in range(n)], "value": 1.0}
+        )
+
+    a = datetime(2018, 1, 7, tzinfo=UTC)
+    b = datetime(2019, 5, 22, tzinfo=UTC)
+    d = pl.concat([rows("a1", a), rows("a2", a - timedelta(hours=3)), rows("b1", b)])
+    groups = end_groups(d, HOURLY_CONFIG)
+    assert [sorted(g["series_id"].unique()) for g in groups] == [["a1", "a2"], ["b1"]]
