@@ -504,12 +504,12 @@ def backtest_for_registry(settings: Settings) -> Backtest:
     demand (as production would), and scored by the weighted quantile loss over every
     horizon (lower is better). Refitting — rather than scoring the stored fits — keeps a
     newer training cutoff from being judged on data it was trained on."""
-    from pipelines.registry import Backtest
+    from pipelines.registry import Backtest, load_uri
 
     data = lake_demand(settings)
 
     def score_uri(model_uri: str) -> float:
-        model = mlflow.pyfunc.load_model(model_uri)
+        model = load_uri(model_uri, uri=settings.mlflow_uri)
         fitted: DemandForecaster = model.unwrap_python_model().forecaster
         metrics = _backtest_metrics(
             data, lambda: clone(fitted), fitted.config_, REGISTRY_BACKTEST_CUTOFFS

@@ -264,6 +264,15 @@ def load(
     return model, str(version), prov
 
 
+def load_uri(model_uri: str, *, uri: str | None = None) -> Any:
+    """The pyfunc model at ``model_uri`` (``models:/...``) from the store at ``uri``
+    (backtests get URIs from :func:`promote` and load them through this)."""
+    import mlflow.pyfunc
+
+    with _mlflow(uri):
+        return mlflow.pyfunc.load_model(model_uri)
+
+
 def promote(
     name: str,
     backtest: Backtest | Callable[[str], float],
