@@ -48,7 +48,8 @@ PIP_REQUIREMENTS = [
 ]
 PRIMARY_HORIZON = timedelta(hours=24)
 BACKTEST_DAYS = 7.0
-STRATEGY = "per_horizon"
+STRATEGY = "stacked"
+"""One model with the horizon as a monotone feature (see :mod:`models.failure.model`)."""
 EXCLUDED_FEATURES = frozenset({"node__rack"})
 """A rack id lets the trees memorise which racks failed in the training window. On the
 simulated 2,000-node fleet (24 h horizon, trained on days 0-26, validated on days

@@ -13,8 +13,13 @@ scores it adds as features, one calibrated :class:`NodeFailureClassifier` per ho
 Horizon strategies (``strategy``): ``per_horizon`` fits one classifier per horizon on
 that horizon's labels; ``stacked`` stacks the rows once per horizon with a
 ``horizon_h`` feature constrained to be monotone increasing, so p(6 h) <= p(24 h) <=
-p(72 h) holds by construction. ``predops eval failure --compare-strategies`` measures
-both; see the README for the figures and the default.
+p(72 h) holds by construction (the policy engine prices these against each other).
+Measured by ``predops eval failure --source synthetic --compare-strategies`` (2,000
+nodes x 60 days, trained on days 0-35, tested on days 38-57): PR-AUC 6 h / 24 h / 72 h was
+0.140 / 0.167 / 0.169 stacked vs 0.139 / 0.165 / 0.156 per horizon, and per-horizon
+probabilities were out of order on 0.4 % of rows. Production trains ``stacked``
+(``pipelines.failure_jobs.STRATEGY``); the monotonicity alone decided it, the figures
+(on the evaluation's own test period) only agree.
 """
 
 from __future__ import annotations
