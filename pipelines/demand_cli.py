@@ -60,7 +60,7 @@ def _summary(report: dict[str, Any]) -> str:
 @click.option("--config", "config_name", type=click.Choice(("hourly", "weekly")), default="hourly")
 @click.option("--horizon", type=click.IntRange(1), default=None, help="Max horizon, in steps.")
 @click.option("--cutoffs", type=click.IntRange(1), default=5, show_default=True)
-@click.option("--every", default=None, help="Gap between cutoffs (default: the max horizon).")
+@click.option("--every", default=None, help="Gap between cutoffs (default: 1 day / 4 weeks).")
 @click.option("--holdout", default=None, help="Fit once before the last DURATION, e.g. 14d.")
 @click.option("--models", default=None, help="Comma-separated subset of models.")
 @click.option("--seed", type=int, default=0, show_default=True)

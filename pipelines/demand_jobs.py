@@ -243,10 +243,11 @@ def evaluate(
 ) -> dict[str, Any]:
     """Backtest report (see :func:`rolling_origin`).
 
-    Rolling mode: ``cutoffs`` origins ``every`` apart (default one max horizon), each
-    refitting every model. Holdout mode (``holdout`` given): every model is fit once on
-    the data before the last ``holdout`` of the series and then forecasts from origins
-    ``every`` apart (default one step) across it, never refit.
+    Rolling mode: ``cutoffs`` origins ``every`` apart (default the config's
+    ``backtest_every``: a day hourly, four weeks weekly), each refitting every model.
+    Holdout mode (``holdout`` given): every model is fit once on the data before the
+    last ``holdout`` of the series and then forecasts from origins ``every`` apart
+    (default one step) across it, never refit.
     """
     demand = data.demand
     factories = model_factories(config, models, seed=seed)

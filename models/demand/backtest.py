@@ -56,15 +56,16 @@ def cutoffs_before_end(
     every: timedelta | None = None,
     horizon: int | None = None,
 ) -> tuple[datetime, ...]:
-    """``n`` grid-aligned cutoffs, ``every`` apart (default: one max horizon), the last
-    leaving a full ``horizon`` (default: the config's max) of actuals after it."""
+    """``n`` grid-aligned cutoffs, ``every`` apart (default: the config's
+    ``backtest_every`` steps), the last leaving a full ``horizon`` (default: the config's
+    max) of actuals after it."""
     if n < 1:
         raise ValueError("need at least one cutoff")
     grid = resample_grid(demand, config)
     end_us = int(grid.ts_us.max())
     h = horizon or config.max_horizon
     step = config.freq
-    gap = every or h * step
+    gap = every or config.backtest_every * step
     last = _from_us(end_us) - h * step
     return tuple(last - gap * (n - 1 - i) for i in range(n))
 

@@ -247,6 +247,8 @@ class SeasonalNaiveForecaster(_GridForecaster):
         return self
 
     def _forecast_one(self, series_id: str, y: np.ndarray, h: np.ndarray) -> Quantiles:
+        if self.season_ == 1:
+            return naive(y, h)
         if observed(y).size >= self.season_ + 1:
             return seasonal_naive(y, h, self.season_)
         return short_series(y, h, self.config_.seasons)

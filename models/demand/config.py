@@ -37,6 +37,8 @@ class ForecastConfig:
       series fall back to a simple method that still answers).
     - ``calibration_steps``: the last origins held out inside ``fit`` for conformal
       intervals.
+    - ``backtest_every``: default gap between backtest cutoffs, in steps (how often
+      production would retrain and re-plan: daily for pools, monthly for purchases).
     """
 
     name: str
@@ -51,6 +53,7 @@ class ForecastConfig:
     trend_damping: float = 1.0
     min_history: int = 48
     calibration_steps: int = 168
+    backtest_every: int = 24
 
     def __post_init__(self) -> None:
         if not self.horizons or min(self.horizons) < 1:
@@ -64,6 +67,8 @@ class ForecastConfig:
             )
         if self.anchor not in ("last", "level"):
             raise ValueError(f"anchor must be 'last' or 'level', got {self.anchor!r}")
+        if self.backtest_every < 1:
+            raise ValueError("backtest_every must be >= 1 step")
         if self.trend_window == 1 or self.trend_window < 0:
             raise ValueError("trend_window must be 0 (none) or >= 2")
         if not 0 < self.trend_damping <= 1:
@@ -134,6 +139,7 @@ WEEKLY_CONFIG = ForecastConfig(
     trend_damping=0.98,
     min_history=16,
     calibration_steps=26,
+    backtest_every=4,
 )
 """Procurement: 4-26 weeks ahead on weekly peaks. Trees cannot extrapolate a growing
 fleet, so the target is the deviation from level + damped local linear trend."""
