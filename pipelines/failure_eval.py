@@ -46,7 +46,7 @@ from models.failure.evaluation import (
     evaluate_split,
     time_split,
 )
-from pipelines.failure_jobs import MODEL_PARAMS, node_model_defs
+from pipelines.failure_jobs import DRIVE_PARAMS, MODEL_PARAMS, node_model_defs
 from pipelines.lake import Lake
 
 log = logging.getLogger(__name__)
@@ -392,7 +392,7 @@ def evaluate_drives(
             feature_set_hash=f"drive-v1-{len(defs)}",
             rule_columns=out["rule"]["columns"],
             failures=fails,
-            model_params={**MODEL_PARAMS, **(params or {})},
+            model_params={**DRIVE_PARAMS, **(params or {})},
             anomaly=False,
             budgets=budgets,
         )

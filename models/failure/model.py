@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-from core.contracts import FailureRisk, Provenance
+from core.contracts import FailureRisk, Provenance, Reason
 from features.definitions import FeatureDef
 from features.labels import label_name
 from models.anomaly.node import MAX_COLUMN, NodeAnomalyScorer, score_name
@@ -162,38 +162,32 @@ class FailureModel:
         names = list(X.columns)
         defs = {d.name: d for d in self.all_defs}
         used_defs = [defs[n] for n in names]
-        values = X.to_numpy(dtype=object)
         out: list[FailureRisk] = []
-        pairs = self._per_horizon(X)
-        for h, (clf, Xh) in zip(self.horizons, pairs, strict=True):
+        for h, (clf, Xh) in zip(self.horizons, self._per_horizon(X), strict=True):
             if h not in wanted:
                 continue
-            p = clf.predict_proba(Xh)[:, 1]
+            p = np.clip(clf.predict_proba(Xh)[:, 1], 0.0, 1.0)
             rows = np.arange(frame.height)
             if reasons_for is not None:
                 rows = np.argsort(-p, kind="stable")[:reasons_for]
-            contrib = np.zeros((frame.height, len(names)))
+            reasons: dict[int, tuple[Reason, ...]] = {}
             if rows.size:
-                c = clf.contributions(Xh.iloc[rows])
-                contrib[rows] = c[:, : len(names)]  # drop horizon_h and the bias
-            explain = np.zeros(frame.height, dtype=bool)
-            explain[rows] = True
-            for i in range(frame.height):
-                reasons = (
-                    top_reasons(contrib[i], list(values[i]), used_defs, top=top)
-                    if explain[i]
-                    else ()
+                # TreeSHAP and the row values only for the rows that get reasons.
+                contrib = clf.contributions(Xh.iloc[rows])[:, : len(names)]  # no horizon/bias
+                values = X.iloc[rows].to_numpy(dtype=object)
+                for k, i in enumerate(rows):
+                    reasons[int(i)] = top_reasons(contrib[k], list(values[k]), used_defs, top=top)
+            out.extend(
+                FailureRisk(
+                    node_id=str(ids[i]),
+                    as_of=stamps[i],
+                    horizon=h,
+                    p_fail=float(p[i]),
+                    reasons=reasons.get(i, ()),
+                    provenance=provenance,
                 )
-                out.append(
-                    FailureRisk(
-                        node_id=str(ids[i]),
-                        as_of=stamps[i],
-                        horizon=h,
-                        p_fail=float(np.clip(p[i], 0.0, 1.0)),
-                        reasons=reasons,
-                        provenance=provenance,
-                    )
-                )
+                for i in range(frame.height)
+            )
         return out
 
     def params(self) -> dict[str, Any]:
