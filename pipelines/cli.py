@@ -17,13 +17,13 @@ from typing import Any
 import click
 import polars as pl
 
+import pipelines.demand_cli
+import pipelines.failure_cli  # noqa: F401
 from pipelines.allocator_cli import allocator_group
 from pipelines.cli_support import emit, json_option, parse_duration, parse_time, reports
 from pipelines.clock import SystemClock
-from pipelines.demand_cli import demand_verbs
-from pipelines.failure_cli import score_group
 from pipelines.lake import Lake, LakeError
-from pipelines.models_cli import models_group
+from pipelines.models_cli import MODEL_VERBS, models_group
 from pipelines.plan_cli import PLAN_COMMANDS
 from pipelines.schedule_cli import schedule_group
 from pipelines.settings import Settings, load_settings
@@ -311,8 +311,9 @@ def _human_demo(o: dict[str, Any], settings: Settings) -> str:
 main.add_command(allocator_group)
 main.add_command(models_group)
 main.add_command(schedule_group)
-main.add_command(score_group)  # importing failure_cli also attaches eval/train failure
-for verb in demand_verbs:  # eval / train / forecast, shared with other models
+# eval / train / forecast / score are shared by every model (the imports of demand_cli
+# and failure_cli above attach ``eval demand``, ``score failure``, ...).
+for verb in MODEL_VERBS:
     main.add_command(verb)
 for command in PLAN_COMMANDS:  # plan, apply
     main.add_command(command)

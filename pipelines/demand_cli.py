@@ -22,7 +22,6 @@ import click
 from pipelines.cli_support import emit, json_option, parse_duration, reports
 from pipelines.clock import SystemClock
 from pipelines.models_cli import (
-    MODEL_VERBS,
     current_settings,
     eval_group,
     forecast_group,
@@ -30,8 +29,6 @@ from pipelines.models_cli import (
 )
 
 SOURCE_CHOICES = ("synthetic", "helios", "philly", "datacenter", "azure-vm", "openb")
-demand_verbs = MODEL_VERBS
-"""The groups ``pipelines.cli`` registers; importing this module attaches ``demand``."""
 
 
 def _lightgbm_env() -> None:
@@ -150,6 +147,3 @@ def forecast_demand(alias: str, lake_source: str | None, as_json: bool) -> None:
         return head
 
     emit(out, as_json, human)
-
-
-__all__ = ["demand_verbs"]

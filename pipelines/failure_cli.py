@@ -9,7 +9,7 @@
   online store.
 
 Importing this module attaches the ``failure`` subcommands to the shared verb groups;
-``pipelines.cli`` registers :data:`score_group` (``eval`` / ``train`` already are).
+``pipelines.cli`` registers the shared verb groups of :mod:`pipelines.models_cli`.
 """
 
 from __future__ import annotations
@@ -21,12 +21,9 @@ from typing import Any
 
 import click
 
-from pipelines.cli_groups import score_group
 from pipelines.cli_support import emit, json_option, parse_duration, parse_time, reports
 from pipelines.clock import SystemClock
-from pipelines.models_cli import current_settings, eval_group, train_group
-
-__all__ = ["score_group"]
+from pipelines.models_cli import current_settings, eval_group, score_group, train_group
 
 
 def _lightgbm_env() -> None:

@@ -57,7 +57,12 @@ def forecast_group() -> None:
     """Issue predictions from a registered model's champion."""
 
 
-MODEL_VERBS = (eval_group, train_group, forecast_group)
+@click.group("score")
+def score_group() -> None:
+    """Score entities with a registered model's champion (e.g. ``score failure``)."""
+
+
+MODEL_VERBS = (eval_group, train_group, forecast_group, score_group)
 
 
 @models_group.command("list")
