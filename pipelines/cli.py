@@ -27,6 +27,7 @@ from pipelines.models_cli import MODEL_VERBS, models_group
 from pipelines.plan_cli import PLAN_COMMANDS
 from pipelines.schedule_cli import schedule_group
 from pipelines.settings import Settings, load_settings
+from serving.cli import serve_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -311,6 +312,7 @@ def _human_demo(o: dict[str, Any], settings: Settings) -> str:
 main.add_command(allocator_group)
 main.add_command(models_group)
 main.add_command(schedule_group)
+main.add_command(serve_command)
 # eval / train / forecast / score are shared by every model (the imports of demand_cli
 # and failure_cli above attach ``eval demand``, ``score failure``, ...).
 for verb in MODEL_VERBS:

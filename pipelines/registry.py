@@ -264,6 +264,19 @@ def load(
     return model, str(version), prov
 
 
+def alias_version(name: str, alias: str = CHAMPION, *, uri: str | None = None) -> str:
+    """The version number behind ``alias`` — a cheap look-up (no model is loaded) that a
+    server polls to notice that the alias moved. Raises :class:`RegistryError` when the
+    model or alias does not exist."""
+    full = registered_name(name)
+    with _mlflow(uri) as client:
+        _require_model(client, full)
+        version = _alias_version(client, full, alias)
+    if version is None:
+        raise RegistryError(f"{full} has no version with alias {alias!r}")
+    return version
+
+
 def load_uri(model_uri: str, *, uri: str | None = None) -> Any:
     """The pyfunc model at ``model_uri`` (``models:/...``) from the store at ``uri``
     (backtests get URIs from :func:`promote` and load them through this)."""

@@ -1,0 +1,57 @@
+"""``create_app(settings, config)``: the FastAPI application (REST API + dashboards)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from core.clock import Clock
+from pipelines.settings import Settings
+from serving.config import ServeConfig
+from serving.context import ServeContext
+from serving.models import demand_slot, failure_slot
+from serving.routes import health
+
+API_VERSION = "1"
+
+
+def create_app(
+    settings: Settings,
+    config: ServeConfig | None = None,
+    *,
+    clock: Clock | None = None,
+    reload_in_background: bool = True,
+) -> FastAPI:
+    """The application for one workspace. Models load at start-up (a missing model is a
+    /readyz problem, not a crash); with ``reload_in_background`` a thread polls the
+    registry for moved aliases."""
+    if clock is None:
+        from pipelines.clock import SystemClock
+
+        clock = SystemClock()
+    cfg = config or ServeConfig()
+    ctx = ServeContext(
+        settings, cfg, clock, failure_slot(settings, clock), demand_slot(settings, clock)
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        ctx.refresh_models()
+        if reload_in_background:
+            ctx.start_reloader()
+        try:
+            yield
+        finally:
+            ctx.stop_reloader()
+
+    app = FastAPI(
+        title="predops",
+        version=API_VERSION,
+        description="Node failure risk, demand forecasts and action plans for a compute fleet.",
+        lifespan=lifespan,
+    )
+    app.state.ctx = ctx
+    app.include_router(health.router)
+    return app

@@ -1,0 +1,119 @@
+"""Champion models held by the server: loaded once, reloaded when the alias moves.
+
+A :class:`ModelSlot` holds one registered model. Requests read ``slot.current`` once and use
+that object to the end, so a reload (which builds the new model completely before swapping
+one reference) never drops or mixes a request. When the registry is unreachable or the new
+version fails to load, the slot keeps serving the last good model and records the error,
+which ``/readyz`` reports.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from core.clock import Clock
+from core.contracts import Provenance
+from pipelines.registry import CHAMPION
+from pipelines.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """One loaded model version and what it is."""
+
+    name: str
+    version: str
+    model: Any
+    provenance: Provenance
+    loaded_at: datetime
+
+
+VersionOf = Callable[[], str]
+"""Returns the version number behind the alias (raises when the registry cannot say)."""
+LoadVersion = Callable[[str], tuple[Any, Provenance]]
+"""Loads one version number: the model object and its provenance."""
+
+
+class ModelSlot:
+    """The served version of one registered model (see the module docstring)."""
+
+    def __init__(self, name: str, version_of: VersionOf, load: LoadVersion, clock: Clock) -> None:
+        self.name = name
+        self._version_of = version_of
+        self._load = load
+        self._clock = clock
+        self._current: Loaded | None = None
+        self._lock = threading.Lock()  # one reload at a time; readers never take it
+        self.last_check: datetime | None = None
+        self.last_error: str | None = None
+        self.reloads = 0
+
+    @property
+    def current(self) -> Loaded | None:
+        return self._current
+
+    def refresh(self) -> bool:
+        """Check the alias; load and swap in a new version if it moved. True when the
+        served version changed. Errors are recorded, never raised: the last good model
+        stays in place."""
+        with self._lock:
+            self.last_check = self._clock.now()
+            try:
+                version = self._version_of()
+                if self._current is not None and self._current.version == version:
+                    self.last_error = None
+                    return False
+                model, prov = self._load(version)
+            except Exception as exc:  # the registry may fail in any way; keep serving
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                return False
+            self._current = Loaded(self.name, version, model, prov, self._clock.now())
+            self.last_error = None
+            self.reloads += 1
+            return True
+
+    def status(self) -> dict[str, Any]:
+        cur = self._current
+        return {
+            "model": self.name,
+            "loaded": cur is not None,
+            "version": cur.version if cur else None,
+            "loaded_at": cur.loaded_at.isoformat() if cur else None,
+            "provenance": cur.provenance.to_dict() if cur else None,
+            "last_check": self.last_check.isoformat() if self.last_check else None,
+            "last_error": self.last_error,
+            "reloads": self.reloads,
+        }
+
+
+def failure_slot(settings: Settings, clock: Clock) -> ModelSlot:
+    """``predops.node_failure@champion``: the model is a ``FailureModel``."""
+    from pipelines import failure_jobs, registry
+
+    return ModelSlot(
+        failure_jobs.MODEL_NAME,
+        lambda: registry.alias_version(failure_jobs.MODEL_NAME, CHAMPION, uri=settings.mlflow_uri),
+        lambda version: failure_jobs.load_model(settings, version),
+        clock,
+    )
+
+
+def demand_slot(settings: Settings, clock: Clock) -> ModelSlot:
+    """``predops.demand@champion``: the model is the pyfunc model (its ``predict`` takes
+    ``{"demand": frame, "calendar": frame | None}``)."""
+    from pipelines import demand_jobs, registry
+
+    def load(version: str) -> tuple[Any, Provenance]:
+        model, _, prov = registry.load(demand_jobs.MODEL_NAME, version, uri=settings.mlflow_uri)
+        return model, prov
+
+    return ModelSlot(
+        demand_jobs.MODEL_NAME,
+        lambda: registry.alias_version(demand_jobs.MODEL_NAME, CHAMPION, uri=settings.mlflow_uri),
+        load,
+        clock,
+    )

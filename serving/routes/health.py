@@ -1,0 +1,29 @@
+"""``/healthz`` (the process answers) and ``/readyz`` (models loaded, data fresh)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from serving.context import Ctx
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    """Liveness: the process answers."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", response_model=None)
+def readyz(ctx: Ctx) -> JSONResponse:
+    """Readiness: 200 when both champions are loaded, else 503 with the reasons. A
+    registry error while a model is loaded keeps the server ready (it serves the last
+    good model) and is reported under ``models.*.last_error``."""
+    models: dict[str, Any] = {s.name: s.status() for s in (ctx.failure, ctx.demand)}
+    problems = [f"{name}: no model loaded" for name, st in models.items() if not st["loaded"]]
+    body = {"ready": not problems, "problems": problems, "models": models}
+    return JSONResponse(body, status_code=200 if not problems else 503)
