@@ -1,0 +1,34 @@
+"""/healthz and /readyz on an empty workspace and on a served one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from serving.app import create_app
+from tests.serving.conftest import settings_for
+
+
+def test_empty_workspace_is_alive_but_not_ready(tmp_path: Path, shared_data: Path) -> None:
+    app = create_app(settings_for(tmp_path / "ws", shared_data), reload_in_background=False)
+    with TestClient(app) as client:
+        assert client.get("/healthz").json() == {"status": "ok"}
+        r = client.get("/readyz")
+        assert r.status_code == 503
+        body = r.json()
+        assert body["ready"] is False
+        assert "node_failure: no model loaded" in body["problems"]
+        assert "no registered model" in body["models"]["node_failure"]["last_error"]
+
+
+def test_served_workspace_is_ready_with_both_champions(
+    served_workspace: Path, shared_data: Path
+) -> None:
+    app = create_app(settings_for(served_workspace, shared_data), reload_in_background=False)
+    with TestClient(app) as client:
+        r = client.get("/readyz")
+        assert r.status_code == 200, r.json()
+        models = r.json()["models"]
+        assert models["node_failure"]["version"] == "1"
+        assert models["demand"]["provenance"]["model_name"] == "predops.demand"
