@@ -12,6 +12,8 @@
 - :func:`score`: the champion's :class:`FailureRisk` for every node in the online
   store as of a time; stale rows are listed, never scored as if fresh; a model whose
   feature-set hash differs from the store's is refused.
+- :func:`current_risk`: the same scoring pass, one horizon, reasons for every node:
+  what ``predops plan`` and the scheduler's score step hand the policy engine.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -26,6 +30,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from core.contracts import FailureRisk, Provenance
 from features.definitions import FeatureDef, node_feature_set
 from features.frames import DEFAULT_HORIZONS
 from features.labels import label_name
@@ -250,7 +255,10 @@ def unwrap(pyfunc_model: Any) -> FailureModel:
     return obj
 
 
-def load_model(settings: Settings, alias_or_version: str = "champion") -> tuple[FailureModel, Any]:
+def load_model(
+    settings: Settings, alias_or_version: str = "champion"
+) -> tuple[FailureModel, Provenance]:
+    """The registered :class:`FailureModel` behind an alias or version, with provenance."""
     from pipelines import registry
 
     pyfunc_model, _version, prov = registry.load(
@@ -291,38 +299,136 @@ def backtest_for_registry(settings: Settings) -> Backtest:
 
 
 # ---------------------------------------------------------------- score
-def score(
+SCORE_MAX_AGE = timedelta(minutes=30)
+"""Online features whose last sample is older than this at scoring time are stale."""
+LAST_SAMPLE = "last_sample_ts"
+
+
+class NoOnlineFeatures(FeatureStoreError, ValueError):
+    """The online store cannot feed the champion: no node frame, or one built with a
+    different feature set. A :class:`FeatureStoreError` (callers that plan without
+    risk catch the store's error type) and a ValueError (one clear CLI message)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OnlineScores:
+    """One scoring pass over the online store (see :func:`score_online`)."""
+
+    risks: list[FailureRisk]
+    model_provenance: Provenance
+    online_as_of: datetime
+    nodes: int
+    scored: int
+    stale: list[str]
+    after_as_of: list[str]
+    """Nodes whose latest online row is newer than the scoring time: scoring them would
+    read the future, so they are listed, never scored."""
+    horizons: tuple[timedelta, ...]
+    seconds: dict[str, float]
+
+
+def score_online(
     settings: Settings,
     *,
     as_of: datetime,
-    max_age: timedelta = timedelta(minutes=30),
+    max_age: timedelta = SCORE_MAX_AGE,
     reasons_for: int | None = None,
-    model: tuple[FailureModel, Any] | None = None,
-) -> dict[str, Any]:
-    """Risk of every node in the online store at ``as_of`` from the champion."""
+    horizons: Sequence[timedelta] | None = None,
+    model: tuple[FailureModel, Provenance] | None = None,
+) -> OnlineScores:
+    """Score the online store's fresh nodes at ``as_of`` with the champion (or ``model``).
+
+    Fresh means last sample within ``max_age`` before ``as_of`` and not after it. Every
+    risk is stamped ``as_of`` and carries the model's name, version and feature-set hash
+    with ``data_cutoff`` = the oldest last sample among the scored nodes: the data the
+    risk relies on, which is what the policy's stale-data guard judges (the model's own
+    training cutoff stays on its registry version). ``reasons_for``: reasons for that
+    many riskiest nodes per horizon (None: every node)."""
     t0 = time.perf_counter()
     fm, prov = model or load_model(settings)
     t_load = time.perf_counter() - t0
-    online = FeatureStore(settings.features_dir).read_online("node", now=as_of, max_age=max_age)
+    try:
+        online = FeatureStore(settings.features_dir).read_online(
+            "node", now=as_of, max_age=max_age, ts_col=LAST_SAMPLE
+        )
+    except FeatureStoreError as exc:
+        raise NoOnlineFeatures(str(exc)) from None
     if online.feature_set_hash != prov.feature_set_hash:
-        raise ValueError(
+        raise NoOnlineFeatures(
             f"online features have hash {online.feature_set_hash}, the champion was "
             f"trained on {prov.feature_set_hash}: rebuild features or retrain"
         )
     frame = online.frame
+    after = pl.col(LAST_SAMPLE) > pl.lit(as_of, dtype=frame.schema[LAST_SAMPLE])
     stale = frame.filter(pl.col(STALE))
-    fresh = frame.filter(~pl.col(STALE))
+    future = frame.filter(~pl.col(STALE) & after)
+    fresh = frame.filter(~pl.col(STALE) & ~after)
     t1 = time.perf_counter()
-    risks = fm.predict_risk(fresh, as_of=as_of, provenance=prov, reasons_for=reasons_for)
-    t_score = time.perf_counter() - t1
+    risks: list[FailureRisk] = []
+    if fresh.height:
+        oldest = fresh[LAST_SAMPLE].min()
+        assert isinstance(oldest, datetime)
+        used = replace(prov, data_cutoff=oldest)
+        risks = fm.predict_risk(
+            fresh, as_of=as_of, horizons=horizons, provenance=used, reasons_for=reasons_for
+        )
+    return OnlineScores(
+        risks=risks,
+        model_provenance=prov,
+        online_as_of=online.as_of,
+        nodes=frame.height,
+        scored=fresh.height,
+        stale=sorted(stale["node_id"].to_list()),
+        after_as_of=sorted(future["node_id"].to_list()),
+        horizons=tuple(horizons or fm.horizons),
+        seconds={"load": round(t_load, 3), "score": round(time.perf_counter() - t1, 3)},
+    )
+
+
+def score(
+    settings: Settings,
+    *,
+    as_of: datetime,
+    max_age: timedelta = SCORE_MAX_AGE,
+    reasons_for: int | None = None,
+    model: tuple[FailureModel, Provenance] | None = None,
+) -> dict[str, Any]:
+    """Risk of every fresh node in the online store at ``as_of`` from the champion, every
+    horizon, as the JSON report of ``predops score failure``."""
+    s = score_online(settings, as_of=as_of, max_age=max_age, reasons_for=reasons_for, model=model)
     return {
         "as_of": as_of.isoformat(),
-        "model": prov.to_dict(),
-        "online_as_of": online.as_of.isoformat(),
-        "nodes": frame.height,
-        "scored": fresh.height,
-        "stale": sorted(stale["node_id"].to_list()),
-        "horizons_h": [h.total_seconds() / 3600 for h in fm.horizons],
-        "risks": [r.to_dict() for r in risks],
-        "seconds": {"load": round(t_load, 3), "score": round(t_score, 3)},
+        "model": s.model_provenance.to_dict(),
+        "online_as_of": s.online_as_of.isoformat(),
+        "nodes": s.nodes,
+        "scored": s.scored,
+        "stale": s.stale,
+        "after_as_of": s.after_as_of,
+        "horizons_h": [h.total_seconds() / 3600 for h in s.horizons],
+        "risks": [r.to_dict() for r in s.risks],
+        "seconds": s.seconds,
     }
+
+
+def current_risk(
+    settings: Settings,
+    *,
+    now: datetime,
+    horizon: timedelta = PRIMARY_HORIZON,
+    max_age: timedelta = SCORE_MAX_AGE,
+) -> list[FailureRisk]:
+    """What ``predops plan`` and the scheduler's score step act on: one
+    :class:`FailureRisk` per fresh node at ``now`` from the champion, with reasons for
+    every node.
+
+    One horizon, because the policy keeps one risk per node (the latest, and the highest
+    p_fail among equal times): handed every horizon it would always price the longest
+    one. The 24 h horizon is the one the champion is backtested and promoted on. Every
+    node gets reasons because the policy may act on any of them (a drain, or an uncordon
+    of a cordoned node that now looks healthy) and puts them in the action's evidence.
+    Stale nodes and nodes with rows after ``now`` get no risk, which the policy reports
+    as a ``stale_data`` skip. Raises :class:`pipelines.registry.RegistryError` without a
+    champion and :class:`NoOnlineFeatures` when the online store cannot feed it."""
+    return score_online(
+        settings, as_of=now, max_age=max_age, reasons_for=None, horizons=[horizon]
+    ).risks

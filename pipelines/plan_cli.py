@@ -55,7 +55,8 @@ FAILURE_JOBS = "pipelines.failure_jobs"
 FAILURE_ENTRY = "current_risk"
 """Contract with the failure model's job module: ``current_risk(settings, *, now) ->
 Sequence[FailureRisk]`` scores the online features with the champion and raises
-``registry.RegistryError`` when there is no champion."""
+``registry.RegistryError`` when there is no champion, ``FeatureStoreError`` when the
+online store cannot feed it (no frame, another feature set)."""
 
 
 def _settings() -> Settings:
@@ -100,12 +101,15 @@ def failure_risk(settings: Settings, now: datetime) -> tuple[list[FailureRisk], 
             "status": "missing",
             "note": f"{FAILURE_JOBS} has no {FAILURE_ENTRY}(settings, *, now)",
         }
+    from pipelines.feature_store import FeatureStoreError
     from pipelines.registry import RegistryError
 
     try:
         risks = list(entry(settings, now=now))
     except RegistryError as exc:
         return [], {"status": "missing", "note": f"no champion failure model: {exc}"}
+    except FeatureStoreError as exc:
+        return [], {"status": "missing", "note": f"no current node features: {exc}"}
     return risks, {"status": "ok", "nodes_scored": len({r.node_id for r in risks})}
 
 

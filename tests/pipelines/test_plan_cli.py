@@ -95,8 +95,9 @@ def test_plan_json_shows_actions_skips_and_missing_models(workspace: Path) -> No
 def test_plan_with_a_failure_model_proposes_drains_with_evidence(
     workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """A stand-in for the failure engineer's job module (it does not exist yet), held to
-    the contract ``current_risk(settings, *, now)``."""
+    """A stand-in for ``pipelines.failure_jobs`` held to the contract
+    ``current_risk(settings, *, now)``, so the risks are exact (the real module is
+    exercised end to end in ``test_failure_jobs``)."""
     prov = Provenance("predops.node_failure", "4", "fs-test", AT - timedelta(hours=1))
 
     def current_risk(settings: Any, *, now: datetime) -> list[FailureRisk]:
