@@ -285,27 +285,48 @@ def _human_features(r: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- demo
 @main.command()
 @click.option("--nodes", type=click.IntRange(1), default=200, show_default=True)
-@click.option("--days", type=float, default=14, show_default=True)
+@click.option("--days", type=click.FloatRange(min=12), default=14, show_default=True)
 @click.option("--seed", type=int, default=7, show_default=True)
+@click.option(
+    "--serve/--no-serve",
+    default=True,
+    show_default=True,
+    help="Then serve the API and dashboards until Ctrl-C.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
 @json_option
 @reports
-def demo(nodes: int, days: float, seed: int, as_json: bool) -> None:
-    """The main job on the embedded default: simulate a fleet into the lake, build its
-    features, show what is there."""
-    from pipelines.demo import run_demo
+def demo(
+    nodes: int, days: float, seed: int, serve: bool, host: str, port: int, as_json: bool
+) -> None:
+    """The main job on the embedded default: simulate a fleet into the lake, train and
+    register both models, score, forecast and plan (the scheduled jobs, run once), then
+    serve the dashboards."""
+    from pipelines.demo import DemoFailed, run_demo
 
     settings = _settings()
     if not as_json:
         click.echo(f"workspace: {settings.workspace}", err=True)
-    out = run_demo(settings, nodes=nodes, days=days, seed=seed, progress=not as_json)
-    emit(out, as_json, lambda o: _human_demo(o, settings))
+    try:
+        out = run_demo(settings, nodes=nodes, days=days, seed=seed, progress=not as_json)
+    except DemoFailed as exc:
+        raise click.ClickException(str(exc)) from None
+    emit(out, as_json, _human_demo)
+    if serve:
+        from serving.cli import run_server
+
+        run_server(settings, host=host, port=port)
 
 
-def _human_demo(o: dict[str, Any], settings: Settings) -> str:
-    lines = [_human_stats({"lake": str(settings.lake_dir), "tables": o["lake"]})]
-    if "features" in o:
-        lines.append(_human_features(o["features"]))
-    lines.append("steps: " + ", ".join(f"{k} {v} s" for k, v in o["steps"].items()))
+def _human_demo(o: dict[str, Any]) -> str:
+    lines = [f"data cutoff {o['cutoff']}"]
+    for job, summary in o["jobs"].items():
+        steps = ", ".join(f"{k} {v['status']}" for k, v in summary["steps"].items())
+        lines.append(f"{job}: {summary['status']} ({steps})")
+        if "plan" in summary:
+            lines.append(f"  plan {summary['plan']['plan_id']}: {summary['plan']['summary']}")
+    lines.append("seconds: " + ", ".join(f"{k} {v}" for k, v in o["steps"].items()))
     return "\n".join(lines)
 
 
