@@ -24,7 +24,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import mlflow.pyfunc
 import polars as pl
 from sklearn.base import clone
 
@@ -355,28 +354,24 @@ def lake_demand(settings: Settings, *, source: str | None = None) -> SourceData:
     return SourceData(demand, calendar if calendar.height else None)
 
 
-class DemandPyfunc(mlflow.pyfunc.PythonModel):  # type: ignore[misc,name-defined]
-    """The MLflow face of a fitted :class:`DemandForecaster`.
+def predict_forecasts(forecaster: DemandForecaster, model_input: Any) -> Any:
+    """The registered demand model's prediction (its pyfunc face, see
+    :func:`pipelines.registry.log_and_register`).
 
     Input: a DataFrame of ``demand`` rows (series_id, ts, value, ...), or a dict
     ``{"demand": DataFrame, "calendar": DataFrame}``; only the last
-    ``forecaster.lookback`` buckets of each series matter. Output: one row per series
-    and horizon with issued_at, valid_at, horizon, p10, p50, p90 and the method.
+    ``forecaster.lookback`` buckets of each series matter. Output: a pandas frame, one
+    row per series and horizon with issued_at, valid_at, horizon, p10, p50, p90 and the
+    method.
     """
-
-    def __init__(self, forecaster: DemandForecaster) -> None:
-        self.forecaster = forecaster
-
-    # No type hints on purpose: MLflow reads them as an input schema and warns.
-    def predict(self, context, model_input, params=None):  # type: ignore[no-untyped-def]
-        calendar = None
-        if isinstance(model_input, dict):
-            demand = _polars(model_input["demand"])
-            if model_input.get("calendar") is not None:
-                calendar = _polars(model_input["calendar"])
-        else:
-            demand = _polars(model_input)
-        return self.forecaster.predict(demand, calendar=calendar).to_pandas()
+    calendar = None
+    if isinstance(model_input, dict):
+        demand = _polars(model_input["demand"])
+        if model_input.get("calendar") is not None:
+            calendar = _polars(model_input["calendar"])
+    else:
+        demand = _polars(model_input)
+    return forecaster.predict(demand, calendar=calendar).to_pandas()
 
 
 def _polars(frame: Any) -> pl.DataFrame:
@@ -423,7 +418,8 @@ def train(
     params["horizons"] = f"{min(config.horizons)}-{max(config.horizons)}"
     version = registry.log_and_register(
         MODEL_NAME,
-        DemandPyfunc(est),
+        est,
+        predict=predict_forecasts,
         params=params,
         metrics=metrics,
         feature_set_hash=config.hash,
@@ -450,13 +446,19 @@ def train(
 
 
 def forecast(
-    settings: Settings, *, alias: str = "champion", source: str | None = None
+    settings: Settings,
+    *,
+    alias: str = "champion",
+    source: str | None = None,
+    loaded: tuple[Any, str, Provenance] | None = None,
 ) -> dict[str, Any]:
-    """Forecasts of every lake series from the ``alias`` version, with its provenance."""
+    """Forecasts of every lake series from the ``alias`` version, with its provenance.
+    ``loaded``: an already loaded ``(pyfunc model, version, provenance)`` to use instead
+    (the server's champion)."""
     from pipelines import registry
 
-    model, version, prov = registry.load(MODEL_NAME, alias, uri=settings.mlflow_uri)
-    forecaster: DemandForecaster = model.unwrap_python_model().forecaster
+    model, version, prov = loaded or registry.load(MODEL_NAME, alias, uri=settings.mlflow_uri)
+    forecaster: DemandForecaster = registry.python_object(model)
     data = lake_demand(settings, source=source)
     end = data.demand["ts"].max()
     assert isinstance(end, datetime)
@@ -505,13 +507,13 @@ def backtest_for_registry(settings: Settings) -> Backtest:
     demand (as production would), and scored by the weighted quantile loss over every
     horizon (lower is better). Refitting — rather than scoring the stored fits — keeps a
     newer training cutoff from being judged on data it was trained on."""
-    from pipelines.registry import Backtest, load_uri
+    from pipelines.registry import Backtest, load_uri, python_object
 
     data = lake_demand(settings)
 
     def score_uri(model_uri: str) -> float:
         model = load_uri(model_uri, uri=settings.mlflow_uri)
-        fitted: DemandForecaster = model.unwrap_python_model().forecaster
+        fitted: DemandForecaster = python_object(model)
         metrics = _backtest_metrics(
             data, lambda: clone(fitted), fitted.config_, REGISTRY_BACKTEST_CUTOFFS
         )
@@ -522,7 +524,6 @@ def backtest_for_registry(settings: Settings) -> Backtest:
 
 __all__ = [
     "SOURCES",
-    "DemandPyfunc",
     "SourceData",
     "backtest_for_registry",
     "evaluate",

@@ -214,6 +214,7 @@ def train(
         version = registry.log_and_register(
             MODEL_NAME,
             model,
+            predict=FailureModel.__call__,
             params=model.params(),
             metrics=metrics,
             feature_set_hash=feature_hash,
@@ -245,26 +246,21 @@ def _parse_uri(model_uri: str) -> tuple[str, str]:
     return name, version
 
 
-def unwrap(pyfunc_model: Any) -> FailureModel:
-    """The :class:`FailureModel` inside a loaded pyfunc model (logged as a callable)."""
-    inner = pyfunc_model.unwrap_python_model()
-    obj = getattr(inner, "func", inner)
-    obj = getattr(obj, "__wrapped__", obj)
-    if not isinstance(obj, FailureModel):
-        raise RegistryError(f"the registered model is a {type(obj).__name__}, not a FailureModel")
-    return obj
-
-
 def load_model(
     settings: Settings, alias_or_version: str = "champion"
 ) -> tuple[FailureModel, Provenance]:
     """The registered :class:`FailureModel` behind an alias or version, with provenance."""
     from pipelines import registry
 
-    pyfunc_model, _version, prov = registry.load(
+    model, _version, prov = registry.load_python_model(
         MODEL_NAME, alias_or_version, uri=settings.mlflow_uri
     )
-    return unwrap(pyfunc_model), prov
+    if not isinstance(model, FailureModel):
+        raise RegistryError(
+            f"predops.{MODEL_NAME} version {prov.model_version} holds a "
+            f"{type(model).__name__}, not a FailureModel"
+        )
+    return model, prov
 
 
 # ---------------------------------------------------------------- backtest

@@ -17,6 +17,13 @@ rollback is also tagged on the version that was rolled back.
 Per-model backtests for the CLI (``predops models promote <name>``) are found by
 :data:`BACKTESTS`: ``"module:function"`` where ``function(settings) -> Backtest | callable``.
 
+Models are plain Python objects: ``log_and_register(name, obj, predict=f, ...)`` wraps
+``obj`` in :class:`PythonObjectModel` (an ``mlflow.pyfunc.PythonModel`` whose
+``predict`` returns ``f(obj, model_input)``), so MLflow serves it through its pyfunc
+interface; :func:`load_python_model` / :func:`python_object` give the object back through
+MLflow's public ``unwrap_python_model()``. No other module imports MLflow
+(``tests/test_architecture.py`` checks).
+
 The tracking URI comes from settings (SQLite in the workspace by default, or
 ``MLFLOW_TRACKING_URI``); any MLflow URI works. For a SQLite store the artifacts go beside
 the database (``<workspace>/mlartifacts``), never into the current directory.
@@ -32,6 +39,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +77,52 @@ class Backtest:
     score: Callable[[str], float]
     metric: str = "score"
     higher_is_better: bool = False
+
+
+Predict = Callable[[Any, Any], Any]
+"""``predict(obj, model_input) -> output``: what the pyfunc model of ``obj`` returns."""
+
+
+@cache
+def _python_object_model() -> type:
+    """:class:`PythonObjectModel`, built on first use: importing ``mlflow.pyfunc`` costs
+    about 2 s of CPU, which commands that never touch a model should not pay."""
+    import mlflow.pyfunc
+
+    class PythonObjectModel(mlflow.pyfunc.PythonModel):  # type: ignore[misc,name-defined]
+        """A Python object and its predict function as an MLflow pyfunc model."""
+
+        def __init__(self, obj: Any, predict: Predict) -> None:
+            self.obj = obj
+            self.predict_fn = predict
+
+        # No type hints on purpose: MLflow reads them as an input schema and warns.
+        def predict(self, context, model_input, params=None):  # type: ignore[no-untyped-def]
+            return self.predict_fn(self.obj, model_input)
+
+    # Pickles name the class ``pipelines.registry.PythonObjectModel``; the module's
+    # __getattr__ resolves that name when a model is loaded in a fresh process.
+    PythonObjectModel.__module__ = __name__
+    PythonObjectModel.__qualname__ = "PythonObjectModel"
+    return PythonObjectModel
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PythonObjectModel":
+        return _python_object_model()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def python_object(pyfunc_model: Any) -> Any:
+    """The Python object inside a loaded pyfunc model that :func:`log_and_register`
+    logged (through MLflow's public ``unwrap_python_model()``)."""
+    inner = pyfunc_model.unwrap_python_model()
+    if not isinstance(inner, _python_object_model()):
+        raise RegistryError(
+            f"the model holds a {type(inner).__name__}, not a predops PythonObjectModel; "
+            "it was logged by another tool or an older predops: retrain it"
+        )
+    return getattr(inner, "obj")  # noqa: B009 (the class is built at run time)
 
 
 def registered_name(name: str) -> str:
@@ -141,8 +195,9 @@ def _now_iso() -> str:
 
 def log_and_register(
     name: str,
-    python_model: Any,
+    obj: Any,
     *,
+    predict: Predict,
     params: Mapping[str, Any],
     metrics: Mapping[str, float],
     feature_set_hash: str,
@@ -152,7 +207,8 @@ def log_and_register(
     extra_tags: Mapping[str, str] | None = None,
     uri: str | None = None,
 ) -> str:
-    """Log ``python_model`` (an ``mlflow.pyfunc.PythonModel``) in one run and register it.
+    """Log ``obj`` (any picklable object; ``predict(obj, model_input)`` is its pyfunc
+    prediction) in one run and register it.
 
     Returns the new version number (a string). The run gets ``params``, ``metrics`` and the
     tags; the version gets the feature-set hash, the data cutoff (ISO-8601, UTC) and
@@ -178,7 +234,7 @@ def log_and_register(
             mlflow.set_tags(tags)
             info = mlflow.pyfunc.log_model(
                 name="model",
-                python_model=python_model,
+                python_model=_python_object_model()(obj, predict),
                 pip_requirements=list(pip_requirements),
                 input_example=input_example,
                 registered_model_name=full,
@@ -262,6 +318,15 @@ def load(
         run_id=mv.run_id,
     )
     return model, str(version), prov
+
+
+def load_python_model(
+    name: str, alias: str = CHAMPION, *, uri: str | None = None
+) -> tuple[Any, str, Provenance]:
+    """The Python object behind ``alias`` (or a version number), its version and
+    provenance: :func:`load` then :func:`python_object`."""
+    model, version, prov = load(name, alias, uri=uri)
+    return python_object(model), version, prov
 
 
 def alias_version(name: str, alias: str = CHAMPION, *, uri: str | None = None) -> str:
@@ -399,6 +464,21 @@ def list_models(*, uri: str | None = None) -> list[dict[str, Any]]:
                 }
             )
     return sorted(out, key=lambda m: m["name"])
+
+
+def run_metrics(run_ids: list[str], *, uri: str | None = None) -> dict[str, dict[str, float]]:
+    """The metrics each training run logged (a version's ``run_id`` from
+    :func:`list_models`), by run id; runs the store no longer has are left out."""
+    from mlflow.exceptions import MlflowException
+
+    out: dict[str, dict[str, float]] = {}
+    with _mlflow(uri) as client:
+        for run_id in run_ids:
+            try:
+                out[run_id] = dict(client.get_run(run_id).data.metrics)
+            except MlflowException:
+                continue
+    return out
 
 
 def backtest_for(name: str, settings: Any) -> Backtest:

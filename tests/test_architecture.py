@@ -3,7 +3,8 @@
 Layers (higher may import lower, never the reverse): pipelines / serving (composition
 roots, may import each other) > policy > models | allocator (never each other) >
 features > core. Below the composition roots nothing reads the environment or the
-wall clock.
+wall clock. Only ``pipelines/registry.py`` imports MLflow (every Python file of the
+repository is checked, tests and benchmarks included).
 """
 
 from __future__ import annotations
@@ -72,6 +73,50 @@ def clock_env_reads(source: str) -> list[str]:
     return found
 
 
+MLFLOW_HOME = "pipelines/registry.py"
+"""The one module that talks to MLflow."""
+
+
+def mlflow_imports(source: str) -> list[str]:
+    """Imports of MLflow in ``source``: ``import mlflow...``, ``from mlflow... import``,
+    and ``importlib.import_module`` / ``__import__`` of a literal ``"mlflow..."``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        elif isinstance(node, ast.Call) and node.args:
+            f, arg = node.func, node.args[0]
+            called = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if called in ("import_module", "__import__") and isinstance(arg, ast.Constant):
+                names = [str(arg.value)]
+        found += [f"line {node.lineno}: {n}" for n in names if n.split(".")[0] == "mlflow"]
+    return found
+
+
+def repo_python_files() -> list[Path]:
+    """Every Python file of the repository (hidden folders such as virtualenvs aside)."""
+    return [
+        p
+        for p in sorted(REPO.rglob("*.py"))
+        if not any(part.startswith(".") for part in p.relative_to(REPO).parts)
+    ]
+
+
+@pytest.mark.parametrize("path", repo_python_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_only_the_registry_imports_mlflow(path: Path) -> None:
+    rel = path.relative_to(REPO).as_posix()
+    if rel != MLFLOW_HOME:
+        assert mlflow_imports(path.read_text(encoding="utf-8")) == [], rel
+
+
+def test_the_registry_is_where_mlflow_is_imported() -> None:
+    """Guards the guard: renaming the registry must not silently empty the rule."""
+    assert mlflow_imports((REPO / MLFLOW_HOME).read_text(encoding="utf-8"))
+
+
 def modules() -> list[tuple[str, Path]]:
     return [(pkg, p) for pkg in LAYER for p in sorted((REPO / pkg).rglob("*.py"))]
 
@@ -95,3 +140,9 @@ def test_checker_catches_violations() -> None:
     assert clock_env_reads("from datetime import datetime\nt = datetime.now()\n") == [
         "line 2: datetime.now"
     ]
+    assert mlflow_imports("import mlflow.pyfunc\n") == ["line 1: mlflow.pyfunc"]
+    assert mlflow_imports("x = 1\nfrom mlflow import MlflowClient\n") == ["line 2: mlflow"]
+    assert mlflow_imports("import importlib\nm = importlib.import_module('mlflow')\n") == [
+        "line 2: mlflow"
+    ]
+    assert mlflow_imports("import mlflowish\nfrom pipelines import registry\n") == []

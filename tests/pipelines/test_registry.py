@@ -1,19 +1,24 @@
 """The MLflow registry module against a real MLflow on SQLite in tmp_path.
 
-The model is a tiny pyfunc that predicts a constant, so logging stays fast; the backtest
-loads each version through MLflow and scores its prediction against a known target.
+The model is a tiny Python object that predicts a constant, so logging stays fast; the
+backtest loads each version through MLflow's pyfunc interface and scores its prediction
+against a known target.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import mlflow.pyfunc
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -27,25 +32,31 @@ TARGET = 10.0
 PIP = ["pandas"]
 
 
-class ConstantModel(mlflow.pyfunc.PythonModel):  # type: ignore[misc]
-    """Predicts ``level`` for every row."""
+@dataclass
+class ConstantModel:
+    """Predicts ``level`` for every row (a plain object: no MLflow class)."""
 
-    def __init__(self, level: float) -> None:
-        self.level = level
-
-    def predict(self, context: Any, model_input: pd.DataFrame, params: Any = None) -> pd.Series:
-        return pd.Series([self.level] * len(model_input))
+    level: float
 
 
-def abs_error(model_uri: str) -> float:
-    """Load the version through MLflow and score its prediction of TARGET."""
-    pred = mlflow.pyfunc.load_model(model_uri).predict(pd.DataFrame({"x": [1.0]}))
-    return abs(float(pred.iloc[0]) - TARGET)
+def predict_constant(model: ConstantModel, model_input: pd.DataFrame) -> pd.Series:
+    return pd.Series([model.level] * len(model_input))
+
+
+def abs_error(store: str) -> Callable[[str], float]:
+    """A backtest on the store at ``store``: load the version through MLflow's pyfunc
+    interface and score its prediction of TARGET."""
+
+    def score(model_uri: str) -> float:
+        pred = registry.load_uri(model_uri, uri=store).predict(pd.DataFrame({"x": [1.0]}))
+        return abs(float(pred.iloc[0]) - TARGET)
+
+    return score
 
 
 def backtest_for_registry(settings: Any) -> Backtest:
     """The factory the CLI test plugs into registry.BACKTESTS."""
-    return Backtest(score=abs_error, metric="abs_error")
+    return Backtest(score=abs_error(settings.mlflow_uri), metric="abs_error")
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +77,7 @@ def register(uri: str, level: float, **kw: Any) -> str:
     return registry.log_and_register(
         "toy",
         ConstantModel(level),
+        predict=predict_constant,
         params={"level": level, "window": [1, 2]},
         metrics={"train_error": abs(level - TARGET)},
         feature_set_hash="abc123",
@@ -90,6 +102,9 @@ def test_first_version_is_champion_and_challenger_and_loads_with_provenance(
     model, version, prov = registry.load("toy", uri=uri)
     assert version == "1"
     assert float(model.predict(pd.DataFrame({"x": [0.0]})).iloc[0]) == 9.0
+    # The logged object itself comes back, through MLflow's unwrap_python_model().
+    obj, _, same = registry.load_python_model("toy", "1", uri=uri)
+    assert obj == ConstantModel(9.0) and same == prov
     assert prov.model_name == "predops.toy" and prov.model_version == "1"
     assert prov.feature_set_hash == "abc123" and prov.data_cutoff == CUTOFF
     assert prov.run_id
@@ -102,7 +117,7 @@ def test_first_version_is_champion_and_challenger_and_loads_with_provenance(
 def test_promotion_refuses_worse_and_accepts_better_challenger(uri: str) -> None:
     register(uri, 9.0)  # champion, error 1
     register(uri, 7.0)  # challenger, error 3: worse
-    refused = registry.promote("toy", Backtest(abs_error, metric="abs_error"), uri=uri)
+    refused = registry.promote("toy", Backtest(abs_error(uri), metric="abs_error"), uri=uri)
     assert refused["promoted"] is False and refused["champion_after"] == "1"
     assert refused["challenger"] == {"version": "2", "score": 3.0}
     assert refused["champion"] == {"version": "1", "score": 1.0}
@@ -114,7 +129,7 @@ def test_promotion_refuses_worse_and_accepts_better_challenger(uri: str) -> None
     assert "strictly lower" in tags["promotion.rule"]
 
     register(uri, 10.5)  # challenger, error 0.5: better
-    accepted = registry.promote("toy", abs_error, uri=uri)
+    accepted = registry.promote("toy", abs_error(uri), uri=uri)
     assert accepted["promoted"] is True and accepted["champion_after"] == "3"
     assert aliases(uri)["champion"] == "3"
     assert registry.list_models(uri=uri)[0]["champion_history"] == ["1", "3"]
@@ -125,11 +140,11 @@ def test_promotion_refuses_worse_and_accepts_better_challenger(uri: str) -> None
 def test_equal_score_is_not_better_and_higher_is_better_flips_the_rule(uri: str) -> None:
     register(uri, 9.0)
     register(uri, 11.0)  # same error
-    tie = registry.promote("toy", abs_error, uri=uri)
+    tie = registry.promote("toy", abs_error(uri), uri=uri)
     assert tie["promoted"] is False
     flipped = registry.promote(
         "toy",
-        Backtest(lambda u: -abs_error(u) + (1 if u.endswith("/2") else 0), "neg", True),
+        Backtest(lambda u: -abs_error(uri)(u) + (1 if u.endswith("/2") else 0), "neg", True),
         uri=uri,
     )
     assert flipped["promoted"] is True and aliases(uri)["champion"] == "2"
@@ -138,7 +153,7 @@ def test_equal_score_is_not_better_and_higher_is_better_flips_the_rule(uri: str)
 def test_rollback_restores_previous_champion_and_keeps_history(uri: str) -> None:
     register(uri, 8.0)
     register(uri, 9.5)
-    assert registry.promote("toy", abs_error, uri=uri)["promoted"]
+    assert registry.promote("toy", abs_error(uri), uri=uri)["promoted"]
     back = registry.rollback("toy", uri=uri)
     assert back == {
         "model": "predops.toy",
@@ -185,3 +200,23 @@ def test_cli_promote_list_rollback(
     assert json.loads(res.stdout)["champion_after"] == "1"
     res = runner.invoke(main, [*ws, "models", "rollback", "missing", "--json"])
     assert res.exit_code != 0 and "no registered model" in json.loads(res.stdout)["error"]
+
+
+def test_a_logged_object_loads_in_a_fresh_process(uri: str) -> None:
+    """The pyfunc wrapper class is built lazily (MLflow's import is slow); a new
+    interpreter must still resolve it when MLflow unpickles the model."""
+    register(uri, 7.0)
+    code = (
+        "from pipelines import registry\n"
+        f"obj, v, _ = registry.load_python_model('toy', uri={uri!r})\n"
+        "print(type(obj).__name__, obj.level, v)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parent,  # so the test module (ConstantModel) imports
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert out.stdout.split() == ["ConstantModel", "7.0", "1"]
