@@ -11,6 +11,7 @@ from core.clock import Clock
 from pipelines.settings import Settings
 from serving.config import ServeConfig
 from serving.context import ServeContext
+from serving.dashboards import router as dashboards
 from serving.models import demand_slot, failure_slot
 from serving.routes import health
 
@@ -54,4 +55,5 @@ def create_app(
     )
     app.state.ctx = ctx
     app.include_router(health.router)
+    app.include_router(dashboards)
     return app

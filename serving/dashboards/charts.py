@@ -1,0 +1,302 @@
+"""Plotly figures as plain dicts (``{"data": [...], "layout": {...}}``) that the pages
+embed as JSON and ``static/charts.js`` draws with the locally served plotly.js."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from serving.dashboards.fleet import RackCell
+
+Figure = dict[str, Any]
+
+FLOOR = 1e-4
+"""Lowest p_fail the heat map's colour scale tells apart (0.01 %)."""
+TICKS = (1e-4, 1e-3, 1e-2, 0.1, 1.0)
+BLUE, ORANGE, RED, GREY = "#1f6feb", "#d9822b", "#cf222e", "#8c959f"
+
+
+def _layout(title: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "title": {"text": title, "font": {"size": 14}, "x": 0, "xanchor": "left"},
+        "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
+        "height": 320,
+        "legend": {"orientation": "h", "y": -0.2},
+        "hovermode": "closest",
+        **extra,
+    }
+
+
+def _iso(ts: Sequence[datetime]) -> list[str]:
+    """UTC times as plotly reads them (it ignores offsets: every page is in UTC)."""
+    return [t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") for t in ts]
+
+
+def rack_heatmap(cells: Sequence[RackCell]) -> Figure:
+    """Max p_fail per rack: one row per spine, one column per rack position. Colour is
+    log10(p_fail) — failure probabilities span orders of magnitude, and on a linear scale
+    one bad node would wash every other rack out; hover shows the probability itself."""
+    spines = sorted({c.spine for c in cells})
+    positions = sorted({c.position for c in cells})
+    z: list[list[float | None]] = [[None] * len(positions) for _ in spines]
+    text: list[list[str]] = [[""] * len(positions) for _ in spines]
+    for c in cells:
+        i, j = spines.index(c.spine), positions.index(c.position)
+        z[i][j] = math.log10(max(c.p_max, FLOOR)) if c.p_max is not None else None
+        top = f"{c.p_max:.2%}" if c.p_max is not None else "n/a"
+        mean = f"{c.p_mean:.2%}" if c.p_mean is not None else "n/a"
+        text[i][j] = (
+            f"{c.rack}<br>pools: {c.pools}<br>{c.scored}/{c.nodes} nodes scored"
+            f"<br>max p_fail {top}<br>mean p_fail {mean}"
+        )
+    ticks = [t for t in TICKS if FLOOR <= t <= 1.0]
+    trace = {
+        "type": "heatmap",
+        "x": positions,
+        "y": spines,
+        "z": z,
+        "text": text,
+        "hovertemplate": "%{text}<extra></extra>",
+        "colorscale": "YlOrRd",
+        "reversescale": True,
+        "zmin": math.log10(FLOOR),
+        "zmax": 0,
+        "colorbar": {
+            "title": {"text": "max p_fail"},
+            "tickvals": [math.log10(t) for t in ticks],
+            "ticktext": [f"{t:.1%}".replace(".0%", "%") for t in ticks],
+        },
+        "xgap": 2,
+        "ygap": 2,
+    }
+    height = max(220, 90 + 40 * len(spines))
+    return {
+        "data": [trace],
+        "layout": _layout(
+            "Highest node failure probability per rack",
+            height=height,
+            xaxis={"title": {"text": "rack"}, "type": "category"},
+            yaxis={"title": {"text": "spine"}, "type": "category", "automargin": True},
+        ),
+    }
+
+
+def risk_over_time(
+    ts: Sequence[datetime], p: Sequence[float], *, trained_until: datetime | None, title: str
+) -> Figure:
+    """p_fail over time, with the model's training cutoff marked."""
+    layout = _layout(
+        title, yaxis={"title": {"text": "p_fail"}, "tickformat": ".1%", "rangemode": "tozero"}
+    )
+    if trained_until is not None and ts and trained_until > ts[0]:
+        layout["shapes"] = [
+            {
+                "type": "rect",
+                "xref": "x",
+                "yref": "paper",
+                "x0": ts[0].isoformat(),
+                "x1": min(trained_until, ts[-1]).isoformat(),
+                "y0": 0,
+                "y1": 1,
+                "fillcolor": GREY,
+                "opacity": 0.15,
+                "line": {"width": 0},
+            }
+        ]
+        layout["annotations"] = [
+            {
+                "x": ts[0].isoformat(),
+                "y": 1,
+                "xref": "x",
+                "yref": "paper",
+                "xanchor": "left",
+                "showarrow": False,
+                "text": "in the model's training data",
+                "font": {"size": 11, "color": "#57606a"},
+            }
+        ]
+    trace = {
+        "type": "scatter",
+        "mode": "lines",
+        "name": "p_fail",
+        "x": _iso(ts),
+        "y": list(p),
+        "line": {"color": RED},
+    }
+    return {"data": [trace], "layout": layout}
+
+
+def telemetry_panels(ts: Sequence[datetime], series: dict[str, list[Any]], title: str) -> Figure:
+    """Raw telemetry, one small panel per column, sharing the time axis."""
+    names = list(series)
+    n = max(1, len(names))
+    gap = 0.04
+    h = (1 - gap * (n - 1)) / n
+    data, layout = [], _layout(title, height=max(260, 110 * n), showlegend=False)
+    x = _iso(ts)
+    for k, name in enumerate(names):
+        axis = "" if k == 0 else str(k + 1)
+        top = 1 - k * (h + gap)
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": name,
+                "x": x,
+                "y": series[name],
+                "xaxis": f"x{axis}" if axis else "x",
+                "yaxis": f"y{axis}" if axis else "y",
+                "line": {"width": 1.2, "color": BLUE},
+            }
+        )
+        layout[f"yaxis{axis}"] = {
+            "domain": [max(0.0, top - h), top],
+            "title": {"text": name, "font": {"size": 10}},
+            "automargin": True,
+        }
+        layout[f"xaxis{axis}"] = {
+            "anchor": f"y{axis}" if axis else "y",
+            "matches": "x" if k else None,
+            "showticklabels": k == n - 1,
+        }
+    for k in range(n):
+        axis = "" if k == 0 else str(k + 1)
+        if layout[f"xaxis{axis}"]["matches"] is None:
+            del layout[f"xaxis{axis}"]["matches"]
+    return {"data": data, "layout": layout}
+
+
+def fan_chart(
+    actual_ts: Sequence[datetime],
+    actual: Sequence[float],
+    fc_ts: Sequence[datetime],
+    p10: Sequence[float],
+    p50: Sequence[float],
+    p90: Sequence[float],
+    *,
+    title: str,
+    unit: str,
+    capacity: tuple[Sequence[datetime], Sequence[float]] | None = None,
+) -> Figure:
+    """Actuals, then the p10-p90 band and p50 of the forecast; capacity when given."""
+    fx = _iso(fc_ts)
+    data: list[dict[str, Any]] = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "actual",
+            "x": _iso(actual_ts),
+            "y": list(actual),
+            "line": {"color": "#24292f", "width": 1.5},
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "p10",
+            "x": fx,
+            "y": list(p10),
+            "line": {"width": 0, "color": BLUE},
+            "showlegend": False,
+            "hoverinfo": "x+y+name",
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "p10–p90",
+            "x": fx,
+            "y": list(p90),
+            "fill": "tonexty",
+            "fillcolor": "rgba(31,111,235,0.2)",
+            "line": {"width": 0, "color": BLUE},
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "p50 forecast",
+            "x": fx,
+            "y": list(p50),
+            "line": {"color": BLUE, "width": 2, "dash": "dash"},
+        },
+    ]
+    if capacity is not None and len(capacity[0]):
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "capacity",
+                "x": _iso(capacity[0]),
+                "y": list(capacity[1]),
+                "line": {"color": ORANGE, "width": 1.5, "shape": "hv"},
+            }
+        )
+        if len(fc_ts):
+            # what the pool holds now, if nothing changes, against the forecast
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": "capacity if unchanged",
+                    "x": [_iso(capacity[0])[-1], fx[-1]],
+                    "y": [capacity[1][-1], capacity[1][-1]],
+                    "line": {"color": ORANGE, "width": 1.5, "dash": "dot"},
+                }
+            )
+    return {"data": data, "layout": _layout(title, yaxis={"title": {"text": unit}})}
+
+
+def grouped_bars(
+    categories: Sequence[str], groups: dict[str, Sequence[float | None]], *, title: str, unit: str
+) -> Figure:
+    """One bar group per category (e.g. current vs target nodes per pool)."""
+    colours = [GREY, BLUE, ORANGE, RED]
+    data = [
+        {
+            "type": "bar",
+            "name": name,
+            "x": list(categories),
+            "y": list(values),
+            "marker": {"color": colours[i % len(colours)]},
+        }
+        for i, (name, values) in enumerate(groups.items())
+    ]
+    return {
+        "data": data,
+        "layout": _layout(title, barmode="group", yaxis={"title": {"text": unit}}),
+    }
+
+
+def reliability_plot(table: Sequence[dict[str, float]], *, title: str) -> Figure:
+    """Observed failure rate against mean predicted p_fail per bin, and the diagonal."""
+    xs = [b["p_mean"] for b in table]
+    ys = [b["observed"] for b in table]
+    top = max([*xs, *ys, 1e-3]) * 1.1
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "perfectly calibrated",
+            "x": [0, top],
+            "y": [0, top],
+            "line": {"color": GREY, "dash": "dot"},
+        },
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": "champion",
+            "x": xs,
+            "y": ys,
+            "text": [f"{int(b['rows'])} rows" for b in table],
+            "hovertemplate": "predicted %{x:.2%}<br>observed %{y:.2%}<br>%{text}<extra></extra>",
+            "line": {"color": RED},
+        },
+    ]
+    return {
+        "data": data,
+        "layout": _layout(
+            title,
+            xaxis={"title": {"text": "mean predicted p_fail (bin)"}, "tickformat": ".1%"},
+            yaxis={"title": {"text": "observed failure rate"}, "tickformat": ".1%"},
+        ),
+    }

@@ -1,0 +1,88 @@
+"""The fleet risk board's data: where each node sits (the lake's inventory) joined with
+its current risk, summarised per rack for the heat map and listed riskiest first."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from pipelines.lake import Lake
+from serving.dashboards.risk import FleetRisk
+
+PLACEMENT = ("node_id", "pool", "sku", "gpu_model", "region", "zone", "spine", "rack")
+
+
+def inventory_at(lake_dir: Path, now: datetime) -> pl.DataFrame:
+    """Each node's latest inventory row at or before ``now`` (columns :data:`PLACEMENT`);
+    empty when the lake has no inventory."""
+    lake = Lake(lake_dir)
+    if not lake.files("inventory"):
+        return pl.DataFrame(schema=dict.fromkeys(PLACEMENT, pl.String))
+    return (
+        lake.scan("inventory")
+        .filter(pl.col("ts") <= now)
+        .sort("ts")
+        .group_by("node_id")
+        .last()
+        .select(PLACEMENT)
+        .sort("node_id")
+        .collect()
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RackCell:
+    spine: str
+    rack: str
+    position: str
+    """The rack's name within its spine (``rk03`` of ``rg-1a-sp01-rk03``)."""
+    nodes: int
+    scored: int
+    p_max: float | None
+    p_mean: float | None
+    pools: str
+
+
+def rack_cells(inventory: pl.DataFrame, risk: FleetRisk) -> list[RackCell]:
+    """One cell per rack: its nodes, how many were scored, max and mean p_fail."""
+    scores = risk.by_node()
+    cells = []
+    for (spine, rack), group in inventory.group_by(["spine", "rack"], maintain_order=True):
+        ps = [scores[n].p_fail for n in group["node_id"] if n in scores]
+        position = str(rack).removeprefix(f"{spine}-") if rack else "?"
+        cells.append(
+            RackCell(
+                spine=str(spine),
+                rack=str(rack),
+                position=position,
+                nodes=group.height,
+                scored=len(ps),
+                p_max=max(ps) if ps else None,
+                p_mean=sum(ps) / len(ps) if ps else None,
+                pools=", ".join(sorted({str(p) for p in group["pool"].unique()})),
+            )
+        )
+    return sorted(cells, key=lambda c: (c.spine, c.position))
+
+
+def top_nodes(inventory: pl.DataFrame, risk: FleetRisk, n: int = 25) -> list[dict[str, Any]]:
+    """The ``n`` riskiest scored nodes with placement and reasons (riskiest first)."""
+    where = {r["node_id"]: r for r in inventory.iter_rows(named=True)}
+    out = []
+    for r in risk.risks[:n]:
+        place = where.get(r.node_id, {})
+        out.append(
+            {
+                "node_id": r.node_id,
+                "p_fail": r.p_fail,
+                "pool": place.get("pool"),
+                "rack": place.get("rack"),
+                "sku": place.get("sku"),
+                "reasons": [x.text for x in r.reasons],
+            }
+        )
+    return out

@@ -1,0 +1,116 @@
+"""The plan pages' data: plan files in the workspace (as written by ``predops plan`` or
+the scheduler), their audit trail, and the pool-sizing and buy views of a plan."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pipelines.actuators.audit import AuditLog
+from pipelines.actuators.plan_files import PLAN_ID, plan_path
+
+HOLD = re.compile(
+    r"hold (?P<current>\d+) nodes \(target (?P<target>\d+), usage floor (?P<floor>\d+)\)"
+)
+"""The detail of a ``resize_pool`` skip (``policy.sizing``): what the pool holds and needs."""
+
+
+def plan_ids(plans_dir: Path) -> list[str]:
+    """Plan ids in the workspace, newest first (ids start with their UTC creation time)."""
+    if not plans_dir.exists():
+        return []
+    ids = [p.stem for p in plans_dir.glob("*.json") if PLAN_ID.match(p.stem)]
+    return sorted(ids, key=lambda i: (_created(plans_dir, i), i), reverse=True)
+
+
+def _created(plans_dir: Path, plan_id: str) -> str:
+    try:
+        return str(json.loads(plan_path(plans_dir, plan_id).read_text())["created_at"])
+    except (OSError, ValueError, KeyError):
+        return ""
+
+
+def read_plan_dict(plans_dir: Path, plan_id: str) -> dict[str, Any] | None:
+    """The plan file as written (with its ``inputs`` notes), or None when there is none.
+    ValueError for an id that is not a plan id."""
+    path = plan_path(plans_dir, plan_id)
+    if not path.exists():
+        return None
+    body = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(body, dict):
+        raise ValueError(f"{path.name}: not a plan object")
+    return body
+
+
+def audit_trail(audit_log: Path, plan_id: str) -> list[dict[str, Any]]:
+    """Audit entries of one plan (planned, approved, applied, ...), oldest first."""
+    log = AuditLog(audit_log, who="dashboard")
+    return [e for e in log.entries() if e.get("plan_id") == plan_id]
+
+
+def pool_sizing(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per pool: current and target nodes, what the plan does and why."""
+    out = []
+    for a in plan.get("actions", []):
+        if a.get("kind") != "resize_pool":
+            continue
+        ev, params = a.get("evidence") or {}, a.get("params") or {}
+        out.append(
+            {
+                "pool": a["target"],
+                "current": params.get("from_nodes", ev.get("current")),
+                "target": ev.get("target", params.get("to_nodes")),
+                "to_nodes": params.get("to_nodes"),
+                "usage_floor": ev.get("usage_floor"),
+                "decision": "resize",
+                "why": a.get("reason", ""),
+                "evidence": ev,
+            }
+        )
+    for s in plan.get("skips", []):
+        if s.get("kind") != "resize_pool":
+            continue
+        m = HOLD.search(s.get("detail", ""))
+        out.append(
+            {
+                "pool": s["target"],
+                "current": int(m["current"]) if m else None,
+                "target": int(m["target"]) if m else None,
+                "to_nodes": int(m["current"]) if m else None,
+                "usage_floor": int(m["floor"]) if m else None,
+                "decision": f"hold ({s.get('reason')})",
+                "why": s.get("detail", ""),
+                "evidence": {},
+            }
+        )
+    return sorted(out, key=lambda r: r["pool"])
+
+
+def buys(plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The plan's buy actions (with their demand quantiles and stock) and buy skips."""
+    actions = []
+    for a in plan.get("actions", []):
+        if a.get("kind") != "buy":
+            continue
+        ev, params = a.get("evidence") or {}, a.get("params") or {}
+        actions.append({"sku": a["target"], **params, "reason": a.get("reason", ""), **ev})
+    skips = [s for s in plan.get("skips", []) if s.get("kind") == "buy"]
+    return actions, skips
+
+
+def no_buy_reason(plan: dict[str, Any]) -> str:
+    """Why a plan has no buy candidates at all, from its inputs notes."""
+    fleet = (plan.get("inputs") or {}).get("fleet") or {}
+    forecasts = (plan.get("inputs") or {}).get("forecasts") or {}
+    parts = [
+        "this plan considered no purchases: the buy policy sizes an order per SKU and "
+        "region with a stock position (spares on hand, orders, nodes in repair), and the "
+        "planner was given none"
+    ]
+    if "stock" not in fleet:
+        parts.append("the fleet read from the lake carries no stock table")
+    if forecasts.get("status") not in (None, "ok"):
+        parts.append(f"demand forecasts: {forecasts.get('note', forecasts.get('status'))}")
+    return "; ".join(parts) + "."

@@ -1,0 +1,151 @@
+"""The model page's data: registered versions with their logged metrics, the served
+failure champion's reliability on its held-out window, data freshness, scheduled runs."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from features.labels import label_name
+from models.failure import metrics as M
+from models.failure.model import observed
+from pipelines import registry
+from pipelines.failure_jobs import PRIMARY_HORIZON
+from pipelines.feature_jobs import NODE_ONLINE, NODE_TRAINING
+from pipelines.feature_store import FeatureStore, FeatureStoreError
+from pipelines.lake import Lake
+from serving.context import ServeContext
+
+LAKE_TIMES = {
+    "telemetry": "ts",
+    "events": "at",
+    "demand": "ts",
+    "inventory": "ts",
+    "pods": "created_at",
+}
+"""Each lake table and the column that says how recent it is."""
+
+
+def registered_models(ctx: ServeContext) -> tuple[list[dict[str, Any]], str | None]:
+    """Every ``predops.*`` model with versions, aliases and each version's run metrics;
+    or an empty list and why."""
+    try:
+        models = registry.list_models(uri=ctx.settings.mlflow_uri)
+        runs = [v["run_id"] for m in models for v in m["versions"] if v.get("run_id")]
+        metrics = registry.run_metrics(runs, uri=ctx.settings.mlflow_uri)
+    except Exception as exc:  # the registry may fail in any way; the page says so
+        return [], f"the model registry could not be read: {type(exc).__name__}: {exc}"
+    for m in models:
+        for v in m["versions"]:
+            v["metrics"] = metrics.get(v.get("run_id") or "", {})
+        m["champion"] = m["aliases"].get(registry.CHAMPION)
+        m["challenger"] = m["aliases"].get(registry.CHALLENGER)
+    return models, None
+
+
+_calibration: dict[tuple[Any, ...], dict[str, Any]] = {}
+_lock = threading.Lock()
+
+
+def failure_reliability(ctx: ServeContext, *, bins: int = 10) -> dict[str, Any]:
+    """The served failure champion's reliability table at the primary horizon on the
+    offline rows from its training cutoff on (the window training left out), with the
+    rows' count, positives, Brier score and ECE; ``problem`` when it cannot be computed."""
+    loaded = ctx.failure.current
+    if loaded is None:
+        return {"table": [], "problem": "no failure model is served"}
+    store = FeatureStore(ctx.settings.features_dir)
+    try:
+        frame = store.read_offline(NODE_TRAINING)
+    except FeatureStoreError as exc:
+        return {"table": [], "problem": str(exc)}
+    key = (loaded.version, frame.height, frame["ts"].max(), bins)
+    with _lock:
+        if key in _calibration:
+            return _calibration[key]
+        out = _reliability(loaded.model, loaded.provenance.data_cutoff, frame, bins)
+        out["model"] = f"{loaded.name} v{loaded.version}"
+        _calibration.clear()
+        _calibration[key] = out
+        return out
+
+
+def _reliability(model: Any, since: datetime, frame: pl.DataFrame, bins: int) -> dict[str, Any]:
+    horizon = PRIMARY_HORIZON if PRIMARY_HORIZON in model.horizons else model.horizons[0]
+    rows = observed(frame.filter(pl.col("ts") >= since), horizon)
+    base = {"since": since, "horizon_h": horizon.total_seconds() / 3600, "rows": rows.height}
+    if rows.height == 0:
+        return {
+            **base,
+            "table": [],
+            "problem": f"no labelled rows since {since:%Y-%m-%d %H:%M} "
+            "UTC yet (labels need the whole horizon to have passed)",
+        }
+    y = rows[label_name(horizon)].to_numpy().astype(np.float64)
+    p = model.predict_proba(rows)[:, list(model.horizons).index(horizon)]
+    table = M.reliability(y, p, bins=bins)
+    return {
+        **base,
+        "table": table,
+        "positives": int(y.sum()),
+        "brier": M.brier(y, p),
+        "ece": M.expected_calibration_error(table),
+        "problem": None,
+    }
+
+
+def freshness(ctx: ServeContext) -> list[dict[str, Any]]:
+    """How recent each data set is at the server's now: lake tables, online and offline
+    features. ``age`` is a timedelta; ``stale`` when older than the configured limit
+    (only judged for what scoring reads: telemetry and online features)."""
+    now = ctx.clock.now()
+    limit = ctx.config.max_data_age
+    lake = Lake(ctx.settings.lake_dir)
+    out: list[dict[str, Any]] = []
+    for table, col in LAKE_TIMES.items():
+        latest = None
+        if lake.files(table):
+            latest = (
+                lake.scan(table)
+                .filter(pl.col(col) <= now)
+                .select(pl.col(col).max())
+                .collect()
+                .item()
+            )
+        out.append(_row(f"lake: {table}", latest, now, limit if table == "telemetry" else None))
+    meta = Path(ctx.settings.features_dir) / "online" / f"{NODE_ONLINE}.json"
+    online = (
+        datetime.fromisoformat(json.loads(meta.read_text())["as_of"]) if meta.exists() else None
+    )
+    out.append(_row("online node features", online, now, limit))
+    metas = sorted(
+        (Path(ctx.settings.features_dir) / "offline" / NODE_TRAINING).glob("as_of=*/meta.json")
+    )
+    offline = datetime.fromisoformat(json.loads(metas[-1].read_text())["as_of"]) if metas else None
+    out.append(_row("offline node frame", offline, now, None))
+    return out
+
+
+def _row(
+    what: str, latest: datetime | None, now: datetime, limit: timedelta | None
+) -> dict[str, Any]:
+    age = now - latest if latest is not None else None
+    stale = latest is None or (limit is not None and age is not None and age > limit)
+    return {"what": what, "latest": latest, "age": age, "stale": stale, "limit": limit}
+
+
+def scheduled_runs(ctx: ServeContext, limit: int = 50) -> tuple[list[dict[str, Any]], str | None]:
+    """The scheduler's latest runs (newest first), or none and why. The run store is
+    only read: a workspace without one gets no file created."""
+    path = Path(ctx.settings.scheduler_db)
+    if not path.exists():
+        return [], "no scheduler has run in this workspace yet (`predops schedule` starts one)"
+    from pipelines.scheduler.runs import RunStore
+
+    return RunStore(path).runs(limit=limit), None

@@ -1,0 +1,392 @@
+"""The planning dashboards: server-rendered pages over the same context as the REST API.
+
+Pages: ``/`` fleet risk board, ``/nodes/{node_id}``, ``/demand`` and
+``/demand/{series_id}``, ``/capacity`` (pool sizing and buy plan), ``/plans/latest`` and
+``/plans/{plan_id}`` (with approval through the API), ``/models``. Charts are plotly
+figures embedded as JSON and drawn by plotly.js served from the installed ``plotly``
+package (``/static/plotly.min.js``) — no CDN, nothing fetched from the network.
+Templates autoescape everything; ids from URLs are validated before use.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import plotly
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from serving.context import Ctx
+from serving.dashboards import charts, demand, fleet, node, plans, registry_view
+from serving.dashboards.risk import fleet_risk
+
+HERE = Path(str(files("serving.dashboards")))
+PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+STATIC = {
+    "dash.css": (HERE / "static" / "dash.css", "text/css"),
+    "charts.js": (HERE / "static" / "charts.js", "text/javascript"),
+    "approve.js": (HERE / "static" / "approve.js", "text/javascript"),
+    "plotly.min.js": (PLOTLY_JS, "text/javascript"),
+}
+NODE_HISTORY = timedelta(days=3)
+DEMAND_HISTORY = timedelta(days=3)
+SIZING_HISTORY = timedelta(hours=24)
+
+router = APIRouter(include_in_schema=False)
+
+
+def _pct(p: float | None, digits: int = 2) -> str:
+    return "n/a" if p is None else f"{p:.{digits}%}"
+
+
+def _when(t: datetime | str | None) -> str:
+    if t is None:
+        return "—"
+    if isinstance(t, str):
+        try:
+            return datetime.fromisoformat(t).strftime("%Y-%m-%d %H:%M UTC")
+        except ValueError:
+            return t
+    return t.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _age(d: timedelta | None) -> str:
+    if d is None:
+        return "—"
+    s = int(d.total_seconds())
+    sign, s = ("-" if s < 0 else ""), abs(s)
+    if s < 3600:
+        return f"{sign}{s // 60} min"
+    if s < 86400 * 2:
+        return f"{sign}{s / 3600:.1f} h"
+    return f"{sign}{s / 86400:.1f} d"
+
+
+def _num(x: Any, digits: int = 1) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float):
+        return f"{x:,.{digits}f}"
+    return f"{x:,}" if isinstance(x, int) else str(x)
+
+
+_env = Environment(
+    loader=FileSystemLoader(HERE / "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+_env.filters.update(pct=_pct, when=_when, age=_age, num=_num)
+templates = Jinja2Templates(env=_env)
+
+NAV = (
+    ("/", "Fleet risk"),
+    ("/demand", "Demand"),
+    ("/capacity", "Capacity"),
+    ("/plans/latest", "Action plan"),
+    ("/models", "Models"),
+)
+
+
+def _page(request: Request, name: str, active: str, **context: Any) -> HTMLResponse:
+    ctx = request.app.state.ctx
+    return templates.TemplateResponse(
+        request,
+        name,
+        {"nav": NAV, "active": active, "now": ctx.clock.now(), **context},
+    )
+
+
+@router.get("/static/{name}")
+def static(name: str) -> Response:
+    """The dashboards' CSS / JS and plotly.js from the installed package."""
+    if name not in STATIC:
+        raise HTTPException(404, f"no static file {name!r}")
+    path, media = STATIC[name]
+    return FileResponse(path, media_type=media, headers={"Cache-Control": "max-age=3600"})
+
+
+@router.get("/favicon.ico")
+def favicon() -> Response:
+    return Response(status_code=204)
+
+
+@router.get("/", response_class=HTMLResponse)
+def fleet_board(request: Request, ctx: Ctx) -> HTMLResponse:
+    """Fleet risk board: heat map of p_fail per rack and spine, riskiest nodes."""
+    risk = fleet_risk(ctx)
+    inventory = fleet.inventory_at(ctx.settings.lake_dir, ctx.clock.now())
+    cells = fleet.rack_cells(inventory, risk)
+    figure = charts.rack_heatmap(cells) if risk.risks and cells else None
+    return _page(
+        request,
+        "fleet.html",
+        "/",
+        risk=risk,
+        figure=figure,
+        top=fleet.top_nodes(inventory, risk),
+        nodes=inventory.height,
+        horizon_h=risk.horizon.total_seconds() / 3600,
+    )
+
+
+@router.get("/nodes/{node_id}", response_class=HTMLResponse)
+def node_page(request: Request, ctx: Ctx, node_id: str) -> HTMLResponse:
+    """One node: risk over time, the telemetry behind it, failure / repair history."""
+    if not node.valid_node_id(node_id):
+        raise HTTPException(422, "node_id: letters, digits, '.', '_', ':' or '-' only")
+    now = ctx.clock.now()
+    inventory = fleet.inventory_at(ctx.settings.lake_dir, now)
+    where = inventory.filter(inventory["node_id"] == node_id).to_dicts()
+    if not where:
+        raise HTTPException(404, f"no node {node_id!r} in the lake's inventory")
+    risk = fleet_risk(ctx)
+    current = risk.by_node().get(node_id)
+    reasons = [r.feature for r in current.reasons] if current else []
+    history = node.risk_history(ctx, node_id, since=now - NODE_HISTORY, horizon=risk.horizon)
+    risk_fig = None
+    if history["ts"]:
+        risk_fig = charts.risk_over_time(
+            history["ts"],
+            history["p_fail"],
+            trained_until=history.get("trained_until"),
+            title=f"p_fail within {history['horizon_h']:g} h, scored by {history['model']}",
+        )
+    tel = node.telemetry(
+        ctx, node_id, since=now - NODE_HISTORY, until=now, first=node.telemetry_columns(reasons)
+    )
+    tel_fig = None
+    varying, flat = node.varying_columns(tel)
+    if tel.height and varying:
+        cols = varying[:6]
+        tel_fig = charts.telemetry_panels(
+            tel["ts"].to_list(),
+            {c: tel[c].cast(float).to_list() for c in cols},
+            "Telemetry (raw samples); the columns its reasons point at come first",
+        )
+    rank = next((i + 1 for i, r in enumerate(risk.risks) if r.node_id == node_id), None)
+    return _page(
+        request,
+        "node.html",
+        "/",
+        node_id=node_id,
+        where=where[0],
+        current=current,
+        rank=rank,
+        risk=risk,
+        history=history,
+        risk_fig=risk_fig,
+        tel_fig=tel_fig,
+        flat=flat,
+        events=node.events(ctx, node_id, until=now),
+    )
+
+
+@router.get("/demand", response_class=HTMLResponse)
+def demand_index(request: Request, ctx: Ctx) -> HTMLResponse:
+    """Every demand series with its latest value and capacity."""
+    frame = demand.demand_frame(ctx)
+    return _page(request, "demand_index.html", "/demand", series=demand.series_table(frame))
+
+
+@router.get("/demand/{series_id:path}", response_class=HTMLResponse)
+def demand_series(request: Request, ctx: Ctx, series_id: str) -> HTMLResponse:
+    """One series: actual vs the served forecast's p10 / p50 / p90, backtest accuracy."""
+    if not demand.valid_series_id(series_id):
+        raise HTTPException(422, "series_id: letters, digits, '.', '_', ':', '/' or '-' only")
+    frame = demand.demand_frame(ctx)
+    if frame.filter(frame["series_id"] == series_id).height == 0:
+        raise HTTPException(404, f"no demand series {series_id!r} in the lake")
+    served = demand.served_forecast(ctx, frame)
+    view = demand.series_view(frame, served, series_id, history=DEMAND_HISTORY)
+    figure = _fan(view, f"{series_id}: actual and forecast", with_capacity=True)
+    models, registry_problem = registry_view.registered_models(ctx)
+    backtest = _backtest_metrics(models, ctx.demand.current)
+    return _page(
+        request,
+        "demand_series.html",
+        "/demand",
+        series_id=series_id,
+        served=served,
+        figure=figure,
+        horizon_rows=view["forecast"].height,
+        backtest=backtest,
+        registry_problem=registry_problem,
+        unit=_unit(series_id),
+    )
+
+
+def _unit(series_id: str) -> str:
+    return "GPUs" if "/gpus" in series_id else "CPU cores" if "cpu" in series_id else "units"
+
+
+def _fan(view: dict[str, Any], title: str, *, with_capacity: bool) -> dict[str, Any] | None:
+    fc, actual = view["forecast"], view["actual"]
+    if fc.height == 0 and actual.height == 0:
+        return None
+    capacity = None
+    if with_capacity and actual.height:
+        capacity = (actual["ts"].to_list(), actual["capacity"].cast(float).to_list())
+    return charts.fan_chart(
+        actual["ts"].to_list(),
+        actual["value"].cast(float).to_list(),
+        fc["valid_at"].to_list(),
+        fc["p10"].to_list(),
+        fc["p50"].to_list(),
+        fc["p90"].to_list(),
+        title=title,
+        unit=_unit(str(view.get("series_id", title))),
+        capacity=capacity,
+    )
+
+
+def _backtest_metrics(models: list[dict[str, Any]], loaded: Any) -> dict[str, Any]:
+    """The served demand version's ``backtest_*`` metrics from its training run."""
+    if loaded is None:
+        return {"metrics": {}, "problem": "no demand model is served"}
+    for m in models:
+        if m["name"] != loaded.provenance.model_name:
+            continue
+        for v in m["versions"]:
+            if v["version"] == loaded.version:
+                found = {
+                    k.removeprefix("backtest_"): x
+                    for k, x in v["metrics"].items()
+                    if k.startswith("backtest_")
+                }
+                problem = (
+                    None
+                    if found
+                    else (
+                        f"version {loaded.version} was registered without a backtest (trained "
+                        "with 0 backtest cutoffs); `predops models promote demand` backtests it"
+                    )
+                )
+                return {"metrics": found, "problem": problem, "version": loaded.version}
+    return {"metrics": {}, "problem": f"version {loaded.version} is not in the registry"}
+
+
+@router.get("/capacity", response_class=HTMLResponse)
+def capacity(request: Request, ctx: Ctx, plan_id: str | None = None) -> HTMLResponse:
+    """Pool sizing (target vs current, demand over the next 48 h) and the buy plan of the
+    latest plan (or ``?plan_id=``)."""
+    ids = plans.plan_ids(ctx.settings.plans_dir)
+    pid = plan_id or (ids[0] if ids else None)
+    plan = _plan_or_404(ctx, pid) if pid else None
+    sizing = plans.pool_sizing(plan) if plan else []
+    sizing_fig = None
+    if sizing:
+        pools = [r["pool"] for r in sizing]
+        sizing_fig = charts.grouped_bars(
+            pools,
+            {
+                "current nodes": [r["current"] for r in sizing],
+                "target nodes": [r["target"] for r in sizing],
+                "planned nodes": [r["to_nodes"] for r in sizing],
+            },
+            title="Nodes per pool: now, needed for p90 demand, and what the plan holds",
+            unit="nodes",
+        )
+    frame = demand.demand_frame(ctx)
+    served = demand.served_forecast(ctx, frame)
+    pool_figs = []
+    for row in demand.series_table(frame):
+        view = demand.series_view(frame, served, row["series_id"], history=SIZING_HISTORY)
+        view["series_id"] = row["series_id"]
+        fig = _fan(view, f"{row['series_id']}: demand vs capacity, next 48 h", with_capacity=True)
+        if fig is not None:
+            pool_figs.append((row["series_id"], fig))
+    buys, buy_skips = plans.buys(plan) if plan else ([], [])
+    return _page(
+        request,
+        "capacity.html",
+        "/capacity",
+        plan=plan,
+        sizing=sizing,
+        sizing_fig=sizing_fig,
+        pool_figs=pool_figs,
+        served=served,
+        buys=buys,
+        buy_skips=buy_skips,
+        no_buy_reason=plans.no_buy_reason(plan) if plan and not buys and not buy_skips else None,
+    )
+
+
+def _plan_or_404(ctx: Any, plan_id: str) -> dict[str, Any]:
+    try:
+        plan = plans.read_plan_dict(ctx.settings.plans_dir, plan_id)
+    except ValueError as exc:
+        raise HTTPException(422, f"plan_id: {exc}") from None
+    if plan is None:
+        raise HTTPException(404, f"no plan {plan_id!r}")
+    return plan
+
+
+@router.get("/plans", response_class=RedirectResponse)
+def plans_root() -> RedirectResponse:
+    return RedirectResponse("/plans/latest", status_code=307)
+
+
+@router.get("/plans/latest", response_class=HTMLResponse)
+def plan_latest(request: Request, ctx: Ctx) -> HTMLResponse:
+    """The newest plan, or an empty state saying how to make one."""
+    ids = plans.plan_ids(ctx.settings.plans_dir)
+    if not ids:
+        return _page(request, "plan.html", "/plans/latest", plan=None, ids=[])
+    return _plan_page(request, ctx, ids[0], ids)
+
+
+@router.get("/plans/{plan_id}", response_class=HTMLResponse)
+def plan_page(request: Request, ctx: Ctx, plan_id: str) -> HTMLResponse:
+    """One plan: actions and skips with reasons and evidence, audit trail, approval."""
+    return _plan_page(request, ctx, plan_id, plans.plan_ids(ctx.settings.plans_dir))
+
+
+def _plan_page(request: Request, ctx: Any, plan_id: str, ids: list[str]) -> HTMLResponse:
+    plan = _plan_or_404(ctx, plan_id)
+    skips_by_reason: dict[str, int] = {}
+    for s in plan.get("skips", []):
+        key = f"{s['kind']}: {s['reason']}"
+        skips_by_reason[key] = skips_by_reason.get(key, 0) + 1
+    return _page(
+        request,
+        "plan.html",
+        "/plans/latest",
+        plan=plan,
+        ids=ids[:20],
+        skips_by_reason=sorted(skips_by_reason.items(), key=lambda kv: -kv[1]),
+        audit=plans.audit_trail(ctx.settings.audit_log, plan_id),
+    )
+
+
+@router.get("/models", response_class=HTMLResponse)
+def models_page(request: Request, ctx: Ctx) -> HTMLResponse:
+    """Champion / challenger metrics, the failure champion's calibration, data
+    freshness, scheduled job runs."""
+    models, problem = registry_view.registered_models(ctx)
+    rel = registry_view.failure_reliability(ctx)
+    rel_fig = None
+    if rel["table"]:
+        rel_fig = charts.reliability_plot(
+            rel["table"],
+            title=f"Reliability of {rel['model']} at {rel['horizon_h']:g} h, held-out rows",
+        )
+    runs, runs_problem = registry_view.scheduled_runs(ctx)
+    return _page(
+        request,
+        "models.html",
+        "/models",
+        models=models,
+        registry_problem=problem,
+        served=[ctx.failure.status(), ctx.demand.status()],
+        rel=rel,
+        rel_fig=rel_fig,
+        freshness=registry_view.freshness(ctx),
+        runs=runs,
+        runs_problem=runs_problem,
+    )
