@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Debian packages the tests use as real components: Prometheus (+ promtool) for the
-# ingest integration test. Installs only what is missing; needs root (or sudo).
+# ingest integration test, Chromium for the dashboards' browser tests (driven by Playwright;
+# never a downloaded browser). Installs only what is missing; needs root (or sudo).
 set -euo pipefail
 need=()
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+[ -x /usr/bin/chromium ] || need+=(chromium)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

@@ -64,7 +64,7 @@ def rack_heatmap(cells: Sequence[RackCell]) -> Figure:
         "zmin": math.log10(FLOOR),
         "zmax": 0,
         "colorbar": {
-            "title": {"text": "max p_fail"},
+            "title": {"text": "max p_fail", "side": "right"},
             "tickvals": [math.log10(t) for t in ticks],
             "ticktext": [f"{t:.1%}".replace(".0%", "%") for t in ticks],
         },

@@ -181,6 +181,11 @@ def node_page(request: Request, ctx: Ctx, node_id: str) -> HTMLResponse:
         risk=risk,
         history=history,
         risk_fig=risk_fig,
+        in_sample=bool(
+            history["ts"]
+            and history.get("trained_until")
+            and history["trained_until"] > history["ts"][0]
+        ),
         tel_fig=tel_fig,
         flat=flat,
         events=node.events(ctx, node_id, until=now),
