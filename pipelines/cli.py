@@ -27,6 +27,7 @@ from pipelines.models_cli import MODEL_VERBS, models_group
 from pipelines.plan_cli import PLAN_COMMANDS
 from pipelines.schedule_cli import schedule_group
 from pipelines.settings import Settings, load_settings
+from pipelines.whatif.cli import simulate_ops_command
 from serving.cli import serve_command
 
 
@@ -196,6 +197,8 @@ def _human_stats(s: dict[str, Any]) -> str:
             f"quarantined {t['quarantined_rows']:>8,}  {t['time_min']} .. {t['time_max']}  "
             f"sources: {', '.join(t['sources'])}"
         )
+        for c in t.get("corrupt_files", []):
+            lines.append(f"    CORRUPT {c['file']} -> {c['moved_to']}: {c['reason']}")
     return "\n".join(lines)
 
 
@@ -334,6 +337,7 @@ main.add_command(allocator_group)
 main.add_command(models_group)
 main.add_command(schedule_group)
 main.add_command(serve_command)
+main.add_command(simulate_ops_command)
 # eval / train / forecast / score are shared by every model (the imports of demand_cli
 # and failure_cli above attach ``eval demand``, ``score failure``, ...).
 for verb in MODEL_VERBS:

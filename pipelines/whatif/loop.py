@@ -1,0 +1,477 @@
+"""The closed loop: one policy driven hour by hour over one :class:`World`.
+
+Each tick ``T`` (one hour):
+
+1. node lifecycle: repairs and inspections that ended come back (a repair the
+   platform started uncordons itself; a node *we* cordoned waits for the engine's
+   uncordon), rack maintenance starts (pods evicted, planned) and ends;
+2. pods whose time is up leave, new pods arrive, the queue is placed by the allocator;
+3. the policy acts:
+
+   - ``reactive``: no drains; every ``sizing_every`` ticks each pool is sized from
+     current usage (:func:`reactive_target`);
+   - ``predictive`` / ``oracle``: :func:`policy.engine.plan` with the failure risk
+     (model / truth), the live snapshot, the fleet state and, every ``sizing_every``
+     ticks, the demand forecasts (model / truth). Drains and uncordons are
+     re-validated by :func:`policy.revalidate.revalidate` just before they run (a drain
+     timed to a checkpoint runs at its ``not_before``), resizes apply at once;
+
+4. the figures of the hour are counted (:class:`~pipelines.whatif.tally.Tally`);
+5. hardware failures of ``(T, T + 1 h]`` strike in time order, between the drains
+   scheduled in that hour: a failure on a node still running jobs interrupts them
+   (each job loses its GPUs x the time since its last checkpoint; gangs whole); a
+   node drained earlier is empty and the failure costs nothing. A drained node is
+   inspected: when it would have failed within the risk horizon the fault is found
+   and repaired from the drain on (that failure never happens); otherwise the drain
+   was needless and the node is back after the inspection window, once the engine
+   uncordons it.
+
+Only risks that could pass the engine's cost threshold are handed to it
+(:func:`drain_floor`: below it a node is *always* skipped as below threshold, so the
+plan's actions are the same; only those skips are not listed).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from allocator.topology import Topology
+from core.actions import Action, Buy, Drain, LendNodes, ResizePool, Uncordon
+from core.clock import FixedClock
+from core.contracts import FailureRisk, Forecast, Provenance
+from pipelines.whatif.cluster import OWNER_MAINTENANCE, OWNER_REPAIR, Cluster
+from pipelines.whatif.risk import RiskTable
+from pipelines.whatif.tally import BudgetAuditor, Tally
+from pipelines.whatif.world import HOUR_S, World
+from policy.config import Budgets, DisruptionConfig, PolicyConfig
+from policy.engine import plan as make_plan
+from policy.fleet import FleetState, NodeState, PoolState
+from policy.revalidate import CurrentView, revalidate
+
+POLICIES = ("reactive", "predictive", "oracle")
+HOUR = timedelta(hours=1)
+FEATURE_HASH = "whatif-hourly"
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """Knobs of one run. ``reactive_headroom``: the buffer today's practice keeps over
+    current usage (10 %); ``sizing_every``: ticks between pool-sizing rounds."""
+
+    policy: str
+    policy_config: PolicyConfig = field(default_factory=PolicyConfig)
+    budgets: Budgets = field(default_factory=Budgets)
+    horizon: timedelta = timedelta(hours=24)
+    sizing_every: int = 1
+    reactive_headroom: float = 0.10
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
+        if self.sizing_every < 1:
+            raise ValueError("sizing_every must be >= 1")
+
+
+def drain_floor(cfg: DisruptionConfig, checkpoint: timedelta) -> float:
+    """A p_fail at or below which the engine always skips a drain.
+
+    With the node's checkpoint interval ``C`` known, a failure costs each job rate
+    ``r x (C/2 + detection + restart)`` and a drain at least ``r x restart`` (plus a
+    non-negative inspection cost), so ``p x failure > margin x drain`` needs
+    ``p > margin x restart / (C/2 + detection + restart)``."""
+    c = cfg.costs
+    lost = checkpoint / 2 + c.detection_delay + c.restart_overhead
+    return cfg.benefit_margin * (c.restart_overhead / lost) if lost > timedelta(0) else 0.0
+
+
+def reactive_target(busy: int, out_of_service: int, pending_nodes: int, headroom: float) -> int:
+    """Today's practice: the nodes in use, a headroom over them, the nodes out of
+    service, and what the pending pods need (a cluster autoscaler's scale-up)."""
+    return busy + math.ceil(headroom * busy) + out_of_service + pending_nodes
+
+
+class Loop:
+    """One policy over one world (module docstring)."""
+
+    def __init__(
+        self,
+        world: World,
+        cfg: LoopConfig,
+        risk: RiskTable | None = None,
+        forecasts: Callable[[datetime], list[Forecast]] | None = None,
+    ) -> None:
+        if cfg.policy != "reactive" and (risk is None or forecasts is None):
+            raise ValueError(f"policy {cfg.policy} needs a risk table and forecasts")
+        self.world = world
+        self.cfg = cfg
+        self.risk = risk
+        self.forecasts = forecasts
+        self.pcfg = cfg.policy_config
+        dcfg = self.pcfg.disruption
+        self.checkpoint = dcfg.costs.checkpoint_interval
+        self.cluster = Cluster(world, self.checkpoint.total_seconds(), cfg.seed)
+        self.tally = Tally()
+        self.auditor = BudgetAuditor(cfg.budgets, world.specs)
+        self.floor = drain_floor(dcfg, self.checkpoint)
+        f = world.failures
+        self.averted = np.zeros(len(f), dtype=bool)
+        self.scheduled: list[tuple[float, int, Drain]] = []
+        self.last_skip: dict[int, str] = {}
+        self.candidates: set[int] = set()
+        self.last_resize: dict[str, datetime] = {}
+        self.want: dict[str, int] = {}
+        self._topo_key: bytes = b""
+        self._topo: Topology | None = None
+        self.row_of = {n: i for i, n in enumerate(world.node_ids)}
+        self.value = np.array([dcfg.costs.hourly(s.gpus, s.cpu_milli / 1000) for s in world.specs])
+        w = world.workload
+        self._arrive = _by_tick(w.arrive)
+        self._leave = _by_tick(w.leave)
+        m_node, m_start, m_end = world.maintenance
+        self._m_start = _by_tick(np.ceil((m_start - 1800.0) / HOUR_S).astype(np.int64))
+        self._m_end = np.ceil((m_end + 600.0) / HOUR_S)
+        self._m_node = m_node
+        self._fail_tick = np.ceil(f.at / HOUR_S).astype(np.int64) - 1
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> Tally:
+        wc = self.world.cfg
+        for k in range(wc.first_tick, wc.last_tick):
+            self.tick(k)
+        return self.tally
+
+    def tick(self, k: int) -> None:
+        t = k * HOUR_S
+        now = self.world.cfg.at(k)
+        c = self.cluster
+        self._lifecycle(k, t)
+        self.tally.pods_gave_up += c.leave(self._leave.get(k, np.zeros(0, np.int64)))
+        c.arrive(self._arrive.get(k, np.zeros(0, np.int64)))
+        c.place_pending(t)
+        sizing = (k - self.world.cfg.first_tick) % self.cfg.sizing_every == 0
+        if self.cfg.policy == "reactive":
+            if sizing:
+                self._reactive_sizing(now)
+        else:
+            self._plan(k, now, sizing)
+        c.place_pending(t)
+        self._account()
+        self._strike(k, t)
+
+    # ------------------------------------------------------------------ lifecycle
+    def _lifecycle(self, k: int, t: float) -> None:
+        c = self.cluster
+        done = np.flatnonzero(c.down_until <= t)
+        for row in done.tolist():
+            c.repaired_at[row] = c.down_until[row]
+            c.down_until[row] = np.nan
+            if c.cordon_owner[row] == OWNER_REPAIR:
+                c.uncordon(row, t)
+        ended = np.flatnonzero(c.maint_until <= t)
+        for row in ended.tolist():
+            c.maint_until[row] = np.nan
+            if c.cordon_owner[row] == OWNER_MAINTENANCE:
+                c.uncordon(row, t)
+        for i in self._m_start.get(k, np.zeros(0, np.int64)).tolist():
+            row = int(self._m_node[i])
+            c.evict(row, t)  # planned: drained at a checkpoint, no loss counted
+            c.maint_until[row] = self._m_end[i] * HOUR_S
+            if c.cordon_owner[row] is None:
+                c.cordon(row, OWNER_MAINTENANCE, t)
+
+    # ------------------------------------------------------------------ failures
+    def _strike(self, k: int, t: float) -> None:
+        f = self.world.failures
+        fails = np.flatnonzero(self._fail_tick == k)
+        events: list[tuple[float, int, int]] = [(float(f.at[i]), 1, int(i)) for i in fails]
+        later = []
+        for te, seq, action in self.scheduled:
+            if te < t + HOUR_S:
+                events.append((te, 0, seq))
+            else:
+                later.append((te, seq, action))
+        by_seq = {seq: a for _, seq, a in self.scheduled}
+        self.scheduled = later
+        for at, kind, ref in sorted(events):
+            if kind == 0:
+                self._try_drain(by_seq[ref], at)
+            else:
+                self._fail(ref, at)
+
+    def _fail(self, i: int, at: float) -> None:
+        f = self.world.failures
+        c = self.cluster
+        row = int(f.node[i])
+        if self.averted[i]:
+            self.tally.failures_averted += 1
+            return
+        self.tally.failures += 1
+        if c.pods_on(row):
+            hit = c.evict(row, at)
+            self.tally.failures_on_busy_nodes += 1
+            self.tally.interrupted_jobs += hit.jobs
+            self.tally.interrupted_pods += hit.pods
+            self.tally.lost_gpu_hours += hit.lost_gpu_hours
+            self.tally.missed[self._why_missed(row)] += 1
+        c.down_until[row] = np.fmax(c.down_until[row], at + f.repair_s[i])
+        if c.cordon_owner[row] is None:
+            c.cordon(row, OWNER_REPAIR, at)
+
+    def _why_missed(self, row: int) -> str:
+        if self.cfg.policy == "reactive":
+            return "reactive"
+        if row in self.last_skip:
+            return self.last_skip[row]
+        if row in self.candidates:
+            return "drain_scheduled_after_failure"
+        return "risk_below_drain_floor"
+
+    # ------------------------------------------------------------------ drains
+    def _view(self, row: int, t: float, risk: FailureRisk | None) -> CurrentView:
+        c = self.cluster
+        now = self._time(t)
+        dis = c.disrupted() & c.active
+        ids = self.world.node_ids
+        return CurrentView(
+            now=now,
+            topology=self._topology(),
+            state=self._state(row, now),
+            disrupted=frozenset(ids[i] for i in np.flatnonzero(dis)),
+            risk=risk,
+        )
+
+    def _try_drain(self, a: Drain, at: float) -> None:
+        c = self.cluster
+        row = self.row_of[a.target]
+        risk = self._risk_now(row, at)
+        v = revalidate(a, self._view(row, at, risk), self.cfg.budgets, self.pcfg.disruption)
+        if v is not None:
+            self.tally.revalidation_drops[v.reason.value] += 1
+            return
+        why = self.auditor.violates(row, c.disrupted() & c.active, c.active)
+        if why is not None:
+            self.tally.budget_violations += 1
+        hit = c.evict(row, at)
+        self.tally.drains += 1
+        self.tally.drain_evicted_jobs += hit.jobs
+        self.tally.drain_lost_gpu_hours += hit.lost_gpu_hours
+        c.cordon(row, self.pcfg.disruption.owner, at)
+        c.drained_at[row] = at
+        f = self.world.failures
+        ahead = np.flatnonzero(
+            (f.node == row) & (f.at >= at) & (f.at <= at + self.cfg.horizon.total_seconds())
+        )
+        ahead = ahead[~self.averted[ahead]]
+        if ahead.size:
+            i = int(ahead[0])
+            self.averted[i] = True
+            self.tally.drains_caught += 1
+            c.down_until[row] = at + f.repair_s[i]
+        else:
+            self.tally.drains_needless += 1
+            c.needless[row] = True
+            c.down_until[row] = at + self.pcfg.disruption.costs.inspection_window.total_seconds()
+
+    def _p(self, k: int) -> np.ndarray:
+        """p_fail per node row at tick ``k``: the model's, or for the oracle the truth
+        (1 when a failure that has not been averted falls within the horizon)."""
+        assert self.risk is not None
+        if self.cfg.policy != "oracle":
+            return self.risk.at(k)
+        f = self.world.failures
+        lo = k * HOUR_S
+        hit = (f.at > lo) & (f.at <= lo + self.cfg.horizon.total_seconds()) & ~self.averted
+        p = np.zeros(len(self.world.specs))
+        p[f.node[hit]] = 1.0
+        return p
+
+    def _risk_now(self, row: int, at: float) -> FailureRisk | None:
+        assert self.risk is not None
+        k = int(at // HOUR_S)
+        k = min(max(k, self.risk.first_tick), self.risk.first_tick + len(self.risk.p) - 1)
+        p = float(self._p(k)[row])
+        if math.isnan(p):
+            return None
+        return self._risk(row, p, k)
+
+    def _risk(self, row: int, p: float, k: int) -> FailureRisk:
+        assert self.risk is not None
+        now = self.world.cfg.at(k)
+        v = int(self.risk.version[k - self.risk.first_tick])
+        prov = Provenance("node_failure", f"whatif-{self.cfg.policy}-{v}", FEATURE_HASH, now)
+        return FailureRisk(
+            self.world.node_ids[row], now, self.cfg.horizon, min(max(p, 0.0), 1.0), (), prov
+        )
+
+    # ------------------------------------------------------------------ engine
+    def _time(self, t: float) -> datetime:
+        return self.world.cfg.start + timedelta(seconds=t)
+
+    def _topology(self) -> Topology:
+        key = np.packbits(self.cluster.active).tobytes()
+        if key != self._topo_key or self._topo is None:
+            specs = [s for s, a in zip(self.world.specs, self.cluster.active, strict=True) if a]
+            self._topo = Topology.of(specs)
+            self._topo_key = key
+        return self._topo
+
+    def _state(self, row: int, now: datetime) -> NodeState:
+        c = self.cluster
+        t = (now - self.world.cfg.start).total_seconds()
+        job = c.biggest_job(row)
+        last = None
+        if job is not None and not math.isnan(c.origin[job]):
+            o = float(c.origin[job])
+            last = self._time(t - c.since_checkpoint(job, t)) if t >= o else None
+        return NodeState(
+            node_id=self.world.node_ids[row],
+            observed_at=now,
+            cordoned=c.cordon_owner[row] is not None,
+            cordon_owner=c.cordon_owner[row],
+            cordoned_at=_opt(self, c.cordoned_at[row]),
+            uncordoned_at=_opt(self, c.uncordoned_at[row]),
+            under_repair=bool(c.under_repair[row]),
+            repaired_at=_opt(self, c.repaired_at[row]),
+            last_checkpoint_at=last,
+            checkpoint_interval=self.checkpoint if last is not None else None,
+        )
+
+    def _plan(self, k: int, now: datetime, sizing: bool) -> None:
+        assert self.risk is not None and self.forecasts is not None
+        c = self.cluster
+        p = self._p(k)
+        busy = c.busy()
+        ok = c.active & busy & ~np.isnan(p) & (np.nan_to_num(p) > self.floor)
+        rows = set(np.flatnonzero(ok).tolist())
+        self.candidates = rows
+        risks = [self._risk(r, float(p[r]), k) for r in sorted(rows)]
+        if sizing:
+            # the sizing buffer reads every node's risk, not only the drain candidates
+            extra = np.flatnonzero(c.active & ~np.isnan(p) & ~ok)
+            risks += [self._risk(int(r), float(p[r]), k) for r in extra]
+        stateful = {self.row_of[r.node_id] for r in risks}
+        stateful |= set(np.flatnonzero(c.disrupted() & c.active).tolist())
+        fleet = FleetState(
+            topology=self._topology(),
+            observed_at=now,
+            nodes={self.world.node_ids[r]: self._state(r, now) for r in sorted(stateful)},
+            pools={p_: PoolState(p_, at) for p_, at in self.last_resize.items()},
+        )
+        forecasts = self.forecasts(now) if sizing else []
+        c.sync_schedulable()
+        result = make_plan(
+            risks, forecasts, c.snapshot, fleet, self.cfg.budgets, FixedClock(now), self.pcfg
+        )
+        self.tally.alerts += len(result.alerts)
+        self.last_skip = {}
+        for s in result.skips:
+            if s.kind == "drain":
+                self.tally.skips[s.reason.value] += 1
+                self.last_skip[self.row_of[s.target]] = s.reason.value
+        t = (now - self.world.cfg.start).total_seconds()
+        for a in result.actions:
+            self._act(a, now, t)
+
+    def _act(self, a: Action, now: datetime, t: float) -> None:
+        c = self.cluster
+        if isinstance(a, Drain):
+            te = (a.not_before - self.world.cfg.start).total_seconds() if a.not_before else t
+            if te <= t:
+                self._try_drain(a, t)
+            else:
+                self.scheduled.append((te, len(self.scheduled) + int(t), a))
+        elif isinstance(a, Uncordon):
+            row = self.row_of[a.target]
+            view = self._view(row, t, None)
+            v = revalidate(a, view, self.cfg.budgets, self.pcfg.disruption)
+            if v is not None:
+                self.tally.revalidation_drops[v.reason.value] += 1
+                return
+            if c.needless[row]:
+                self.tally.needless_out_gpu_hours += (
+                    self.value[row] * (t - c.drained_at[row]) / HOUR_S
+                )
+                c.needless[row] = False
+            c.uncordon(row, t)
+            self.tally.uncordons += 1
+        elif isinstance(a, ResizePool):
+            self._resize(a.target, a.to_nodes, now)
+        elif isinstance(a, Buy):
+            self.tally.purchases.append({"sku": a.target, "region": a.region, "n": a.quantity})
+        elif isinstance(a, LendNodes):
+            pass  # lending between pools is not simulated (the pools' GPU models differ)
+
+    # ------------------------------------------------------------------ sizing
+    def _resize(self, pool: str, target: int, now: datetime) -> None:
+        c = self.cluster
+        rows = c.pool_rows[pool]
+        self.want[pool] = target
+        cur = rows[c.active[rows]]
+        if target > cur.size:
+            parked = rows[~c.active[rows] & ~c.under_repair[rows]]
+            c.active[parked[: target - cur.size]] = True
+        elif target < cur.size:
+            busy = c.busy()
+            empty = cur[~busy[cur] & ~c.disrupted()[cur]]
+            c.active[empty[::-1][: cur.size - target]] = False
+        self.tally.resizes += 1
+        self.last_resize[pool] = now
+
+    def _reactive_sizing(self, now: datetime) -> None:
+        c = self.cluster
+        busy = c.busy()
+        dis = c.disrupted()
+        w = c.w
+        need: dict[str, float] = {}
+        for i in c.pending:
+            pool = w.pools[int(w.pool[i])]
+            rows = c.pool_rows[pool]
+            per = float(c.gpus[rows[0]]) if w.num_gpu[i] else float(c.cores[rows[0]])
+            use = float(w.gpus[i]) if w.num_gpu[i] else float(w.cpu_milli[i] / 1000)
+            need[pool] = need.get(pool, 0.0) + (use / per if per else 0.0)
+        for pool, rows in sorted(c.pool_rows.items()):
+            act = rows[c.active[rows]]
+            target = reactive_target(
+                int((busy[act] & ~dis[act]).sum()),
+                int(dis[act].sum()),
+                math.ceil(need.get(pool, 0.0) - 1e-9),
+                self.cfg.reactive_headroom,
+            )
+            if target != act.size:
+                self._resize(pool, target, now)
+
+    # ------------------------------------------------------------------ figures
+    def _account(self) -> None:
+        c = self.cluster
+        tl = self.tally
+        act = c.active
+        busy = c.busy()
+        tl.provisioned_node_hours += float(act.sum())
+        tl.idle_node_hours += float((act & c.schedulable() & ~busy).sum())
+        tl.provisioned_gpu_hours += float(c.gpus[act].sum())
+        tl.provisioned_core_hours += float(c.cores[act].sum())
+        g, cores = c.used()
+        tl.used_gpu_hours += g
+        tl.used_core_hours += cores
+        tl.pending_pod_hours += c.pending_pods()
+        for pool, want in self.want.items():
+            tl.stockout_node_hours += max(0, want - c.pool_rows[pool].size)
+
+
+def _opt(loop: Loop, seconds: float) -> datetime | None:
+    return None if math.isnan(seconds) else loop._time(float(seconds))
+
+
+def _by_tick(ticks: np.ndarray) -> dict[int, np.ndarray]:
+    if ticks.size == 0:
+        return {}
+    order = np.argsort(ticks, kind="stable")
+    keys, starts = np.unique(ticks[order], return_index=True)
+    ends = np.append(starts[1:], order.size)
+    return {int(k): order[a:b] for k, a, b in zip(keys, starts, ends, strict=True)}

@@ -1,0 +1,136 @@
+"""What a what-if run counts, and the independent disruption-budget check.
+
+:class:`Tally` accumulates the run's figures (GPU-hours, node-hours, counts). Units are
+in the names. :class:`BudgetAuditor` re-counts disrupted nodes per pool / rack / spine
+from the loop's own node state each time the policy disrupts a node, without the
+engine's ledger or guards, and records a violation whenever the disruption takes a
+domain past what ``policy.config.Budgets`` allows — so a bug in a guard, or a
+fleet state handed to the engine wrongly, shows up as a non-zero count.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from allocator.topology import NodeSpec
+from policy.config import Budgets
+
+
+@dataclass
+class Tally:
+    """Figures of one run over the evaluated ticks."""
+
+    failures: int = 0
+    failures_on_busy_nodes: int = 0
+    failures_averted: int = 0
+    interrupted_jobs: int = 0
+    interrupted_pods: int = 0
+    lost_gpu_hours: float = 0.0
+    drains: int = 0
+    drains_needless: int = 0
+    drains_caught: int = 0
+    drain_evicted_jobs: int = 0
+    drain_lost_gpu_hours: float = 0.0
+    needless_out_gpu_hours: float = 0.0
+    """Node GPU-hours (CPU nodes: cost units) a needless drain kept out of service,
+    from the drain to the uncordon."""
+    uncordons: int = 0
+    budget_violations: int = 0
+    provisioned_node_hours: float = 0.0
+    idle_node_hours: float = 0.0
+    provisioned_gpu_hours: float = 0.0
+    used_gpu_hours: float = 0.0
+    provisioned_core_hours: float = 0.0
+    used_core_hours: float = 0.0
+    pending_pod_hours: float = 0.0
+    pods_gave_up: int = 0
+    stockout_node_hours: float = 0.0
+    resizes: int = 0
+    purchases: list[dict[str, Any]] = field(default_factory=list)
+    purchase_cost: float = 0.0
+    skips: Counter[str] = field(default_factory=Counter)
+    revalidation_drops: Counter[str] = field(default_factory=Counter)
+    alerts: int = 0
+    missed: Counter[str] = field(default_factory=Counter)
+    """Why failures on busy nodes were not drained in time (engine skip reason of the
+    node's last plan before the failure, or 'no_plan_in_time')."""
+
+    def to_dict(self) -> dict[str, Any]:
+        r = 4
+        needless_cost = self.needless_out_gpu_hours + self.drain_lost_gpu_hours
+        return {
+            "failures": self.failures,
+            "failures_on_busy_nodes": self.failures_on_busy_nodes,
+            "failures_averted_by_drains": self.failures_averted,
+            "interrupted_jobs": self.interrupted_jobs,
+            "interrupted_pods": self.interrupted_pods,
+            "lost_gpu_hours": round(self.lost_gpu_hours, r),
+            "drains": self.drains,
+            "drains_needless": self.drains_needless,
+            "drains_caught_failure": self.drains_caught,
+            "drain_evicted_jobs": self.drain_evicted_jobs,
+            "drain_lost_gpu_hours": round(self.drain_lost_gpu_hours, r),
+            "needless_drain_out_gpu_hours": round(self.needless_out_gpu_hours, r),
+            "drain_cost_gpu_hours": round(needless_cost, r),
+            "uncordons": self.uncordons,
+            "budget_violations": self.budget_violations,
+            "provisioned_node_hours": round(self.provisioned_node_hours, r),
+            "idle_node_hours": round(self.idle_node_hours, r),
+            "capacity_hours": {
+                "gpu_provisioned": round(self.provisioned_gpu_hours, r),
+                "gpu_used": round(self.used_gpu_hours, r),
+                "cpu_core_provisioned": round(self.provisioned_core_hours, r),
+                "cpu_core_used": round(self.used_core_hours, r),
+            },
+            "pending_pod_hours": round(self.pending_pod_hours, r),
+            "pods_gave_up": self.pods_gave_up,
+            "stockout_node_hours": round(self.stockout_node_hours, r),
+            "resizes": self.resizes,
+            "purchases": self.purchases,
+            "purchase_cost": round(self.purchase_cost, r),
+            "drain_skips": dict(sorted(self.skips.items())),
+            "revalidation_drops": dict(sorted(self.revalidation_drops.items())),
+            "alerts": self.alerts,
+            "missed_failures_by_reason": dict(sorted(self.missed.items())),
+        }
+
+
+def _domains(spec: NodeSpec) -> dict[str, tuple[str, str]]:
+    """scope -> (full domain key, the name a budget's ``domain`` matches)."""
+    rack = f"{spec.region}/{spec.zone}/{spec.spine}/{spec.rack}"
+    spine = f"{spec.region}/{spec.zone}/{spec.spine}"
+    return {"pool": (spec.pool, spec.pool), "rack": (rack, spec.rack), "spine": (spine, spec.spine)}
+
+
+class BudgetAuditor:
+    """Counts budget violations from the loop's node state (module docstring)."""
+
+    def __init__(self, budgets: Budgets, specs: tuple[NodeSpec, ...]) -> None:
+        self.budgets = budgets
+        self.keys = [_domains(s) for s in specs]
+        self.checks = 0
+
+    def violates(self, row: int, disrupted: np.ndarray, in_service: np.ndarray) -> str | None:
+        """Would disrupting node ``row`` now break a budget? ``disrupted``: nodes out
+        (cordoned, draining, in repair or maintenance); ``in_service``: the nodes the
+        pools hold (the domain sizes)."""
+        self.checks += 1
+        for scope, (key, leaf) in self.keys[row].items():
+            members = [i for i in self._members(scope, key)]
+            size = int(in_service[members].sum())
+            out = int(disrupted[members].sum()) - int(disrupted[row]) + 1
+            allowed = self.budgets.allowed(scope, leaf, size)
+            if allowed is not None and out > allowed:
+                return f"{scope} {key}: {out} disrupted > {allowed} allowed of {size}"
+        return None
+
+    def _members(self, scope: str, key: str) -> list[int]:
+        cache = self.__dict__.setdefault("_cache", {})
+        if (scope, key) not in cache:
+            cache[(scope, key)] = [i for i, k in enumerate(self.keys) if k[scope][0] == key]
+        members: list[int] = cache[(scope, key)]
+        return members
