@@ -197,6 +197,8 @@ def _human_stats(s: dict[str, Any]) -> str:
             f"quarantined {t['quarantined_rows']:>8,}  {t['time_min']} .. {t['time_max']}  "
             f"sources: {', '.join(t['sources'])}"
         )
+        for c in t.get("corrupt_files", []):
+            lines.append(f"    CORRUPT {c['file']} -> {c['moved_to']}: {c['reason']}")
     return "\n".join(lines)
 
 

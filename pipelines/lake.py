@@ -4,18 +4,28 @@ Layout under the lake root::
 
     <table>/source=<source>/date=<YYYY-MM-DD>/part-<n>.parquet
     _quarantine/<table>/source=<source>/date=<ingest date>/part-<n>.parquet
+    _quarantine/_files/<table>/...       stored files found corrupt, moved aside
+    _quarantine/corrupt_files.jsonl      one line per file moved aside (where, why)
     _ingest_log.jsonl                    one line per ingest (input, digest, counts)
 
 Every file is written to ``_staging/`` first and linked into place only when complete,
 so a reader never sees a half-written file; a crash leaves at most staging debris,
 which the next write removes. Re-writing rows whose key (the schema's ``key``) is
 already in the partition adds nothing, so re-ingesting the same input is a no-op.
+
+A stored file that is not readable Parquet any more (truncated, overwritten: its footer
+does not parse) is moved aside into ``_quarantine/_files/`` the first time a read or a
+write lists it, with a warning naming it (logger ``predops.lake``) and a line in
+``_quarantine/corrupt_files.jsonl``; the rest of the table stays readable, ``stats()``
+lists the file, and re-ingesting its input restores its rows (its keys no longer count
+as stored). Files are checked once per (size, mtime) — published files never change.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import re
 import shutil
@@ -28,6 +38,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core.schemas import SCHEMAS, FrameSchema, schema_for
@@ -37,6 +48,9 @@ _SOURCE_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 QUARANTINE_DIR = "_quarantine"
 STAGING_DIR = "_staging"
 INGEST_LOG = "_ingest_log.jsonl"
+CORRUPT_DIR = "_files"
+CORRUPT_LOG = "corrupt_files.jsonl"
+log = logging.getLogger("predops.lake")
 PARQUET_COMPRESSION: Final = "zstd"
 QUARANTINE_KEY = ("input", "row", "field", "reason", "record")
 """A quarantined row is the same one again when all of these match (a folder input
@@ -86,6 +100,7 @@ class Lake:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self._checked: dict[Path, tuple[int, int]] = {}
 
     # ------------------------------------------------------------------ paths
     def table_dir(self, table: str) -> Path:
@@ -174,7 +189,7 @@ class Lake:
         return result
 
     def _new_rows(self, schema: FrameSchema, rows: pl.DataFrame, part_dir: Path) -> pl.DataFrame:
-        existing = sorted(part_dir.glob("part-*.parquet"))
+        existing = self._readable(sorted(part_dir.glob("part-*.parquet")))
         if not existing:
             return rows
         # Only stored keys in the new rows' range of the first key column can clash;
@@ -208,7 +223,7 @@ class Lake:
         part_dir = self._partition_dir(base, source, ingested_at.date())
         with self._locked(f"{QUARANTINE_DIR}.{table}"):
             # Re-ingesting the same input must not quarantine its bad rows twice.
-            known = sorted(base.glob(f"source={source}/date=*/part-*.parquet"))
+            known = self._readable(sorted(base.glob(f"source={source}/date=*/part-*.parquet")))
             if known:
                 seen = pl.scan_parquet(known).select(*QUARANTINE_KEY).collect()
                 frame = frame.join(seen, on=list(QUARANTINE_KEY), how="anti", nulls_equal=True)
@@ -229,14 +244,92 @@ class Lake:
             fh.flush()
             os.fsync(fh.fileno())
 
+    # ------------------------------------------------------------------ corrupt files
+    def _readable(self, files: list[Path]) -> list[Path]:
+        """``files`` without those that are not readable Parquet (moved aside)."""
+        out = []
+        for f in files:
+            try:
+                st = f.stat()
+            except FileNotFoundError:  # moved aside by another reader meanwhile
+                continue
+            sig = (st.st_size, st.st_mtime_ns)
+            if self._checked.get(f) == sig:
+                out.append(f)
+                continue
+            try:
+                pq.read_metadata(f)
+            except PermissionError:
+                raise  # unreadable for us is not corrupt
+            except (OSError, ValueError, pa.ArrowException) as exc:
+                self._set_aside(f, f"not readable Parquet ({exc})")
+                continue
+            self._checked[f] = sig
+            out.append(f)
+        return out
+
+    def _set_aside(self, f: Path, why: str) -> None:
+        """Move a corrupt stored file into ``_quarantine/_files`` and say so."""
+        rel = f.relative_to(self.root)
+        dest = (
+            self.root
+            / QUARANTINE_DIR
+            / CORRUPT_DIR
+            / rel.parent
+            / f"{f.name}.{uuid.uuid4().hex[:8]}"
+        )
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            size = f.stat().st_size
+            os.rename(f, dest)  # atomic; a second reader finding it gone just skips it
+        except FileNotFoundError:
+            return
+        table = rel.parts[1] if rel.parts[0] == QUARANTINE_DIR else rel.parts[0]
+        entry = {
+            "table": table,
+            "file": str(rel),
+            "moved_to": str(dest.relative_to(self.root)),
+            "bytes": size,
+            "reason": why,
+        }
+        with open(self.root / QUARANTINE_DIR / CORRUPT_LOG, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry, sort_keys=True) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        log.warning(
+            "lake: %s is %s; moved it to %s (the rest of %s stays readable; "
+            "re-ingest its input to restore its rows)",
+            rel,
+            why,
+            entry["moved_to"],
+            table,
+        )
+
+    def corrupt_files(self, table: str | None = None) -> list[dict[str, Any]]:
+        """Stored files found corrupt and moved aside (``table``: only that table's)."""
+        path = self.root / QUARANTINE_DIR / CORRUPT_LOG
+        if not path.exists():
+            return []
+        out = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a torn last line of a killed process
+            if isinstance(entry, dict) and (table is None or entry.get("table") == table):
+                out.append(entry)
+        return out
+
     # ------------------------------------------------------------------ reads
     def files(self, table: str, source: str | None = None) -> list[Path]:
+        """The table's readable part files (corrupt ones are moved aside, see above)."""
         base = self.table_dir(table)
         pattern = f"source={source or '*'}/date=*/part-*.parquet"
-        return sorted(base.glob(pattern))
+        return self._readable(sorted(base.glob(pattern)))
 
     def quarantine_files(self, table: str) -> list[Path]:
-        return sorted((self.root / QUARANTINE_DIR / table).glob("source=*/date=*/part-*.parquet"))
+        base = self.root / QUARANTINE_DIR / table
+        return self._readable(sorted(base.glob("source=*/date=*/part-*.parquet")))
 
     def scan(self, table: str, source: str | None = None) -> pl.LazyFrame:
         """All stored rows of ``table`` (optionally one source) with a ``source`` column."""
@@ -266,12 +359,14 @@ class Lake:
         return set(ids["node_id"].to_list())
 
     def stats(self) -> dict[str, Any]:
-        """Rows, partitions, sources, time range and quarantined rows per table."""
+        """Rows, partitions, sources, time range, quarantined rows and corrupt files
+        (moved aside) per table."""
         out: dict[str, Any] = {}
         for name, schema in SCHEMAS.items():
             files = self.files(name)
             qfiles = self.quarantine_files(name)
-            if not files and not qfiles:
+            corrupt = self.corrupt_files(name)
+            if not files and not qfiles and not corrupt:
                 continue
             rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
             partitions = sorted({str(f.parent.relative_to(self.root)) for f in files})
@@ -294,5 +389,8 @@ class Lake:
                 "time_min": tmin.isoformat() if tmin else None,
                 "time_max": tmax.isoformat() if tmax else None,
                 "quarantined_rows": quarantined,
+                "corrupt_files": [
+                    {k: c.get(k) for k in ("file", "moved_to", "reason")} for c in corrupt
+                ],
             }
         return out
