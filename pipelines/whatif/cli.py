@@ -10,7 +10,7 @@ import click
 from pipelines.cli_support import emit, json_option, reports
 
 POLICIES = ("reactive", "predictive", "oracle")
-SIZING_EVERY_H = 3
+SIZING_EVERY_H = 6
 
 
 @click.command("simulate-ops")
@@ -42,7 +42,7 @@ SIZING_EVERY_H = 3
     type=click.IntRange(1),
     default=SIZING_EVERY_H,
     show_default=True,
-    help="Hours between pool-sizing rounds.",
+    help="Hours between the engine's pool-sizing rounds (the reactive autoscaler: 1).",
 )
 @json_option
 @reports

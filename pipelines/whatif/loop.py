@@ -8,8 +8,8 @@ Each tick ``T`` (one hour):
 2. pods whose time is up leave, new pods arrive, the queue is placed by the allocator;
 3. the policy acts:
 
-   - ``reactive``: no drains; every ``sizing_every`` ticks each pool is sized from
-     current usage (:func:`reactive_target`);
+   - ``reactive``: no drains; every ``reactive_sizing_every`` ticks each pool is
+     sized from current usage (:func:`reactive_target`);
    - ``predictive`` / ``oracle``: :func:`policy.engine.plan` with the failure risk
      (model / truth), the live snapshot, the fleet state and, every ``sizing_every``
      ticks, the demand forecasts (model / truth). Drains and uncordons are
@@ -61,21 +61,24 @@ FEATURE_HASH = "whatif-hourly"
 @dataclass(frozen=True)
 class LoopConfig:
     """Knobs of one run. ``reactive_headroom``: the buffer today's practice keeps over
-    current usage (10 %); ``sizing_every``: ticks between pool-sizing rounds."""
+    current usage (10 %); ``sizing_every``: ticks between the engine's pool-sizing
+    rounds (6: the engine sizes for lead + a 6 h hold); ``reactive_sizing_every``:
+    ticks between the reactive autoscaler's rounds (1: it reacts to pending pods)."""
 
     policy: str
     policy_config: PolicyConfig = field(default_factory=PolicyConfig)
     budgets: Budgets = field(default_factory=Budgets)
     horizon: timedelta = timedelta(hours=24)
-    sizing_every: int = 1
+    sizing_every: int = 6
+    reactive_sizing_every: int = 1
     reactive_headroom: float = 0.10
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
-        if self.sizing_every < 1:
-            raise ValueError("sizing_every must be >= 1")
+        if self.sizing_every < 1 or self.reactive_sizing_every < 1:
+            raise ValueError("sizing_every and reactive_sizing_every must be >= 1")
 
 
 def drain_floor(cfg: DisruptionConfig, checkpoint: timedelta) -> float:
@@ -154,8 +157,10 @@ class Loop:
         self.tally.pods_gave_up += c.leave(self._leave.get(k, np.zeros(0, np.int64)))
         c.arrive(self._arrive.get(k, np.zeros(0, np.int64)))
         c.place_pending(t)
-        sizing = (k - self.world.cfg.first_tick) % self.cfg.sizing_every == 0
-        if self.cfg.policy == "reactive":
+        reactive = self.cfg.policy == "reactive"
+        every = self.cfg.reactive_sizing_every if reactive else self.cfg.sizing_every
+        sizing = (k - self.world.cfg.first_tick) % every == 0
+        if reactive:
             if sizing:
                 self._reactive_sizing(now)
         else:

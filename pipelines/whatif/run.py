@@ -44,7 +44,8 @@ class OpsConfig:
     world: WorldConfig
     policies: tuple[str, ...] = POLICIES
     risk: RiskConfig = field(default_factory=RiskConfig)
-    sizing_every: int = 3
+    sizing_every: int = 6
+    reactive_sizing_every: int = 1
     reactive_headroom: float = 0.10
     demand_retrain_every: timedelta = timedelta(days=7)
 
@@ -67,6 +68,7 @@ class OpsConfig:
                 "n_estimators": self.risk.params.get("n_estimators"),
             },
             "sizing_every_h": self.sizing_every,
+            "reactive_sizing_every_h": self.reactive_sizing_every,
             "reactive_headroom": self.reactive_headroom,
             "demand_retrain_every_days": self.demand_retrain_every / timedelta(days=1),
             "cost_model": {
@@ -109,6 +111,7 @@ def _loop_config(cfg: OpsConfig, policy: str) -> LoopConfig:
         policy_config=sim_policy_config(),
         horizon=cfg.risk.horizon,
         sizing_every=cfg.sizing_every,
+        reactive_sizing_every=cfg.reactive_sizing_every,
         reactive_headroom=cfg.reactive_headroom,
         seed=cfg.world.seed,
     )

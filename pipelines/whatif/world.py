@@ -12,8 +12,9 @@ telemetry) and turns it into arrays the loop walks hour by hour:
   (on the 2,000-node fleet they hold ~7 % of training GPU-hours and a quarter of
   big-data CPU-hours; see the package note);
 - CPU-only single pods of one pool that arrive and leave at the same ticks are packed
-  into *pod groups* of about ``GROUP_CPU_MILLI`` (one request each, ``members`` pods):
-  big-data runs ~30,000 short pods a day, and placing each through the allocator
+  into *pod groups* of up to ``GROUP_CPU_MILLI`` / ``GROUP_MEMORY_MIB`` (half the
+  smaller CPU SKU; one request each, ``members`` pods): big-data runs ~28,000 pods of
+  ~14 cores a day, most for a single tick, and placing each through the allocator
   would cost more than the rest of the loop together. GPU pods and gangs stay single.
 
 Times are seconds from the simulation start (``sim.cfg.start``); ticks are whole hours
@@ -39,8 +40,8 @@ START = datetime(2026, 1, 5, tzinfo=UTC)
 """Simulation start (a Monday), as in ``predops eval failure --source synthetic``."""
 
 
-GROUP_CPU_MILLI = 16_000
-GROUP_MEMORY_MIB = 65_536
+GROUP_CPU_MILLI = 48_000
+GROUP_MEMORY_MIB = 192 * 1024
 
 
 @dataclass(frozen=True)
