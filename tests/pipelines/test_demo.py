@@ -1,0 +1,74 @@
+"""``predops demo`` end to end, as the README runs it: simulate, retrain job, pipeline job,
+then serve — the server answers and is ready with both champions."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from pipelines.scheduler.runs import RunStore
+
+PREDOPS = Path(sys.executable).with_name("predops")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_demo_trains_scores_plans_then_serves(tmp_path: Path) -> None:
+    ws, port = tmp_path / "ws", _free_port()
+    log = tmp_path / "demo.err"
+    cmd = [str(PREDOPS), "--workspace", str(ws), "demo", "--nodes", "30", "--days", "12"]
+    cmd += ["--seed", "5", "--port", str(port), "--json"]
+    env = {**os.environ, "OMP_WAIT_POLICY": "passive"}
+    out = tmp_path / "demo.json"
+    with out.open("wb") as stdout, log.open("wb") as stderr:
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, env=env)
+    try:
+        deadline = time.monotonic() + 600
+        url = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            m = re.search(r"dashboards at (http://\S+)", log.read_text(errors="replace"))
+            if m:
+                url = m.group(1)
+                try:
+                    ready = requests.get(url + "readyz", timeout=5)
+                    break
+                except requests.ConnectionError:
+                    pass
+            time.sleep(1)
+        assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
+        assert url == f"http://127.0.0.1:{port}/"
+        assert ready.status_code == 200, ready.text
+        models = ready.json()["models"]
+        assert models["node_failure"]["version"] == "1" and models["demand"]["version"] == "1"
+        board = requests.get(url, timeout=60)
+        assert board.status_code == 200 and 'id="top-nodes"' in board.text  # the risk board
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+
+    report = json.loads(out.read_text())
+    for job in ("retrain", "pipeline"):
+        steps = report["jobs"][job]["steps"]
+        assert report["jobs"][job]["status"] == "done"
+        assert {s["status"] for s in steps.values()} == {"done"}, steps
+    assert report["jobs"]["pipeline"]["steps"]["score"]["rows"] == 30
+    plan_file = Path(report["jobs"]["pipeline"]["plan"]["plan_file"])
+    assert plan_file.is_file() and plan_file.is_relative_to(ws)
+    runs = RunStore(ws / "scheduler.db").runs()
+    assert sorted(r["job"] for r in runs) == ["pipeline", "retrain"]
+    assert all(r["status"] == "done" for r in runs)
