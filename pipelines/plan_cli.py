@@ -240,13 +240,45 @@ def apply_command(
     as_json: bool,
 ) -> None:
     """Re-validate and apply plan PLAN_ID; every decision goes to the audit log."""
-    from pipelines.actuators.apply import apply_plan
-    from pipelines.actuators.purchase import PurchaseRequestWriter
-
     settings = _settings()
     plan = read_plan(plan_path(settings.plans_dir, plan_id))
     clock: Any = FixedClock(parse_time(at)) if at else SystemClock()
     sleep = _fixed_sleep(clock) if at else time.sleep
+    out = apply_in_workspace(
+        settings,
+        plan,
+        execute=execute,
+        clock=clock,
+        sleep=sleep,
+        who=_who(),
+        kubeconfig=kubeconfig,
+        context=context,
+        timeout_s=_seconds(timeout),
+    )
+    emit(out, as_json, _human_apply)
+    if out["counts"].get("failed"):
+        click.get_current_context().exit(2)
+
+
+def apply_in_workspace(
+    settings: Settings,
+    plan: Plan,
+    *,
+    execute: bool,
+    clock: Any,
+    sleep: Any,
+    who: str,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    timeout_s: float = 600.0,
+) -> dict[str, Any]:
+    """Apply ``plan`` as ``predops apply`` does (and the server's apply endpoint): state
+    from the cluster of ``kubeconfig`` (or the lake), buys as purchase files, every
+    decision in the audit log as ``who``. Returns the report with ``state``,
+    ``failure_risk`` and ``audit_log``."""
+    from pipelines.actuators.apply import apply_plan
+    from pipelines.actuators.purchase import PurchaseRequestWriter
+
     actuators: dict[str, Actuator] = {
         "buy": PurchaseRequestWriter(settings.workspace / "purchases", clock)
     }
@@ -254,7 +286,7 @@ def apply_command(
     if kubeconfig:
         from pipelines.actuators.kube import KubeActuator, KubeOptions, KubeState, connect
 
-        api = connect(kubeconfig, context, KubeOptions(timeout=_seconds(timeout)))
+        api = connect(kubeconfig, context, KubeOptions(timeout=timeout_s))
         state = KubeState(api, clock)
         kube = KubeActuator(api, clock, sleep)
         actuators.update(dict.fromkeys(("cordon", "drain", "uncordon"), kube))
@@ -266,7 +298,7 @@ def apply_command(
             plan,
             state=state,
             actuators=actuators,
-            audit=AuditLog(settings.audit_log, who=_who()),
+            audit=AuditLog(settings.audit_log, who=who),
             clock=clock,
             execute=execute,
             budgets=Budgets(),
@@ -274,7 +306,7 @@ def apply_command(
             risk=latest_risk(risks),
         )
     except ActionFailed as exc:  # the cluster could not even be listed
-        raise OSError(f"apply {plan_id}: {exc.reason}") from exc
+        raise OSError(f"apply {plan.plan_id}: {exc.reason}") from exc
     out = report.to_dict()
     out.update(
         {
@@ -283,9 +315,7 @@ def apply_command(
             "audit_log": str(settings.audit_log),
         }
     )
-    emit(out, as_json, _human_apply)
-    if report.counts().get("failed"):
-        click.get_current_context().exit(2)
+    return out
 
 
 def _seconds(text: str) -> float:

@@ -12,8 +12,10 @@ from pipelines.settings import Settings
 from serving.config import ServeConfig
 from serving.context import ServeContext
 from serving.dashboards import router as dashboards
+from serving.errors import BodyLimit, install_error_handlers
+from serving.metrics import RequestMetrics, ServerMetrics
 from serving.models import demand_slot, failure_slot
-from serving.routes import health
+from serving.routes import demand, failure, health, metrics, plans
 
 API_VERSION = "1"
 
@@ -54,6 +56,11 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.ctx = ctx
-    app.include_router(health.router)
+    app.state.metrics = ServerMetrics()
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=cfg.max_body_bytes)
+    app.add_middleware(RequestMetrics, metrics=app.state.metrics)  # outermost: sees 413s
+    for module in (health, metrics, failure, demand, plans):
+        app.include_router(module.router)
     app.include_router(dashboards)
     return app

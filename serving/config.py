@@ -4,15 +4,51 @@ Tokens are bearer tokens with a role; only their SHA-256 digest is kept, so a co
 or a log line never holds a usable secret. Roles, weakest first: ``viewer`` (read
 endpoints when reads are protected), ``approver`` (approve plans), ``operator`` (approve and
 apply plans).
+
+:func:`load_serve_config` reads one TOML file plus the environment, validated at start
+with errors that name the key (never a secret)::
+
+    [server]
+    host = "0.0.0.0"
+    port = 8080
+    protect_reads = false       # true: read endpoints need a viewer token too
+    max_body_bytes = 8388608    # larger request bodies get 413
+    max_batch = 10000           # most nodes / series per request (more: 413)
+    reload_every_s = 15         # registry poll for a moved champion alias
+    max_data_age = "30m"        # online features older than this are stale
+    apply_execute = false       # true: /apply acts (else a dry-run)
+    kubeconfig = "in-cluster"   # optional: re-validate against (and act on) this cluster
+    kube_context = "prod"       # optional
+
+    [[tokens]]
+    name = "alice"
+    role = "approver"           # viewer | approver | operator
+    sha256 = "<hex SHA-256 of the secret>"   # `predops serve --hash-token` prints it
+    expires_at = 2026-12-31T00:00:00Z        # optional, UTC
+
+Environment: ``PREDOPS_API_TOKEN=<secret>`` adds an operator token named ``env`` (a quick
+start; only its digest is kept), and ``PREDOPS_SERVER__<KEY>=value`` overrides a
+``[server]`` key (e.g. ``PREDOPS_SERVER__PROTECT_READS=true``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
+import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pipelines.scheduler.config import ConfigError, _merge_env, _Table
 
 ROLES = ("viewer", "approver", "operator")
+ENV_TOKEN = "PREDOPS_API_TOKEN"
+"""Environment variable whose value is an operator bearer token (named ``env``)."""
+ENV_SERVER_PREFIX = "PREDOPS_SERVER__"
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def token_digest(secret: str) -> str:
@@ -32,10 +68,14 @@ class ApiToken:
     def __post_init__(self) -> None:
         if self.role not in ROLES:
             raise ValueError(f"token {self.name!r}: role {self.role!r} is not one of {ROLES}")
-        if len(self.sha256) != 64:
-            raise ValueError(f"token {self.name!r}: sha256 must be 64 hex characters")
+        if not HEX64.match(self.sha256):
+            raise ValueError(f"token {self.name!r}: sha256 must be 64 lower-case hex characters")
         if self.expires_at is not None and self.expires_at.tzinfo is None:
             raise ValueError(f"token {self.name!r}: expires_at must carry a time zone")
+
+    def expired(self, now: datetime) -> bool:
+        """Whether the token is past its ``expires_at`` at ``now``."""
+        return self.expires_at is not None and now >= self.expires_at
 
     def may(self, role: str) -> bool:
         """Whether this token's role includes ``role``."""
@@ -57,3 +97,94 @@ class ServeConfig:
     max_data_age: timedelta = field(default=timedelta(minutes=30))
     """Online features older than this are stale: such nodes are not scored and /readyz
     reports the data as not fresh."""
+    apply_execute: bool = False
+    """True: ``POST /v1/plans/{id}/apply`` acts through the actuators; False: dry-run."""
+    kubeconfig: str | None = None
+    """A kubeconfig file or ``in-cluster``: apply re-validates against (and, with
+    ``apply_execute``, acts on) that cluster; None: re-validates against the lake."""
+    kube_context: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8080
+    origin: str = "defaults"
+    """Where it came from (file and environment keys used; never a secret)."""
+
+
+def load_serve_config(path: Path | None, environ: Mapping[str, str]) -> ServeConfig:
+    """The server's configuration from ``path`` (TOML; None: defaults) and ``environ``
+    (see the module docstring). Raises :class:`ConfigError` naming the file and key."""
+    where = str(path) if path is not None else "configuration"
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            with open(path, "rb") as fh:
+                raw = tomllib.load(fh)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such configuration file") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    server_env = {k: v for k, v in environ.items() if k.startswith(ENV_SERVER_PREFIX)}
+    applied = _merge_env(raw, server_env, where)
+    unknown = sorted(set(raw) - {"server", "tokens"})
+    if unknown:
+        raise ConfigError(f"{where}: [{unknown[0]}]: unknown section (known: server, tokens)")
+    t = _Table(raw.get("server", {}), where, "server")
+    defaults = ServeConfig()
+    max_age = t.duration("max_data_age", defaults.max_data_age)
+    assert max_age is not None
+    reload_every = t.integer("reload_every_s", int(defaults.reload_every_s), 1)
+    port = t.integer("port", defaults.port, 0)
+    if port > 65535:
+        raise t.fail("port", f"{port} must be at most 65535")
+    kw: dict[str, Any] = {
+        "host": t.text("host", defaults.host),
+        "port": port,
+        "protect_reads": t.boolean("protect_reads", defaults.protect_reads),
+        "max_body_bytes": t.integer("max_body_bytes", defaults.max_body_bytes, 1024),
+        "max_batch": t.integer("max_batch", defaults.max_batch, 1),
+        "reload_every_s": float(reload_every),
+        "max_data_age": max_age,
+        "apply_execute": t.boolean("apply_execute", defaults.apply_execute),
+        "kubeconfig": t.text("kubeconfig"),
+        "kube_context": t.text("kube_context"),
+    }
+    t.done()
+    tokens = _tokens(raw.get("tokens", []), where)
+    secret = environ.get(ENV_TOKEN)
+    used = list(applied)
+    if secret is not None:
+        if len(secret) < 16:
+            raise ConfigError(f"environment: {ENV_TOKEN} must be at least 16 characters")
+        if any(tok.name == "env" for tok in tokens):
+            raise ConfigError(f"{where}: [[tokens]] name 'env' is reserved for {ENV_TOKEN}")
+        tokens.append(ApiToken("env", "operator", token_digest(secret)))
+        used.append(ENV_TOKEN)
+    origin = where + (f" + environment ({', '.join(used)})" if used else "")
+    return ServeConfig(tokens=tuple(tokens), origin=origin, **kw)
+
+
+def _tokens(raw: Any, where: str) -> list[ApiToken]:
+    if not isinstance(raw, list):
+        raise ConfigError(f"{where}: tokens must be an array of tables ([[tokens]])")
+    out: list[ApiToken] = []
+    for i, item in enumerate(raw):
+        t = _Table(item, where, f"tokens[{i}]")
+        name = t.required_text("name")
+        role = t.choice("role", "viewer", ROLES)
+        digest = t.required_text("sha256").lower()
+        if not HEX64.match(digest):
+            raise t.fail("sha256", "must be 64 hex characters (the SHA-256 of the secret)")
+        expires = t.get("expires_at")
+        if expires is not None:
+            if isinstance(expires, str):
+                try:
+                    expires = datetime.fromisoformat(expires)
+                except ValueError:
+                    raise t.fail("expires_at", "is not an ISO-8601 time") from None
+            if not isinstance(expires, datetime) or expires.tzinfo is None:
+                raise t.fail("expires_at", "must be a time with a zone, e.g. 2026-12-31T00:00:00Z")
+            expires = expires.astimezone(UTC)
+        t.done()
+        if any(tok.name == name for tok in out):
+            raise t.fail("name", f"{name!r} is used by another token")
+        out.append(ApiToken(name, role, digest, expires))
+    return out

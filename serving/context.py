@@ -4,14 +4,17 @@ and the served models. Routes get it with ``Depends(context)``."""
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
 from core.clock import Clock
 from pipelines.settings import Settings
 from serving.config import ServeConfig
+from serving.failure_scorer import FailureScorer
+from serving.fleet import FleetCache, OnlineNodes
 from serving.models import ModelSlot
 
 
@@ -22,12 +25,44 @@ class ServeContext:
     clock: Clock
     failure: ModelSlot
     demand: ModelSlot
+    online: OnlineNodes = field(init=False)
+    fleet: FleetCache = field(default_factory=FleetCache)
+    forecasts: dict[tuple[str, Any], Any] = field(default_factory=dict)
+    """Demand forecasts per (model version, lake demand files' state); see routes.demand."""
+    _scorers: weakref.WeakKeyDictionary[Any, FailureScorer] = field(
+        default_factory=weakref.WeakKeyDictionary
+    )
     _stop: threading.Event = field(default_factory=threading.Event)
 
+    def __post_init__(self) -> None:
+        self.online = OnlineNodes(self.settings.features_dir)
+
+    def scorer(self, model: Any) -> FailureScorer:
+        """The array-level scorer of a loaded failure model (built once per model)."""
+        found = self._scorers.get(model)
+        if found is None:
+            found = self._scorers[model] = FailureScorer(model)
+        return found
+
     def refresh_models(self) -> None:
-        """Poll the registry once for both models (see :meth:`ModelSlot.refresh`)."""
+        """Poll the registry once for both models (see :meth:`ModelSlot.refresh`), then
+        warm the fleet risk cache so the first request after a change does not pay."""
         self.failure.refresh()
         self.demand.refresh()
+        self.warm()
+
+    def warm(self) -> None:
+        """Score the fleet with the served failure model if the cache is cold (errors are
+        left for requests to report)."""
+        loaded = self.failure.current
+        if loaded is None:
+            return
+        try:
+            snap = self.online.snapshot(self.clock.now(), self.config.max_data_age)
+            if snap.feature_set_hash == loaded.provenance.feature_set_hash:
+                self.fleet.get(loaded.version, snap, self.scorer(loaded.model))
+        except Exception:
+            return
 
     def start_reloader(self) -> threading.Thread:
         """A daemon thread that polls the registry every ``config.reload_every_s``."""
@@ -44,7 +79,7 @@ class ServeContext:
         self._stop.set()
 
 
-def context(request: Request) -> ServeContext:
+async def context(request: Request) -> ServeContext:
     """FastAPI dependency: the application's :class:`ServeContext`."""
     ctx: ServeContext = request.app.state.ctx
     return ctx

@@ -29,6 +29,8 @@ volume what the operator asked for.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -45,6 +47,9 @@ from features.definitions import (
     window_label,
 )
 from models.anomaly.robust import median_mad, negbin_surprise, normal_surprise, robust_z
+
+Column = Callable[[str], np.ndarray]
+"""A feature's values by name (float64, NaN when missing)."""
 
 PREFIX = "anomaly__"
 MAX_COLUMN = f"{PREFIX}max"
@@ -123,7 +128,7 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
         rates: dict[str, float] = {}
         for metric, cols in self._columns().items():
             if "increase" in cols:
-                rate = self._own_rate(frame, cols)
+                rate = self._own_rate(partial(self._col, frame), cols)
                 pos = rate[np.isfinite(rate) & (rate > 0)]
                 rates[metric] = float(np.median(pos)) if pos.size else 1.0
                 continue
@@ -137,38 +142,45 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
         self.threshold_ = float(np.quantile(worst, 1.0 - self.flag_rate)) if worst.size else 0.0
         return self
 
-    def _own_rate(self, frame: pl.DataFrame, cols: dict[str, str]) -> np.ndarray:
-        inc = np.nan_to_num(self._col(frame, cols["increase"]), nan=0.0)
-        total = self._col(frame, cols["total"])
-        age = np.maximum(self._col(frame, cols["age"]), 1.0)
+    def _own_rate(self, column: Column, cols: dict[str, str]) -> np.ndarray:
+        inc = np.nan_to_num(column(cols["increase"]), nan=0.0)
+        total = column(cols["total"])
+        age = np.maximum(column(cols["age"]), 1.0)
         with np.errstate(invalid="ignore"):
             out: np.ndarray = np.maximum(total - inc, 0.0) / age
         return out
 
     def transform(self, frame: pl.DataFrame) -> pl.DataFrame:
         """One surprise column per metric plus ``anomaly__max`` (0 when nothing is known)."""
+        out = self.transform_columns(partial(self._col, frame), frame.height)
+        return pl.DataFrame({k: v.astype(np.float32) for k, v in out.items()})
+
+    def transform_columns(self, column: Column, n: int) -> dict[str, np.ndarray]:
+        """:meth:`transform` on arrays: ``column(name)`` gives a feature's ``n`` values as
+        float64 (NaN when missing); returns float64 scores by output name. Serving scores
+        single rows through this, without building frames."""
         check_is_fitted(self)
         cols_out: dict[str, np.ndarray] = {}
         for metric, cols in self._columns().items():
             if "increase" in cols:
                 fleet = self.fleet_rate_per_day_.get(metric, 1.0)
-                lam = np.nan_to_num(self._own_rate(frame, cols), nan=0.0)
+                lam = np.nan_to_num(self._own_rate(column, cols), nan=0.0)
                 lam = np.maximum(lam, self.rate_floor_share * fleet)
-                inc = self._col(frame, cols["increase"])
+                inc = column(cols["increase"])
                 cols_out[score_name(metric)] = negbin_surprise(inc, lam, self.counter_shape)
                 continue
             zs = []
             for kind in ("own", "peer"):
                 if kind in cols:
                     med, scale = self.reference_.get(f"{metric}:{kind}", (np.nan, np.nan))
-                    zs.append(np.abs(robust_z(self._col(frame, cols[kind]), med, scale)))
+                    zs.append(np.abs(robust_z(column(cols[kind]), med, scale)))
             z = np.fmax.reduce(zs) if len(zs) > 1 else zs[0]
             cols_out[score_name(metric)] = normal_surprise(z)
         stacked = np.column_stack(list(cols_out.values())) if cols_out else np.zeros((0, 0))
         cols_out[MAX_COLUMN] = (
-            stacked.max(axis=1) if stacked.size else np.zeros(frame.height, dtype=np.float64)
+            stacked.max(axis=1) if stacked.size else np.zeros(n, dtype=np.float64)
         )
-        return pl.DataFrame({k: v.astype(np.float32) for k, v in cols_out.items()})
+        return cols_out
 
     def flags(self, frame: pl.DataFrame) -> np.ndarray:
         """Rows whose worst metric is more surprising than the fitted ``threshold_``."""

@@ -358,15 +358,20 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
     def _apply_calibrator(self, p: np.ndarray) -> np.ndarray:
         if self.calibrator_ is None:
             return p
+        # Closed forms of the fitted calibrators (their ``predict`` re-validates the input,
+        # which costs more than the arithmetic when a server scores one row).
         if isinstance(self.calibrator_, IsotonicRegression):
-            out: np.ndarray = self.calibrator_.predict(p)
+            cal = self.calibrator_
+            out: np.ndarray = np.interp(p, cal.X_thresholds_, cal.y_thresholds_)
             return out
-        prob: np.ndarray = self.calibrator_.predict_proba(_logit(p).reshape(-1, 1))[:, 1]
-        return prob
+        coef = float(self.calibrator_.coef_[0, 0])
+        return _sigmoid(coef * _logit(p) + float(self.calibrator_.intercept_[0]))
 
     # ------------------------------------------------------------------ predict
-    def _corrected_raw(self, Xv: np.ndarray) -> np.ndarray:
-        raw = self.booster_.predict(Xv, num_iteration=self.best_iteration_, raw_score=True)
+    def _corrected_raw(self, Xv: np.ndarray, num_threads: int = 0) -> np.ndarray:
+        raw = self.booster_.predict(
+            Xv, num_iteration=self.best_iteration_, raw_score=True, num_threads=num_threads
+        )
         out: np.ndarray = np.asarray(raw, dtype=np.float64) + self.log_odds_shift_
         return out
 
@@ -374,6 +379,15 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         """P(failure) from the booster with the down-sampling correction, before calibration."""
         check_is_fitted(self)
         return _sigmoid(self._corrected_raw(self._validated(X, reset=False)))
+
+    def proba_encoded(self, Xv: np.ndarray, *, num_threads: int = 0) -> np.ndarray:
+        """Calibrated P(failure), shape (n,), of rows already encoded as floats: the
+        columns of ``feature_names_in_`` in order, categoricals as their positions in
+        ``categories_`` (NaN: missing or unseen). No validation — the serving fast path
+        for rows built from arrays; :meth:`predict_proba` is the checked way.
+        ``num_threads``: LightGBM threads (0: the fitted setting; 1 suits a few rows, where
+        waking a thread pool costs more than the trees)."""
+        return self._apply_calibrator(_sigmoid(self._corrected_raw(Xv, num_threads)))
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Calibrated probabilities, shape (n, 2): columns follow ``classes_``."""
@@ -393,7 +407,10 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         includes the down-sampling correction. They explain the uncalibrated score;
         isotonic calibration is monotone, so their ranking and signs carry over."""
         check_is_fitted(self)
-        Xv = self._validated(X, reset=False)
+        return self.contributions_encoded(self._validated(X, reset=False))
+
+    def contributions_encoded(self, Xv: np.ndarray) -> np.ndarray:
+        """:meth:`contributions` of rows encoded as for :meth:`proba_encoded`."""
         c = np.asarray(
             self.booster_.predict(Xv, num_iteration=self.best_iteration_, pred_contrib=True),
             dtype=np.float64,

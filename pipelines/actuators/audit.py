@@ -10,10 +10,12 @@ A process killed in the middle of a write can leave a torn last line; the next a
 starts on a fresh line, and readers skip any line that is not a JSON object and report
 its line number (``AuditRead.bad_lines``) rather than refuse the whole log.
 
-Outcomes: ``planned`` (a plan was written), ``started`` / ``done`` / ``failed`` (an
-action ran), ``would_run`` (dry-run: re-validated, nothing touched), ``dropped`` (failed
-re-validation), ``deferred`` (not due yet), ``already_done`` (its key is recorded done),
-``unsupported`` (no actuator for that kind). Only ``done`` makes a key done.
+Outcomes: ``planned`` (a plan was written), ``approved`` (someone approved it through
+the API), ``apply_requested`` (an apply was asked for through the API), ``started`` /
+``done`` / ``failed`` (an action ran), ``would_run`` (dry-run: re-validated, nothing
+touched), ``dropped`` (failed re-validation), ``deferred`` (not due yet), ``already_done``
+(its key is recorded done), ``unsupported`` (no actuator for that kind). Only ``done``
+makes a key done.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from typing import Any
 OUTCOMES = frozenset(
     {
         "planned",
+        "approved",
+        "apply_requested",
         "started",
         "done",
         "failed",

@@ -1,0 +1,74 @@
+"""Bearer-token checks: ``Authorization: Bearer <secret>`` against the configured tokens.
+
+The presented secret is hashed (SHA-256) and compared with every configured digest in
+constant time (``hmac.compare_digest``; no early exit, so timing says nothing about which
+token nearly matched). Missing, unknown and expired tokens get 401 (with
+``WWW-Authenticate: Bearer``), a weaker role 403. Messages never echo the secret.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
+
+from fastapi import Depends
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from serving.config import ApiToken, token_digest
+from serving.context import Ctx, ServeContext
+from serving.errors import ApiError
+
+FIELD = "header.authorization"
+CHALLENGE = {"WWW-Authenticate": "Bearer"}
+bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <token>")
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+
+
+def _unauthorised(why: str) -> ApiError:
+    return ApiError(401, why, FIELD, CHALLENGE)
+
+
+def authenticate(
+    ctx: ServeContext, credentials: HTTPAuthorizationCredentials | None, role: str
+) -> ApiToken:
+    """The bearer token presented if it is valid now and may act as ``role``;
+    :class:`ApiError` 401 / 403 otherwise."""
+    secret = credentials.credentials.strip() if credentials is not None else ""
+    if not secret:
+        raise _unauthorised("this endpoint needs a bearer token (Authorization: Bearer ...)")
+    digest = token_digest(secret)
+    found: ApiToken | None = None
+    for token in ctx.config.tokens:  # compare with all of them, always
+        if hmac.compare_digest(digest, token.sha256):
+            found = token
+    if found is None:
+        raise _unauthorised("the bearer token is not valid")
+    if found.expired(ctx.clock.now()):
+        raise _unauthorised(f"token {found.name!r} expired at {found.expires_at}")
+    if not found.may(role):
+        raise ApiError(
+            403, f"token {found.name!r} has role {found.role!r}; this needs {role!r}", FIELD
+        )
+    return found
+
+
+def requires(role: str) -> Callable[..., Coroutine[Any, Any, ApiToken]]:
+    """Dependency: the request's token, which must be valid and hold ``role``."""
+
+    async def dependency(ctx: Ctx, credentials: Credentials) -> ApiToken:
+        return authenticate(ctx, credentials, role)
+
+    return dependency
+
+
+async def read_access(ctx: Ctx, credentials: Credentials) -> ApiToken | None:
+    """Dependency of read endpoints: open unless ``protect_reads`` (then a viewer token)."""
+    if not ctx.config.protect_reads:
+        return None
+    return authenticate(ctx, credentials, "viewer")
+
+
+Reader = Annotated[ApiToken | None, Depends(read_access)]
+Approver = Annotated[ApiToken, Depends(requires("approver"))]
+Operator = Annotated[ApiToken, Depends(requires("operator"))]

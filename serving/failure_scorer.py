@@ -1,0 +1,223 @@
+"""``FailureScorer``: the served :class:`FailureModel`'s arithmetic on numpy arrays.
+
+``FailureModel.predict_risk`` builds polars and pandas frames per call, which costs tens
+of milliseconds whatever the row count; a server scoring one node per request cannot
+afford that. The scorer is built once per loaded model version and keeps what the
+model's ``design`` step does as arrays:
+
+- the base features in the model's order (numbers as float32, as the feature store keeps
+  them; categoricals as their positions in the classifier's fitted levels, NaN when
+  missing or unseen),
+- the anomaly scores from :meth:`NodeAnomalyScorer.transform_columns` (float32),
+- the horizon column of a stacked model,
+
+then one LightGBM call per classifier (``proba_encoded``) and TreeSHAP
+(``contributions_encoded``) only for the rows that get reasons. The results equal
+``FailureModel.predict_proba`` / ``predict_risk`` (tests check it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from core.contracts import Reason
+from features.definitions import FeatureDef
+from models.failure.classifier import NodeFailureClassifier
+from models.failure.model import HORIZON_FEATURE, STACKED_KEY, FailureModel
+from models.failure.reasons import top_reasons
+
+FeatureValue = float | int | str | None
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+SINGLE_THREAD_ROWS = 256
+"""Up to this many rows LightGBM predicts on one thread (waking a pool costs more)."""
+
+
+class FeatureVectorError(ValueError):
+    """A feature vector the model cannot score: vector ``row``, key ``feature``."""
+
+    def __init__(self, row: int, feature: str, message: str) -> None:
+        super().__init__(f"vector {row}, feature {feature!r}: {message}")
+        self.row, self.feature, self.message = row, feature, message
+
+
+@dataclass(frozen=True, slots=True)
+class Design:
+    """Rows ready for the classifiers: ``encoded`` (rows x design columns, float64, no
+    horizon column) and ``shown`` (the values reasons quote: strings for categoricals)."""
+
+    encoded: np.ndarray
+    shown: np.ndarray
+
+    @property
+    def rows(self) -> int:
+        return int(self.encoded.shape[0])
+
+    def take(self, idx: np.ndarray) -> Design:
+        return Design(self.encoded[idx], self.shown[idx])
+
+
+class FailureScorer:
+    """Array-level scoring with one loaded :class:`FailureModel` (see module doc)."""
+
+    def __init__(self, model: FailureModel) -> None:
+        self.model = model
+        self.horizons: tuple[timedelta, ...] = model.horizons
+        self.features: list[str] = model.base_features
+        first = next(iter(model.classifiers.values()))
+        self.levels: dict[str, list[str]] = dict(first.categories_)
+        self.categorical = frozenset(
+            d.name for d in model.feature_defs if d.dtype == "category"
+        ) | frozenset(self.levels)
+        self.codes = {
+            name: {v: float(i) for i, v in enumerate(levels)}
+            for name, levels in self.levels.items()
+        }
+        anomaly = model.anomaly.feature_names_out() if model.anomaly is not None else []
+        self.design_columns: list[str] = [*self.features, *anomaly]
+        defs = {d.name: d for d in model.all_defs}
+        self.defs: list[FeatureDef] = [defs[n] for n in self.design_columns]
+        self._per_horizon: list[tuple[NodeFailureClassifier, float | None]] = []
+        for h, label in zip(self.horizons, model.labels, strict=True):
+            if model.strategy == STACKED_KEY:
+                stacked_at = float(np.float32(h.total_seconds() / 3600))
+                self._per_horizon.append((model.classifiers[STACKED_KEY], stacked_at))
+            else:
+                self._per_horizon.append((model.classifiers[label], None))
+        for clf, hours in self._per_horizon:
+            expected = [*self.design_columns, *([HORIZON_FEATURE] if hours is not None else [])]
+            if list(clf.feature_names_in_) != expected:
+                raise ValueError("the classifier's columns differ from the model's design")
+
+    # ------------------------------------------------------------------ design
+    def _design(self, column: Any, n: int) -> Design:
+        """Rows from ``column(name) -> array of n values`` (numbers float32-able, strings
+        for categoricals, None / NaN when missing)."""
+        encoded = np.empty((n, len(self.design_columns)), dtype=np.float64)
+        shown = np.empty((n, len(self.design_columns)), dtype=object)
+        numeric: dict[str, np.ndarray] = {}
+        for j, name in enumerate(self.features):
+            values = column(name)
+            if name in self.categorical:
+                lookup = self.codes.get(name, {})
+                encoded[:, j] = [
+                    lookup.get(v, math.nan) if v is not None else math.nan for v in values
+                ]
+                shown[:, j] = values
+            else:
+                x = np.asarray(values, dtype=np.float32).astype(np.float64)
+                numeric[name] = x
+                encoded[:, j] = x
+                shown[:, j] = x.astype(np.float32)
+        if self.model.anomaly is not None:
+            nan = np.full(n, math.nan)
+            scores = self.model.anomaly.transform_columns(lambda c: numeric.get(c, nan), n)
+            base = len(self.features)
+            for k, name in enumerate(self.design_columns[base:]):
+                v = scores[name].astype(np.float32)
+                encoded[:, base + k] = v
+                shown[:, base + k] = v
+        return Design(encoded, shown)
+
+    def design_frame(self, frame: pl.DataFrame) -> Design:
+        """Rows of a feature frame (the online store's), one per frame row."""
+        missing = [c for c in self.features if c not in frame.columns]
+        if missing:
+            raise ValueError(f"the feature frame lacks model features, e.g. {missing[:5]}")
+
+        def column(name: str) -> Any:
+            s = frame[name]
+            if name in self.categorical:
+                return s.cast(pl.String).to_list()
+            return s.cast(pl.Float32).fill_null(math.nan).to_numpy()
+
+        return self._design(column, frame.height)
+
+    def design_vectors(self, vectors: Sequence[Mapping[str, FeatureValue]]) -> Design:
+        """Rows of feature vectors ``{feature: value}``: every model feature present
+        (None = missing), numbers finite, categoricals strings
+        (:class:`FeatureVectorError` names the vector and the feature otherwise)."""
+        known = set(self.features)
+        for i, vec in enumerate(vectors):
+            extra = [k for k in vec if k not in known]
+            if extra:
+                raise FeatureVectorError(i, extra[0], "not a feature of the model")
+            absent = [k for k in self.features if k not in vec]
+            if absent:
+                raise FeatureVectorError(
+                    i,
+                    absent[0],
+                    f"missing ({len(absent)} model features absent; send null for unknown)",
+                )
+            for k, v in vec.items():
+                if v is None:
+                    continue
+                if k in self.categorical:
+                    if not isinstance(v, str):
+                        raise FeatureVectorError(i, k, "must be a string or null")
+                elif isinstance(v, bool) or not isinstance(v, int | float):
+                    raise FeatureVectorError(i, k, "must be a number or null")
+                elif not math.isfinite(v) or abs(v) > FLOAT32_MAX:
+                    raise FeatureVectorError(i, k, f"must be finite (float32 range), got {v!r}")
+
+        def column(name: str) -> Any:
+            vals = [vec[name] for vec in vectors]
+            if name in self.categorical:
+                return vals
+            return [math.nan if v is None else v for v in vals]
+
+        return self._design(column, len(vectors))
+
+    # ------------------------------------------------------------------ predict
+    def _with_horizon(self, encoded: np.ndarray, hours: float | None) -> np.ndarray:
+        if hours is None:
+            return encoded
+        return np.hstack([encoded, np.full((encoded.shape[0], 1), hours)])
+
+    def proba(self, design: Design, horizons: Sequence[int] | None = None) -> np.ndarray:
+        """Calibrated P(failure within each horizon), shape (rows, len(horizons)); the
+        horizons are indices into :attr:`horizons` (None: all)."""
+        which = list(range(len(self.horizons))) if horizons is None else list(horizons)
+        n = design.rows
+        out = np.empty((n, len(which)))
+        if n == 0:
+            return out
+        threads = 1 if n * len(which) <= SINGLE_THREAD_ROWS else 0
+        if self.model.strategy == STACKED_KEY:  # one LightGBM call for every horizon
+            clf = self._per_horizon[0][0]
+            parts = [self._with_horizon(design.encoded, self._per_horizon[i][1]) for i in which]
+            p = clf.proba_encoded(np.vstack(parts), num_threads=threads)
+            out[:] = np.clip(p.reshape(len(which), n).T, 0.0, 1.0)
+            return out
+        for k, i in enumerate(which):
+            clf, hours = self._per_horizon[i]
+            p = clf.proba_encoded(self._with_horizon(design.encoded, hours), num_threads=threads)
+            out[:, k] = np.clip(p, 0.0, 1.0)
+        return out
+
+    def reasons(self, design: Design, horizon: int, *, top: int = 3) -> list[tuple[Reason, ...]]:
+        """Top signed contributions of each row for horizon index ``horizon`` (a TreeSHAP
+        pass: about 2 ms per row and horizon)."""
+        if design.rows == 0:
+            return []
+        clf, hours = self._per_horizon[horizon]
+        contrib = clf.contributions_encoded(self._with_horizon(design.encoded, hours))
+        width = len(self.design_columns)
+        return [
+            top_reasons(contrib[k, :width], list(design.shown[k]), self.defs, top=top)
+            for k in range(design.rows)
+        ]
+
+    def horizon_index(self, hours: float) -> int:
+        """The index of the model's horizon of ``hours`` hours (ValueError if none)."""
+        for i, h in enumerate(self.horizons):
+            if math.isclose(h.total_seconds() / 3600, hours):
+                return i
+        have = [h.total_seconds() / 3600 for h in self.horizons]
+        raise ValueError(f"the model has no {hours:g} h horizon; it has {have}")

@@ -1,0 +1,134 @@
+"""Prometheus metrics of one application (its own registry, never the global one).
+
+- ``predops_http_requests_total{method,route,status}`` and
+  ``predops_http_request_duration_seconds{method,route}``: per route template (unmatched
+  paths are counted as ``route="unmatched"``, so a scanner cannot blow up the label set);
+- ``predops_model_info{model,version}`` = 1 for each served model version;
+- ``predops_model_reloads_total{model}`` (a gauge of the slot's counter) and
+  ``predops_model_registry_error{model}`` (1 while the last registry check failed);
+- ``predops_online_features_age_seconds``: the server's clock minus the online store's
+  ``as_of``;
+- ``predops_plan_actions{kind}`` / ``predops_plan_skips{reason}`` of the latest plan.
+
+Request metrics are observed by a pure ASGI middleware; the rest is read at scrape time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter as Tally
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from serving.errors import ASGIApp, Message, Receive, Scope, Send
+
+BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class ServerMetrics:
+    """The application's registry and instruments."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "predops_http_requests",
+            "HTTP requests answered",
+            ["method", "route", "status"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "predops_http_request_duration_seconds",
+            "Time to answer, seconds",
+            ["method", "route"],
+            buckets=BUCKETS,
+            registry=r,
+        )
+        self.model = Gauge(
+            "predops_model_info", "Served model versions (1 each)", ["model", "version"], registry=r
+        )
+        self.reloads = Gauge(
+            "predops_model_reloads", "Model versions loaded since start", ["model"], registry=r
+        )
+        self.registry_error = Gauge(
+            "predops_model_registry_error",
+            "1 while the last registry check failed",
+            ["model"],
+            registry=r,
+        )
+        self.data_age = Gauge(
+            "predops_online_features_age_seconds",
+            "Age of the online node features, seconds",
+            registry=r,
+        )
+        self.plan_actions = Gauge(
+            "predops_plan_actions", "Actions of the latest plan", ["kind"], registry=r
+        )
+        self.plan_skips = Gauge(
+            "predops_plan_skips", "Skips of the latest plan", ["reason"], registry=r
+        )
+
+    def exposition(self, ctx: Any) -> bytes:
+        """Refresh the scrape-time gauges from ``ctx`` and render the text format."""
+        self.model.clear()
+        for slot in (ctx.failure, ctx.demand):
+            cur = slot.current
+            if cur is not None:
+                self.model.labels(slot.name, cur.version).set(1)
+            self.reloads.labels(slot.name).set(slot.reloads)
+            self.registry_error.labels(slot.name).set(1 if slot.last_error else 0)
+        try:
+            snap = ctx.online.snapshot(ctx.clock.now(), ctx.config.max_data_age)
+            self.data_age.set((ctx.clock.now() - snap.as_of).total_seconds())
+        except Exception:
+            self.data_age.set(float("nan"))
+        self._plan(ctx)
+        return generate_latest(self.registry)
+
+    def _plan(self, ctx: Any) -> None:
+        from serving.routes.plans import latest_plan_id
+
+        self.plan_actions.clear()
+        self.plan_skips.clear()
+        plan_id = latest_plan_id(ctx)
+        if plan_id is None:
+            return
+        try:
+            raw = json.loads((ctx.settings.plans_dir / f"{plan_id}.json").read_text())
+        except (OSError, ValueError):
+            return
+        for kind, n in Tally(a.get("kind", "?") for a in raw.get("actions", [])).items():
+            self.plan_actions.labels(kind).set(n)
+        for reason, n in Tally(s.get("reason", "?") for s in raw.get("skips", [])).items():
+            self.plan_skips.labels(reason).set(n)
+
+
+class RequestMetrics:
+    """ASGI middleware: count and time every HTTP request by route template."""
+
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def tracked(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            method = str(scope.get("method", "?"))
+            self.metrics.requests.labels(method, template, str(status)).inc()
+            self.metrics.latency.labels(method, template).observe(time.perf_counter() - start)

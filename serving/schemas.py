@@ -1,0 +1,239 @@
+"""The REST API's request and response bodies (pydantic models at the boundary only).
+
+Error convention: every 4xx / 5xx answer has the body :class:`ErrorBody` —
+``{"error": "<what is wrong, in words>", "field": "<where>" | null}``. ``field`` is a
+dotted path into the request (``body.nodes.0.features.gpu_temp_c__max_6h``,
+``query.limit``, ``path.plan_id``, ``header.authorization``) when one part of the request
+is to blame, else null. Status codes: 401 missing / wrong / expired token, 403 role too
+weak, 404 a named resource does not exist (node ids, series ids, plan ids), 409 plan not
+approved (apply), 413 body or batch too large, 422 invalid input, 503 the server cannot
+answer yet (no model loaded, online store unusable).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+
+NODE_ID = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"
+SERIES_ID = r"^[A-Za-z0-9][A-Za-z0-9._:/=-]{0,255}$"
+PLAN_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+Quantile = Literal["p10", "p50", "p90"]
+QUANTILES: tuple[Quantile, ...] = ("p10", "p50", "p90")
+FeatureValue = StrictFloat | StrictInt | StrictStr | None
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorBody(BaseModel):
+    """Every error answer (see the module docstring)."""
+
+    error: str
+    field: str | None = None
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody} for code in (401, 403, 404, 409, 413, 422, 503)
+}
+"""``responses=`` for routes: the error body documented for every status."""
+
+
+# ---------------------------------------------------------------- provenance
+class ProvenanceOut(BaseModel):
+    """Which model version, feature set and data a prediction came from."""
+
+    model_name: str
+    model_version: str
+    feature_set_hash: str
+    data_cutoff: datetime
+    run_id: str | None = None
+
+
+class ReasonOut(BaseModel):
+    """One feature's signed contribution to the failure log-odds, in words."""
+
+    feature: str
+    contribution: float
+    text: str
+
+
+# ---------------------------------------------------------------- failure
+class NodeFeatures(_Strict):
+    """One node given by its feature vector instead of its id: every model feature
+    (``GET /v1/failure/features`` lists them) with a number, a string for categorical
+    features, or null when unknown. NaN and infinities are refused."""
+
+    node_id: str | None = Field(default=None, pattern=NODE_ID, description="a label echoed back")
+    features: dict[StrictStr, FeatureValue]
+
+
+class ScoreRequest(_Strict):
+    """Nodes to score: ``node_ids`` (features from the online store) and / or ``nodes``
+    (feature vectors in the body); at most ``max_batch`` in all."""
+
+    node_ids: list[str] = Field(default_factory=list, description="ids in the online store")
+    nodes: list[NodeFeatures] = Field(default_factory=list)
+    horizons_hours: list[float] | None = Field(
+        default=None, description="horizons to answer (hours); default: every model horizon"
+    )
+    explain: int = Field(
+        default=10,
+        ge=0,
+        le=10_000,
+        description="reasons for this many riskiest nodes per horizon (TreeSHAP, ~2 ms each)",
+    )
+
+
+class HorizonRisk(BaseModel):
+    horizon_hours: float
+    p_fail: float = Field(ge=0.0, le=1.0, description="calibrated P(failure within horizon)")
+    reasons: list[ReasonOut] = Field(description="top contributions; empty when not explained")
+
+
+class NodeScore(BaseModel):
+    """One node's answer. ``status``: ``scored``; ``stale`` (last sample older than the
+    server's ``max_data_age``: not scored); ``future`` (last sample after the server's
+    clock: not scored)."""
+
+    node_id: str | None
+    source: Literal["online", "body"]
+    status: Literal["scored", "stale", "future"]
+    last_sample_at: datetime | None = None
+    risks: list[HorizonRisk]
+
+
+class ScoreResponse(BaseModel):
+    as_of: datetime
+    model: ProvenanceOut
+    online_as_of: datetime | None = Field(description="when the online features were built")
+    results: list[NodeScore]
+
+
+class FeatureList(BaseModel):
+    """What a feature vector must hold for the served model."""
+
+    model_version: str
+    numeric: list[str]
+    categorical: dict[str, list[str]] = Field(description="feature -> known levels")
+
+
+class FleetRiskItem(BaseModel):
+    node_id: str
+    pool: str | None
+    rack: str | None
+    p_fail: float
+    last_sample_at: datetime | None
+    reasons: list[ReasonOut]
+
+
+class FleetRiskPage(BaseModel):
+    """One page of the fleet's fresh nodes, riskiest first."""
+
+    as_of: datetime
+    horizon_hours: float
+    model: ProvenanceOut
+    online_as_of: datetime
+    total: int = Field(description="fresh nodes matching the filters")
+    stale: int = Field(description="nodes matching the filters not scored: stale or future")
+    offset: int
+    limit: int
+    next_offset: int | None
+    items: list[FleetRiskItem]
+
+
+# ---------------------------------------------------------------- demand
+class ForecastRequest(_Strict):
+    series_ids: list[str] | None = Field(default=None, description="default: every series")
+    horizons: list[int] | None = Field(
+        default=None, description="steps ahead (in the model's interval); default: all"
+    )
+    quantiles: list[Quantile] = Field(default_factory=lambda: list(QUANTILES), min_length=1)
+
+
+class ForecastPoint(BaseModel):
+    horizon: int = Field(description="steps ahead of issued_at, in the model's interval")
+    valid_at: datetime
+    quantiles: dict[str, float]
+    method: str
+
+
+class SeriesForecast(BaseModel):
+    series_id: str
+    issued_at: datetime
+    points: list[ForecastPoint]
+
+
+class ForecastResponse(BaseModel):
+    model: ProvenanceOut
+    horizons: list[int]
+    series: list[SeriesForecast]
+
+
+# ---------------------------------------------------------------- plans
+class ActionOut(BaseModel):
+    kind: str
+    target: str
+    params: dict[str, Any]
+    reason: str
+    evidence: dict[str, Any]
+    not_before: datetime | None
+    expires: datetime | None
+    expected_benefit: float | None
+    expected_cost: float | None
+    idempotency_key: str
+
+
+class SkipOut(BaseModel):
+    kind: str
+    target: str
+    reason: str
+    detail: str
+
+
+class Approval(BaseModel):
+    """Who approved a plan and when (kept in the workspace; survives restarts)."""
+
+    plan_id: str
+    approved_by: str
+    role: str
+    approved_at: datetime
+    comment: str = ""
+
+
+class PlanOut(BaseModel):
+    plan_id: str
+    created_at: datetime
+    data_cutoff: datetime
+    dry_run: bool
+    actions: list[ActionOut]
+    skips: list[SkipOut]
+    budgets_used: dict[str, int]
+    provenance: list[ProvenanceOut]
+    alerts: list[str]
+    inputs: dict[str, Any] | None = Field(default=None, description="what each input was")
+    approval: Approval | None
+
+
+class ApproveRequest(_Strict):
+    comment: str = Field(default="", max_length=1000)
+
+
+class ActionOutcomeOut(BaseModel):
+    key: str
+    kind: str
+    target: str
+    outcome: str
+    reason: str
+    detail: str
+
+
+class ApplyResponse(BaseModel):
+    plan_id: str
+    mode: Literal["dry_run", "execute"]
+    counts: dict[str, int]
+    actions: list[ActionOutcomeOut]
+    state: str = Field(description="where re-validation read the cluster: lake or kubernetes")
