@@ -116,10 +116,13 @@ def train_demand(
     """Fit on the lake's demand, backtest, log and register predops.demand."""
     _lightgbm_env()
     from models.demand.config import config_named
+    from pipelines import registry
     from pipelines.demand_jobs import train
 
+    settings = current_settings()
+    registry.check_store(settings.mlflow_uri)  # fail before fitting, not after
     out = train(
-        current_settings(),
+        settings,
         config=config_named(config_name),
         source=lake_source,
         backtest_cutoffs=backtest_cutoffs,

@@ -124,10 +124,11 @@ def train_failure(strategy: str | None, backtest_days: float, as_json: bool) -> 
     """Fit on the node training frame, log and register predops.node_failure."""
     _lightgbm_env()
     from pipelines import failure_jobs as fj
+    from pipelines import registry
 
-    report = fj.train(
-        current_settings(), strategy=strategy or fj.STRATEGY, backtest_days=backtest_days
-    )
+    settings = current_settings()
+    registry.check_store(settings.mlflow_uri)  # fail before fitting, not after
+    report = fj.train(settings, strategy=strategy or fj.STRATEGY, backtest_days=backtest_days)
     emit(_finite(report), as_json, _human)
 
 

@@ -24,6 +24,12 @@ interface; :func:`load_python_model` / :func:`python_object` give the object bac
 MLflow's public ``unwrap_python_model()``. No other module imports MLflow
 (``tests/test_architecture.py`` checks).
 
+A store that cannot answer (a SQLite file locked by another process, a tracking server
+that is down) is probed before MLflow is given it (:mod:`pipelines.registry_store`) and
+any store error MLflow raises becomes a :class:`RegistryUnavailable` naming the store
+(password redacted), in one line. A version whose registration fails half-way (after
+MLflow created it, before its tags and aliases) is deleted again.
+
 The tracking URI comes from settings (SQLite in the workspace by default, or
 ``MLFLOW_TRACKING_URI``); any MLflow URI works. For a SQLite store the artifacts go beside
 the database (``<workspace>/mlartifacts``), never into the current directory.
@@ -44,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from core.contracts import Provenance
+from pipelines.registry_store import quiet_mlflow_db_errors, redact_uri, store_problem
 
 PREFIX = "predops."
 CHAMPION = "champion"
@@ -65,6 +72,32 @@ BACKTESTS: dict[str, str] = {
 
 class RegistryError(ValueError):
     """A registry operation that cannot proceed (unknown model, missing alias, ...)."""
+
+
+class RegistryUnavailable(RegistryError):
+    """The MLflow store cannot be used now (locked, unreachable, failing); nothing was
+    changed in it by the operation that raised this."""
+
+
+STORE_WAIT_S = 5.0
+"""How long the store probe waits for a locked SQLite file or a silent server (s)."""
+
+
+def check_store(uri: str | None = None) -> str:
+    """The resolved store URI, or :class:`RegistryUnavailable` saying why it cannot be
+    used now (cheap: call it before spending minutes on training)."""
+    resolved = tracking_uri(uri)
+    problem = store_problem(resolved, STORE_WAIT_S)
+    if problem is not None:
+        raise RegistryUnavailable(f"MLflow store {redact_uri(resolved)} is unavailable: {problem}")
+    return resolved
+
+
+def _store_error(uri: str, exc: BaseException) -> RegistryUnavailable:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "database is locked" in first:
+        first = "the database is locked by another process or connection"
+    return RegistryUnavailable(f"MLflow store {redact_uri(uri)} failed: {first[:300]}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,8 +190,10 @@ def _mlflow(uri: str | None) -> Iterator[Any]:
     """Point MLflow (a process-global library) at ``uri`` and yield a client for it."""
     import mlflow
     from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
 
-    resolved = tracking_uri(uri)
+    resolved = check_store(uri)
+    quiet_mlflow_db_errors()
     if resolved.startswith("sqlite:///"):
         Path(resolved.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     # mlflow.set_*_uri also export MLFLOW_*_URI into os.environ; left there, they would
@@ -172,6 +207,12 @@ def _mlflow(uri: str | None) -> Iterator[Any]:
             # MLflow warns about its own internals (pydantic, setuptools) on import paths.
             warnings.simplefilter("ignore", category=FutureWarning)
             yield MlflowClient(tracking_uri=resolved, registry_uri=resolved)
+    except MlflowException as exc:
+        raise _store_error(resolved, exc) from exc
+    except ModuleNotFoundError as exc:  # e.g. postgresql:// without its driver
+        raise RegistryUnavailable(
+            f"MLflow store {redact_uri(resolved)} needs the Python module {exc.name!r}"
+        ) from exc
     finally:
         for k, v in saved.items():
             if v is None:
@@ -241,14 +282,34 @@ def log_and_register(
                 await_registration_for=60,
             )
         version = str(info.registered_model_version)
-        for key, value in {**tags, "predops.run_id": run.info.run_id}.items():
-            client.set_model_version_tag(full, version, key, str(value))
-        client.set_registered_model_alias(full, CHALLENGER, version)
-        if _alias_version(client, full, CHAMPION) is None:
-            client.set_registered_model_alias(full, CHAMPION, version)
-            _push_history(client, full, version)
-            client.set_model_version_tag(full, version, "promotion.decision", "first version")
+        try:
+            for key, value in {**tags, "predops.run_id": run.info.run_id}.items():
+                client.set_model_version_tag(full, version, key, str(value))
+            client.set_registered_model_alias(full, CHALLENGER, version)
+            if _alias_version(client, full, CHAMPION) is None:
+                client.set_registered_model_alias(full, CHAMPION, version)
+                _push_history(client, full, version)
+                client.set_model_version_tag(full, version, "promotion.decision", "first version")
+        except Exception as exc:
+            left = _discard_version(client, full, version)
+            error = _store_error(tracking_uri(uri), exc)
+            raise RegistryUnavailable(f"{error}; {left}") from exc
     return version
+
+
+def _discard_version(client: Any, full: str, version: str) -> str:
+    """Delete a version whose registration failed half-way (no aliases, tags missing),
+    and the model too if that was its only version; returns what was done."""
+    try:
+        client.delete_model_version(full, version)
+        if not client.search_model_versions(f"name = '{full}'"):
+            client.delete_registered_model(full)
+    except Exception as cleanup:  # the store is failing: say what is left behind
+        return (
+            f"{full} version {version} was registered half-way and could not be deleted "
+            f"({type(cleanup).__name__}); it has no alias, so nothing loads it"
+        )
+    return f"{full} version {version} was registered half-way and deleted again"
 
 
 def _param(value: Any) -> str:
