@@ -291,6 +291,12 @@ def _human_features(r: dict[str, Any]) -> str:
 @click.option("--days", type=click.FloatRange(min=12), default=14, show_default=True)
 @click.option("--seed", type=int, default=7, show_default=True)
 @click.option(
+    "--start",
+    default=None,
+    help="First simulated instant (UTC). Default: --days before the current hour, so the "
+    "simulated fleet is live and the served data fresh.",
+)
+@click.option(
     "--serve/--no-serve",
     default=True,
     show_default=True,
@@ -301,7 +307,14 @@ def _human_features(r: dict[str, Any]) -> str:
 @json_option
 @reports
 def demo(
-    nodes: int, days: float, seed: int, serve: bool, host: str, port: int, as_json: bool
+    nodes: int,
+    days: float,
+    seed: int,
+    start: str | None,
+    serve: bool,
+    host: str,
+    port: int,
+    as_json: bool,
 ) -> None:
     """The main job on the embedded default: simulate a fleet into the lake, train and
     register both models, score, forecast and plan (the scheduled jobs, run once), then
@@ -312,7 +325,14 @@ def demo(
     if not as_json:
         click.echo(f"workspace: {settings.workspace}", err=True)
     try:
-        out = run_demo(settings, nodes=nodes, days=days, seed=seed, progress=not as_json)
+        out = run_demo(
+            settings,
+            nodes=nodes,
+            days=days,
+            seed=seed,
+            progress=not as_json,
+            start=None if start is None else parse_time(start),
+        )
     except DemoFailed as exc:
         raise click.ClickException(str(exc)) from None
     emit(out, as_json, _human_demo)

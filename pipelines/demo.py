@@ -1,6 +1,7 @@
 """``predops demo``: the main job on the embedded default, end to end.
 
-1. simulate a seeded fleet and ingest it into the lake;
+1. simulate a seeded fleet whose period ends now (so the served data is fresh) and
+   ingest it into the lake;
 2. the scheduler's ``retrain`` job, run once now: offline features, train + register the
    demand model, promote, train + register the failure model, promote (the first version
    of each becomes ``champion``);
@@ -17,7 +18,7 @@ to stderr.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,6 @@ from pipelines.scheduler.steps import PIPELINE_STEPS, RETRAIN_STEPS, Step, StepO
 from pipelines.settings import Settings
 from pipelines.synthetic.run import SimConfig, simulate_to_lake
 
-DEMO_START = datetime(2026, 1, 5, tzinfo=UTC)
 JOBS = (("retrain", RETRAIN_STEPS), ("pipeline", PIPELINE_STEPS))
 
 
@@ -61,10 +61,12 @@ def run_demo(
     days: float,
     seed: int,
     progress: bool,
+    start: datetime | None = None,
     config_path: Path | None = None,
 ) -> dict[str, Any]:
-    """Simulate a fleet, run the retrain and pipeline jobs once, report what happened.
-    Raises :class:`DemoFailed` when a job fails (the run table keeps the details)."""
+    """Simulate a fleet from ``start`` (default: ``days`` before the current hour), run
+    the retrain and pipeline jobs once, report what happened. Raises :class:`DemoFailed`
+    when a job fails (the run table keeps the details)."""
     lake = Lake(settings.lake_dir)
     out: dict[str, Any] = {"workspace": str(settings.workspace), "steps": {}}
     total = 1 + sum(len(steps) for _, steps in JOBS)
@@ -72,10 +74,12 @@ def run_demo(
 
     t = time.perf_counter()
     bar.set_description("[demo] simulate fleet")
-    cfg = SimConfig(
-        nodes=nodes, days=days, interval=timedelta(minutes=5), seed=seed, start=DEMO_START
-    )
-    out["simulate"] = simulate_to_lake(lake, cfg, clock=SystemClock(), progress=progress)
+    clock = SystemClock()
+    if start is None:
+        hour = clock.now().replace(minute=0, second=0, microsecond=0)
+        start = hour - timedelta(days=days)
+    cfg = SimConfig(nodes=nodes, days=days, interval=timedelta(minutes=5), seed=seed, start=start)
+    out["simulate"] = simulate_to_lake(lake, cfg, clock=clock, progress=progress)
     bar.update(1)
     out["steps"]["simulate"] = round(time.perf_counter() - t, 2)
 
@@ -83,7 +87,7 @@ def run_demo(
         settings=settings,
         config=load_config(config_path, {}),
         runs=RunStore(settings.scheduler_db),
-        clock=SystemClock(),
+        clock=clock,
     )
     cutoff = data_cutoff(settings)
     if cutoff is None:
