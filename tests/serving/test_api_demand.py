@@ -1,0 +1,37 @@
+"""/v1/demand/forecast: the champion's forecasts (as ``demand_jobs.forecast`` gives them),
+filtered by series, horizon and quantile; unknown series are a 404."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from pipelines import demand_jobs
+from tests.serving.api import make_app
+from tests.serving.conftest import settings_for
+
+
+def test_forecast_equals_the_champions(served_workspace: Path, shared_data: Path) -> None:
+    want = demand_jobs.forecast(settings_for(served_workspace, shared_data))
+    by_key = {(f["series_id"], f["valid_at"]): f for f in want["forecasts"]}
+    series = sorted({f["series_id"] for f in want["forecasts"]})
+    with TestClient(make_app(served_workspace, shared_data)) as c:
+        everything = c.post("/v1/demand/forecast", json={}).json()
+        assert sorted(s["series_id"] for s in everything["series"]) == series
+        assert everything["model"]["model_version"] == want["version"]
+        r = c.post(
+            "/v1/demand/forecast",
+            json={"series_ids": series[:1], "horizons": [1, 3], "quantiles": ["p50", "p90"]},
+        )
+        assert r.status_code == 200, r.text
+        (one,) = r.json()["series"]
+        assert [p["horizon"] for p in one["points"]] == [1, 3]
+        for p in one["points"]:
+            f = by_key[(series[0], p["valid_at"].replace("Z", "+00:00"))]
+            assert p["quantiles"] == {"p50": f["p50"], "p90": f["p90"]}
+        assert c.post("/v1/demand/forecast", json={"series_ids": ["nope"]}).status_code == 404
+        bad = c.post("/v1/demand/forecast", json={"horizons": [10_000]})
+        assert bad.status_code == 422 and bad.json()["field"] == "body.horizons.0"
+        bad = c.post("/v1/demand/forecast", json={"quantiles": ["p42"]})
+        assert bad.status_code == 422 and bad.json()["field"].startswith("body.quantiles")

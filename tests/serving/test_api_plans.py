@@ -1,0 +1,120 @@
+"""/v1/plans: reads, bearer-token auth on approve / apply, approval kept across restarts,
+apply through the dry-run machinery with audit entries, plan ids that are not ids."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from pipelines.actuators.audit import AuditLog
+from pipelines.actuators.plan_files import plan_path, read_plan
+from tests.serving.api import bearer, make_app
+
+
+def plan_id(ws: Path) -> str:
+    (path,) = sorted((ws / "plans").glob("*.json"))
+    return path.stem
+
+
+def test_latest_and_by_id_are_the_plan_file(served_workspace: Path, shared_data: Path) -> None:
+    pid = plan_id(served_workspace)
+    plan = read_plan(plan_path(served_workspace / "plans", pid))
+    with TestClient(make_app(served_workspace, shared_data)) as c:
+        latest = c.get("/v1/plans/latest").json()
+        assert latest["plan_id"] == pid
+        assert latest == c.get(f"/v1/plans/{pid}").json()
+        assert [a["idempotency_key"] for a in latest["actions"]] == [
+            a.idempotency_key for a in plan.actions
+        ]
+        assert len(latest["skips"]) == len(plan.skips)
+        assert latest["inputs"]["failure_risk"]["status"] in ("ok", "missing")
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/v1/plans/..%2F..%2Fetc%2Fpasswd", 404),
+        ("/v1/plans/%2E%2E", 422),
+        ("/v1/plans/.hidden", 422),
+        ("/v1/plans/a%00b", 422),
+        ("/v1/plans/no-such-plan", 404),
+        ("/v1/plans/" + "a" * 300, 422),
+    ],
+)
+def test_plan_ids_are_checked(
+    served_workspace: Path, shared_data: Path, path: str, status: int
+) -> None:
+    with TestClient(make_app(served_workspace, shared_data)) as c:
+        r = c.get(path)
+        assert r.status_code == status, r.text
+        assert set(r.json()) == {"error", "field"}
+        r = c.post(path + "/approve", headers=bearer("approver"))
+        assert r.status_code in (404, 422), r.text
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({}, 401),
+        ({"Authorization": "Bearer wrong-secret-0123456789"}, 401),
+        ({"Authorization": "Basic dXNlcjpwYXNz"}, 401),
+        (bearer("expired"), 401),
+        (bearer("viewer"), 403),
+    ],
+)
+def test_approve_refuses_bad_tokens(
+    served_workspace: Path, shared_data: Path, headers: dict[str, str], status: int
+) -> None:
+    pid = plan_id(served_workspace)
+    with TestClient(make_app(served_workspace, shared_data)) as c:
+        r = c.post(f"/v1/plans/{pid}/approve", headers=headers)
+        assert r.status_code == status
+        assert r.json()["field"] == "header.authorization"
+        assert "secret" not in r.text
+        if status == 401:
+            assert r.headers["www-authenticate"] == "Bearer"
+        assert c.get(f"/v1/plans/{pid}").json()["approval"] is None
+
+
+def test_approve_then_apply_end_to_end(served_workspace: Path, shared_data: Path) -> None:
+    pid = plan_id(served_workspace)
+    audit = AuditLog(served_workspace / "audit.jsonl", who="test")
+    before = len(audit.read().entries)
+    with TestClient(make_app(served_workspace, shared_data)) as c:
+        r = c.post(f"/v1/plans/{pid}/apply", headers=bearer("operator"))
+        assert r.status_code == 409 and "not approved" in r.json()["error"]
+        assert c.post(f"/v1/plans/{pid}/apply", headers=bearer("approver")).status_code == 403
+        r = c.post(f"/v1/plans/{pid}/approve", headers=bearer("approver"), json={"comment": "ok"})
+        assert r.status_code == 200, r.text
+        approval = r.json()["approval"]
+        assert approval["approved_by"] == "alice" and approval["comment"] == "ok"
+    # a restarted server still knows the approval
+    with TestClient(make_app(served_workspace, shared_data)) as c:
+        assert c.get("/v1/plans/latest").json()["approval"] == approval
+        r = c.post(f"/v1/plans/{pid}/apply", headers=bearer("operator"))
+        assert r.status_code == 200, r.text
+        report = r.json()
+    plan = read_plan(plan_path(served_workspace / "plans", pid))
+    assert report["mode"] == "dry_run" and report["state"] == "lake"
+    assert len(report["actions"]) == len(plan.actions)
+    assert "done" not in report["counts"]  # a dry-run touches nothing
+    new = audit.read().entries[before:]
+    outcomes = [e["outcome"] for e in new]
+    assert outcomes[:2] == ["approved", "apply_requested"]
+    assert new[0]["who"].startswith("alice") and new[1]["who"].startswith("otto")
+    assert sorted(outcomes[2:]) == sorted(a["outcome"] for a in report["actions"])
+    assert all(e["plan_id"] == pid for e in new)
+    assert all(e["mode"] == "dry_run" for e in new[1:])
+    stored = json.loads((served_workspace / "plan_approvals" / f"{pid}.json").read_text())
+    assert stored["approved_by"] == "alice"
+
+
+def test_protected_reads_need_a_viewer_token(served_workspace: Path, shared_data: Path) -> None:
+    with TestClient(make_app(served_workspace, shared_data, protect_reads=True)) as c:
+        for path in ("/v1/plans/latest", "/v1/failure/risk", "/metrics"):
+            assert c.get(path).status_code == 401, path
+            assert c.get(path, headers=bearer("viewer")).status_code == 200, path
+        assert c.get("/healthz").status_code == 200
