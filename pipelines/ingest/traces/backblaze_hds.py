@@ -13,22 +13,31 @@ Mapping (choices):
   and ``smart_194_raw`` are not in the table (null). ``capacity_bytes`` is null: the
   table gives ``size_tb`` rounded to 0.1 TB (a 160 GB drive shows 0.2), too coarse to
   pass off as a byte count; ``model`` identifies the capacity.
-- **Timestamps.** The table has power-on hours, not dates; each drive also carries
-  ``min_date`` / ``max_date`` (first and last day seen) and ``min_hours`` /
-  ``max_hours``. An interval boundary ``h`` is placed at ``min_date`` 00:00 UTC plus the
-  power-on hours elapsed since ``min_hours``, scaled by the drive's calendar span
-  ``(max_date - min_date) / (max_hours - min_hours)`` and rounded to the second (a drive
-  with ``max_hours == min_hours`` stays at ``min_date``). Unscaled, the hours run
-  slow or fast against the calendar whenever a drive was powered off or its SMART 9
-  counter jumped: on the 4,702 failures of the dynamichazard table, 77 % of unscaled
-  failure times fall within a day of the drive's recorded last day, but 530 (11 %)
-  fall more than a week away (up to 577 days early, 144 days late), and SMART rows
-  could land after the drive's removal. Scaling pins the first observation to
-  ``min_date`` and the failure to ``max_date``, keeps the order, and leaves the offset
-  nearly unchanged for the typical drive (median drift 0.2 days per drive).
-- ``events``: a ``failure`` event with cause ``disk`` at the scaled ``tstop`` of each
-  row with ``fails`` = 1 (in the published table that is always the drive's last
-  interval, so the event lands on ``max_date``).
+- **Timestamps, point in time.** The table has power-on hours, not dates; each drive
+  also carries ``min_date`` / ``max_date`` (first and last day seen) and ``min_hours`` /
+  ``max_hours``. An interval starting at power-on hour ``h`` is placed at ``min_date``
+  00:00 UTC plus ``h - min_hours`` hours: what was known when the drive was first seen
+  and the row's own counter, nothing later. A row that would land after ``max_date``
+  (the counter ran fast, e.g. a SMART 9 jump) is placed on ``max_date``, the drive's
+  last day: it is not visible before the drive's end, so it informs no feature of an
+  earlier time; of several such rows of one drive the latest is kept and the others
+  are quarantined as superseded (60 rows of the dynamichazard table). A drive whose
+  hours run slow (powered off) goes quiet before its last day, last values carried
+  forward.
+
+  An earlier version scaled the hours by each drive's calendar span
+  ``(max_date - min_date) / (max_hours - min_hours)``. That pins the failure to its
+  date, but the span is only known at the drive's end, so the time of every SMART row
+  (and with it every feature on earlier days) depended on when and whether the drive
+  would fail. On the 4,702 failures of the dynamichazard table, 77 % of unscaled failure
+  times fall within a day of the recorded last day, 530 (11 %) more than a week away
+  (up to 577 days early, 144 days late); those are the drives whose rows now sit
+  differently.
+- ``events``: a ``failure`` event with cause ``disk`` for each row with ``fails`` = 1, on
+  the drive's ``max_date`` when ``tstop`` is its last power-on hour (in the published
+  table that is always the case: Backblaze flags a failure on the drive's last day), at
+  the point-in-time placement of ``tstop`` otherwise. The label time may come from the
+  drive's end — that is what a label is; features never do.
 
 Where a timestamp cannot be derived (a bad ``tstart``, date, ...) the row is quarantined
 with the source values in the reason (see :mod:`pipelines.ingest.traces.derived`).
@@ -87,21 +96,46 @@ def _day(col: str) -> pl.Expr:
     )
 
 
-def calendar_time(hours_col: str) -> pl.Expr:
-    """The UTC time of power-on hour ``hours_col`` of a drive (see the module docstring)."""
+def observed_time(hours_col: str) -> pl.Expr:
+    """When power-on hour ``hours_col`` of a drive was reached, from what was known at
+    the drive's first observation (see the module docstring); never after its last day."""
     first, last = _day("min_date"), _day("max_date")
-    h0, h1 = _number("min_hours"), _number("max_hours")
-    span_us = (last - first).dt.total_microseconds().cast(pl.Float64)
-    frac = pl.when(h1 > h0).then((_number(hours_col) - h0) / (h1 - h0)).otherwise(0.0)
-    offset_s = (frac * span_us / 1e6).round(0)
-    ok = (_number(hours_col) >= h0) & (_number(hours_col) <= h1) & (last >= first)
-    t = first + pl.duration(seconds=offset_s.cast(pl.Int64))
-    return pl.when(ok).then(t).otherwise(pl.lit(None, dtype=UTC_TS))
+    h, h0, h1 = _number(hours_col), _number("min_hours"), _number("max_hours")
+    t = first + pl.duration(seconds=((h - h0) * 3600.0).round(0).cast(pl.Int64))
+    ok = (h >= h0) & (h <= h1) & (last >= first)
+    return pl.when(ok).then(pl.min_horizontal(t, last)).otherwise(pl.lit(None, dtype=UTC_TS))
 
 
-def timestamp_text(hours_col: str) -> pl.Expr:
-    """:func:`calendar_time` as text, or the source values where it cannot be derived."""
-    return explained(iso_text(calendar_time(hours_col)), hours_col, *TIME_SOURCES)
+def failure_time(hours_col: str) -> pl.Expr:
+    """A failure at power-on hour ``hours_col``: on the drive's last day when that is its
+    last hour, else :func:`observed_time`."""
+    at_end = _number(hours_col) == _number("max_hours")
+    return (
+        pl.when(at_end & (_day("max_date") >= _day("min_date")))
+        .then(_day("max_date"))
+        .otherwise(observed_time(hours_col))
+    )
+
+
+def timestamp_text(time: pl.Expr, hours_col: str) -> pl.Expr:
+    """``time`` as text, or the source values where it cannot be derived."""
+    return explained(iso_text(time), hours_col, *TIME_SOURCES)
+
+
+def _placed_text() -> pl.Expr:
+    """The ``ts`` text of each interval: :func:`observed_time` of ``tstart``; for an
+    interval that shares its time with a later interval of the same drive (several
+    intervals of a fast counter all wait for the last day) a note validation cannot
+    read, so it is quarantined as superseded instead of clashing on the lake's key."""
+    t = observed_time("tstart")
+    later = t.shift(-1).over("serial_number", order_by=_number("tstart"))
+    superseded = t.is_not_null() & (t == later)
+    note = pl.format(
+        "(superseded: tstart={} lands on max_date={} with a later interval of the drive)",
+        pl.col("tstart"),
+        pl.col("max_date"),
+    )
+    return pl.when(superseded).then(note).otherwise(timestamp_text(t, "tstart"))
 
 
 def smart_frame(raw: pl.DataFrame) -> pl.DataFrame:
@@ -115,7 +149,7 @@ def smart_frame(raw: pl.DataFrame) -> pl.DataFrame:
         return (pl.col(src) if src in has else pl.lit(None, pl.String)).alias(f"smart_{n}_raw")
 
     return raw.select(
-        timestamp_text("tstart").alias("ts"),
+        _placed_text().alias("ts"),
         pl.col("serial_number").alias("node_id"),
         pl.col("model"),
         pl.lit(None, dtype=pl.Int64).alias("capacity_bytes"),
@@ -131,7 +165,7 @@ def read_file(path: Path) -> Iterator[Batch]:
         with_input_row(raw),
         flag="fails",
         node="serial_number",
-        at=timestamp_text("tstop"),
+        at=timestamp_text(failure_time("tstop"), "tstop"),
         file_name=path.name,
     )
     if events.height:
