@@ -12,8 +12,9 @@ the official ``kubernetes`` client, and the live cluster state re-validation rea
   ``--ignore-daemonsets``), pods already terminating and finished pods. A 429 (a
   PodDisruptionBudget allows no disruption now) is retried with exponential backoff
   (``backoff_initial`` doubling to ``backoff_max``) until the drain's ``timeout``; a 404
-  means the pod is gone already; anything else (a 500 when two PDBs select the pod, a
-  403, an API timeout) fails that pod at once. The per-pod report says what happened to
+  means the pod is gone already; a transient error (see below) is retried; anything else
+  (a 500 when two PDBs select the pod, a 403) fails that pod at once. The per-pod report
+  says what happened to
   each pod, with attempts and seconds waited. If any pod could not be evicted the drain
   fails and, when the drain made the cordon itself, the cordon is undone so the node's
   disruption budget is released (pods already evicted stay evicted). The drain does
@@ -21,6 +22,13 @@ the official ``kubernetes`` client, and the live cluster state re-validation rea
   is the kubelet's business.
 - **uncordon**: a merge patch clearing ``spec.unschedulable`` and our annotations and
   stamping :data:`UNCORDONED_AT_ANNOTATION` (the hysteresis clock).
+
+Transient API errors — no answer within ``request_timeout`` (or no connection), 500,
+502, 503, 504, and 429 on calls other than an eviction (API priority and fairness
+throttling) — are retried ``retries`` times per call with the same doubling backoff,
+never past the drain's deadline; then the call fails as above. Every call is safe to
+repeat: the cordon and uncordon patches set absolute values, an eviction whose answer was
+lost finds its pod terminating (skipped) or gone (404).
 
 Time comes from the injected clock and waits go through the injected ``sleep``, so tests
 run the backoff without sleeping. Tested against ``tests/fakes/kube_api.py`` (no real
@@ -33,7 +41,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from allocator.topology import Topology
 from core.actions import Action, Cordon, Drain, Uncordon
@@ -52,6 +60,7 @@ DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 REPAIR_LABEL = "predops.io/under-repair"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 MERGE_PATCH = "application/merge-patch+json"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +69,8 @@ class KubeOptions:
 
     ``timeout`` 600: a drain gives up (and fails) after this long, like ``kubectl drain
     --timeout``; ``backoff_initial`` 1 / ``backoff_max`` 30: waits between retries of a
-    429; ``request_timeout`` 30: one API call; ``disrupted_ttl`` 60: how long the list of
+    429 or a transient error; ``request_timeout`` 30: one API call; ``retries`` 3:
+    retries of a transient error per call; ``disrupted_ttl`` 60: how long the list of
     disrupted nodes (one full node list) is reused before it is read again.
     """
 
@@ -69,6 +79,7 @@ class KubeOptions:
     backoff_initial: float = 1.0
     backoff_max: float = 30.0
     request_timeout: float = 30.0
+    retries: int = 3
     disrupted_ttl: float = 60.0
     page_size: int = 500
     repair_label: str = REPAIR_LABEL
@@ -77,6 +88,8 @@ class KubeOptions:
         for name in ("timeout", "backoff_initial", "backoff_max", "request_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"kubernetes actuator: {name} must be positive")
+        if self.retries < 0:
+            raise ValueError("kubernetes actuator: retries must be 0 or more")
 
 
 def _api_error(exc: Exception) -> tuple[int | None, str]:
@@ -88,6 +101,20 @@ def _api_error(exc: Exception) -> tuple[int | None, str]:
     except (TypeError, ValueError, AttributeError):
         msg = str(body)[:300]
     return status, msg or f"{type(exc).__name__}: {exc}"
+
+
+TRANSIENT_STATUS = frozenset({500, 502, 503, 504})
+MULTIPLE_PDBS = "more than one PodDisruptionBudget"
+
+
+def transient(status: int | None, message: str, *, eviction: bool = False) -> bool:
+    """Whether an API error may go away by itself (see the module docstring): no answer,
+    a 5xx other than the two-budgets 500, a 429 outside the Eviction API."""
+    if status is None:
+        return True
+    if status == 429:
+        return not eviction
+    return status in TRANSIENT_STATUS and MULTIPLE_PDBS not in message
 
 
 def _client_errors() -> tuple[type[Exception], ...]:
@@ -311,12 +338,25 @@ class KubeActuator:
             raise ActionFailed(f"{action.kind} {action.target}: HTTP {status}: {msg}") from exc
         raise ActionFailed(f"the kubernetes actuator does not run {action.kind} actions")
 
+    def _retrying(self, call: Callable[[], T]) -> T:
+        """``call()``, retried on transient errors with backoff (module docstring)."""
+        wait = self.opt.backoff_initial
+        for _ in range(self.opt.retries):
+            try:
+                return call()
+            except _client_errors() as exc:
+                if not transient(*_api_error(exc)):
+                    raise
+            self.sleep(wait)
+            wait = min(wait * 2, self.opt.backoff_max)
+        return call()
+
     # ------------------------------------------------------------------ node patches
     def _cordon(self, action: Action) -> str:
-        node = self.api.read_node(action.target)
+        node = self._retrying(lambda: self.api.read_node(action.target))
         if (node.get("spec") or {}).get("unschedulable"):
             return "already cordoned"
-        self.api.patch_node(
+        self._patch(
             action.target,
             {
                 "spec": {"unschedulable": True},
@@ -331,8 +371,11 @@ class KubeActuator:
         )
         return "cordoned"
 
+    def _patch(self, node: str, body: dict[str, Any]) -> None:
+        self._retrying(lambda: self.api.patch_node(node, body))
+
     def _uncordon(self, node: str) -> str:
-        self.api.patch_node(
+        self._patch(
             node,
             {
                 "spec": {"unschedulable": None},
@@ -356,7 +399,7 @@ class KubeActuator:
         pods: list[dict[str, Any]] = []
         failed = 0
         try:
-            listed = self.api.pods_on(action.target)
+            listed = self._retrying(lambda: self.api.pods_on(action.target))
         except _client_errors() as exc:
             status, msg = _api_error(exc)
             listed, failed = [], 1
@@ -398,6 +441,7 @@ class KubeActuator:
         if why is not None:
             return {**row, "outcome": "skipped", "why": why}
         wait = self.opt.backoff_initial
+        retries_left = self.opt.retries
         while True:
             row["attempts"] += 1
             try:
@@ -408,14 +452,18 @@ class KubeActuator:
             if status == 404:
                 return {**row, "outcome": "gone", "why": "pod no longer exists"}
             if status != 429:
-                return {**row, "outcome": "failed", "why": f"HTTP {status}: {msg}"}
+                if not transient(status, msg, eviction=True) or retries_left == 0:
+                    tries = f" after {row['attempts']} attempts" if row["attempts"] > 1 else ""
+                    return {**row, "outcome": "failed", "why": f"HTTP {status}: {msg}{tries}"}
+                retries_left -= 1
             left = (deadline - self.clock.now()).total_seconds()
             if left <= 0:
+                blocked = "its disruption budget" if status == 429 else "API errors"
                 return {
                     **row,
                     "outcome": "failed",
-                    "why": f"still blocked by its disruption budget after "
-                    f"{self.opt.timeout:g} s (HTTP 429: {msg})",
+                    "why": f"still blocked by {blocked} after "
+                    f"{self.opt.timeout:g} s (HTTP {status}: {msg})",
                 }
             pause = min(wait, left)
             self.sleep(pause)

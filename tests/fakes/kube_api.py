@@ -20,7 +20,9 @@ It holds nodes, pods and PodDisruptionBudgets as the API returns them (JSON dict
 
 Errors are ``Status`` objects. A bearer token is required when ``token`` is set (401
 otherwise). Every request is recorded in ``requests``; ``fail_next`` scripts an error
-answer; ``expire_continue_tokens`` makes outstanding ``continue`` tokens answer 410.
+answer; ``stall_next`` holds the next matching request for some seconds before serving
+it (a client with a shorter timeout gives up, the effect still happens: an answer lost
+on the way); ``expire_continue_tokens`` makes outstanding ``continue`` tokens answer 410.
 To add a route, add a ``(method, path regex, handler)`` to ``_routes``.
 """
 
@@ -32,6 +34,7 @@ import json
 import re
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -174,6 +177,7 @@ class FakeKubeAPI:
     resource_version: int = 1000
     _snapshots: dict[str, list[Obj]] = field(default_factory=dict)
     _faults: list[tuple[str, str, str | None, Answer]] = field(default_factory=list)
+    _stalls: list[tuple[str, str, float]] = field(default_factory=list)
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _server: ThreadingHTTPServer | None = None
 
@@ -196,6 +200,7 @@ class FakeKubeAPI:
                 n = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(n) if n else b""
                 headers = {k.lower(): v for k, v in self.headers.items()}
+                time.sleep(fake._stall_for(self.command, urlsplit(self.path).path))
                 code, body = fake._dispatch(self.command, self.path, headers, raw)
                 data = json.dumps(body).encode()
                 self.send_response(code)
@@ -231,6 +236,19 @@ class FakeKubeAPI:
         """Answer the next matching request (with query parameter ``if_query``, when
         given) with an error Status."""
         self._faults.append((method, path_regex, if_query, status(code, reason, message)))
+
+    def stall_next(self, method: str, path_regex: str, seconds: float) -> None:
+        """Hold the next matching request ``seconds`` before serving it."""
+        with self._lock:
+            self._stalls.append((method, path_regex, seconds))
+
+    def _stall_for(self, method: str, path: str) -> float:
+        with self._lock:
+            for i, (m, rx, seconds) in enumerate(self._stalls):
+                if m == method and re.fullmatch(rx, unquote(path)):
+                    del self._stalls[i]
+                    return seconds
+        return 0.0
 
     def expire_continue_tokens(self) -> None:
         with self._lock:

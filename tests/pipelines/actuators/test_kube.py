@@ -188,7 +188,8 @@ def test_two_pdbs_on_one_pod_fail_the_drain_at_once(
 def test_api_errors_on_the_node_patch_fail_the_action(
     fake: FakeKubeAPI, tmp_path: Path, clock: FixedClock, audit: AuditLog
 ) -> None:
-    fake.fail_next("PATCH", r"/api/v1/nodes/n00", 503, "ServiceUnavailable", "etcd is slow")
+    for _ in range(4):  # one more than the retries of a transient error
+        fake.fail_next("PATCH", r"/api/v1/nodes/n00", 503, "ServiceUnavailable", "etcd is slow")
     _, actuator, state, _ = kube_for(fake, tmp_path, clock)
     report = apply_plan(
         plan_of([Cordon(target="n00", reason="t", not_before=T0)]),

@@ -1,0 +1,4 @@
+"""Fixtures of the fault tests: the actuator tests' clock (at their plans' T0) and audit
+log, shared rather than copied."""
+
+from tests.pipelines.actuators.conftest import audit, clock  # noqa: F401
