@@ -177,6 +177,8 @@ class FakeKubeAPI:
     resource_version: int = 1000
     _snapshots: dict[str, list[Obj]] = field(default_factory=dict)
     _faults: list[tuple[str, str, str | None, Answer]] = field(default_factory=list)
+    held: list[tuple[str, str]] = field(default_factory=list)
+    """(method, path) of requests ``stall_next`` held, as they arrived."""
     _stalls: list[tuple[str, str, float]] = field(default_factory=list)
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _server: ThreadingHTTPServer | None = None
@@ -247,6 +249,7 @@ class FakeKubeAPI:
             for i, (m, rx, seconds) in enumerate(self._stalls):
                 if m == method and re.fullmatch(rx, unquote(path)):
                     del self._stalls[i]
+                    self.held.append((method, unquote(path)))
                     return seconds
         return 0.0
 
