@@ -415,7 +415,7 @@ class PromClient:
                 requests.Timeout,
                 requests.exceptions.ChunkedEncodingError,
             ) as exc:
-                last = f"{type(exc).__name__}: {exc}"
+                last = f"{type(exc).__name__}: {_root_cause(exc)}"
             else:
                 body = _json(r)
                 if r.status_code == 200 and body is not None:
@@ -438,6 +438,15 @@ class PromClient:
             f"prometheus: {method} {url} ({what}) failed after {attempts} "
             f"attempt(s); last error: {last}"
         )
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost error under ``exc`` ("[Errno 111] Connection refused" rather than
+    urllib3's pool message repeating the whole URL); ``exc`` itself when that says more."""
+    cause = exc
+    while (inner := cause.__cause__ or cause.__context__) is not None and inner is not cause:
+        cause = inner
+    return exc if isinstance(cause, TimeoutError) else cause
 
 
 def _json(r: requests.Response) -> dict[str, Any] | None:

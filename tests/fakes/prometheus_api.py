@@ -8,7 +8,8 @@ t)``. ``script(n, path)`` picks what the n-th request (0-based) gets:
 
 ``ok`` | ``500`` (plain text) | ``503`` (Prometheus JSON error) | ``429`` | ``400``
 (``bad_data``) | ``timeout`` (answers after ``slow_s``) | ``drop`` (closes the connection
-without answering) | ``garbage`` (200 with a truncated JSON body).
+without answering) | ``garbage`` (200 with a truncated JSON body) | ``down`` (drops the
+connection and stops listening: every later request is refused).
 
 The real Prometheus is tested in ``test_prometheus_integration.py``; this one only
 checks what the adapter asks and how it copes with failures.
@@ -113,7 +114,7 @@ class FakePrometheus:
 
     def __exit__(self, *exc: object) -> None:
         assert self._server is not None
-        self._server.shutdown()
+        self._server.shutdown()  # returns at once when already down
         self._server.server_close()
 
     # ------------------------------------------------------------------ answers
@@ -126,7 +127,10 @@ class FakePrometheus:
             n = len(self.seen)
             action = self.script(n, path)
             self.seen.append(Seen(h.command, path, params, dict(h.headers), action))
-        if action == "drop":
+        if action == "down" and self._server is not None:
+            server = self._server
+            threading.Thread(target=lambda: (server.shutdown(), server.server_close())).start()
+        if action in ("drop", "down"):
             h.close_connection = True
             h.connection.shutdown(socket.SHUT_RDWR)
             return
