@@ -20,6 +20,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 import argparse
 import json
+import logging
 import resource
 import time
 
@@ -36,6 +37,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--sizing-every", type=int, default=6)
     ap.add_argument("--json", action="store_true", help="Print one JSON object (default).")
     args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
     wall, cpu = time.perf_counter(), time.process_time()
     cfg = OpsConfig(
         world=WorldConfig(

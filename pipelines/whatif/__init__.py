@@ -1,0 +1,83 @@
+"""``predops simulate-ops``: the closed-loop what-if simulator (design note).
+
+What it answers: on one seeded synthetic fleet, how much work do failures destroy, and
+how much capacity is held idle or missing, when the fleet is run by
+
+- ``reactive`` — today's practice: nothing happens before a failure (the node is
+  repaired after it), pools are sized from current usage by an autoscaler (busy
+  nodes + 10 % + what the pending pods need, every hour);
+- ``predictive`` — the real failure model (``models.failure``, retrained every week on
+  the data up to that day only, 24 h horizon) and the real demand forecaster
+  (``models.demand``, retrained weekly) feeding the real policy engine
+  (``policy.engine.plan``: cost threshold, guards, budgets, storm breaker, allocator
+  fit check, pool sizing) with every drain and uncordon re-validated
+  (``policy.revalidate``) just before it runs;
+- ``oracle`` — the same engine handed the truth: p_fail 1 for a node whose next
+  failure (not already averted) falls in the horizon, else 0, and the demand that will
+  arrive as its forecast. It is the ceiling of this engine, not of any policy: its
+  guards (budgets, checkpoint timing, the storm breaker) still apply.
+
+Same seed, same world: every policy sees the same fleet, failures, maintenance,
+telemetry and workload (paired comparison). Modules:
+
+| module | concept |
+|---|---|
+| ``world.py`` | the seeded world: topology, failures, maintenance, hour-quantised workload |
+| ``risk.py`` | hourly features once; weekly retrains on the past; p_fail per node and hour |
+| ``forecasts.py`` | the demand forecaster refitted weekly / the true demand |
+| ``cluster.py`` | live allocator snapshot: placement, evictions, checkpoints, node state arrays |
+| ``loop.py`` | the hourly loop (see its docstring for the order of a tick) |
+| ``tally.py`` | the figures; the budget auditor that re-counts disruptions independently |
+| ``run.py`` | one world, the policies on it, the comparison with the issue's targets |
+
+How the loop counts (all per evaluated hour):
+
+- lost GPU-hours: per failure on a node running jobs, every job with a pod there (whole
+  gangs) loses its GPUs x the time since its last checkpoint (jobs checkpoint every
+  ``CostModel.checkpoint_interval`` = 2 h from their last start); the pods queue again
+  and keep their original end. Detection delay and restart time are not added.
+- a drain evicts the node's jobs (each losing its work since its last checkpoint —
+  none for the job the engine timed the drain to) and sends the node to inspection.
+  Needed: the node would have failed within the 24 h horizon; the fault is found, the
+  repair starts at the drain and that failure never happens. Needless: the node is out
+  for the 4 h inspection and back when the engine uncordons it (not within
+  ``min_hold``, 6 h, of the cordon). Drain cost = the work its evictions lost + the
+  capacity a needless drain kept out (node GPU-hours; CPU nodes in cost units, 1/50
+  of a GPU-hour per core-hour), counted in full, not at ``capacity_value``.
+- budget violations: :class:`~pipelines.whatif.tally.BudgetAuditor` re-counts, at
+  each drain, the disrupted nodes (cordoned, in repair or inspection, in maintenance)
+  of the node's pool, rack and spine from the loop's own state.
+- pending-pod hours (pods queued at the hour), idle node-hours (nodes the pool holds,
+  in service, with no pod), capacity provisioned vs used (GPU-hours, core-hours),
+  stock-out node-hours (sizing asked for more nodes than the pool physically has).
+
+What is approximated, and why:
+
+- telemetry and failures are exogenous: a drain does not change a node's telemetry,
+  only whether its failure happens (found at inspection). Features are therefore
+  computed once, point in time, and shared by all policies.
+- hourly resolution: pods that live entirely between two hours are invisible (on the
+  2,000-node fleet ~7 % of training GPU-hours); arrivals and departures are rounded up
+  to the next hour; failures keep their exact times.
+- CPU-only pods of one pool arriving and leaving at the same hours are packed into
+  groups of up to 48 cores / 192 GiB (big data runs ~28,000 single-hour ~14-core pods
+  a day); GPU pods and gangs are placed one by one by the allocator (best fit).
+- pool sizing acts on the pool's node count: a scale-up brings back parked healthy
+  nodes (in service at the next hour, past the 30 min lead), a scale-in parks empty
+  nodes; nodes beyond the physical pool are a stock-out. Lending between pools and
+  inventory buys are not executed (the pools' GPU models differ; a buy needs a
+  long-horizon node-demand forecast, and two weeks of history give the weekly
+  forecaster 2 of the 16 weekly points it needs), so purchase cost is 0 and stock-outs
+  are reported instead.
+- the engine's pool sizing packs the forecast demand with the allocator's estimator
+  (about 2 s a round on 2,000 nodes here), so it runs every 6 h, the engine's own hold
+  window; the reactive autoscaler runs every hour.
+- engine configuration (``run.SIM_COSTS``): the documented ``CostModel`` defaults
+  except ``capacity_value`` 0.25, because the loop's pools are elastic and hold parked
+  nodes — a drained node's hour costs a fraction of an hour of work.
+- the failure model scores one horizon (24 h) and trains on rows every 2 h of a
+  trailing 21-day window with at most 300 rounds (speed); everything else is the
+  production ``MODEL_PARAMS``.
+
+Measured figures: see the end of this note (``benchmarks/whatif.py``).
+"""

@@ -33,6 +33,7 @@ plan's actions are the same; only those skips are not listed).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,6 +53,8 @@ from policy.config import Budgets, DisruptionConfig, PolicyConfig
 from policy.engine import plan as make_plan
 from policy.fleet import FleetState, NodeState, PoolState
 from policy.revalidate import CurrentView, revalidate
+
+log = logging.getLogger(__name__)
 
 POLICIES = ("reactive", "predictive", "oracle")
 HOUR = timedelta(hours=1)
@@ -119,7 +122,7 @@ class Loop:
         dcfg = self.pcfg.disruption
         self.checkpoint = dcfg.costs.checkpoint_interval
         self.cluster = Cluster(world, self.checkpoint.total_seconds(), cfg.seed)
-        self.tally = Tally()
+        self.tally = Tally(capacity_value=dcfg.costs.capacity_value)
         self.auditor = BudgetAuditor(cfg.budgets, world.specs)
         self.floor = drain_floor(dcfg, self.checkpoint)
         f = world.failures
@@ -132,6 +135,7 @@ class Loop:
         self._topo_key: bytes = b""
         self._topo: Topology | None = None
         self.row_of = {n: i for i, n in enumerate(world.node_ids)}
+        self._model: list[str | None] = [s.gpu_model for s in world.specs]
         self.value = np.array([dcfg.costs.hourly(s.gpus, s.cpu_milli / 1000) for s in world.specs])
         w = world.workload
         self._arrive = _by_tick(w.arrive)
@@ -147,6 +151,17 @@ class Loop:
         wc = self.world.cfg
         for k in range(wc.first_tick, wc.last_tick):
             self.tick(k)
+            if (k - wc.first_tick) % 24 == 23:
+                t = self.tally
+                log.info(
+                    "%s day %d: lost %.0f GPU-h, %d drains (%d needless), %d pending pod-h",
+                    self.cfg.policy,
+                    (k - wc.first_tick) // 24 + 1,
+                    t.lost_gpu_hours,
+                    t.drains,
+                    t.drains_needless,
+                    t.pending_pod_hours,
+                )
         return self.tally
 
     def tick(self, k: int) -> None:
@@ -414,19 +429,46 @@ class Loop:
 
     # ------------------------------------------------------------------ sizing
     def _resize(self, pool: str, target: int, now: datetime) -> None:
+        """Hold ``target`` nodes in ``pool``: bring back parked healthy nodes, GPU models
+        with the most pending demand first (a priority expander), or park empty nodes
+        in service, models with the least pending demand first."""
         c = self.cluster
         rows = c.pool_rows[pool]
         self.want[pool] = target
         cur = rows[c.active[rows]]
+        short = self._pending_by_model(pool)
         if target > cur.size:
-            parked = rows[~c.active[rows] & ~c.under_repair[rows]]
-            c.active[parked[: target - cur.size]] = True
+            parked = rows[~c.active[rows] & ~c.under_repair[rows]].tolist()
+            for _ in range(min(target - cur.size, len(parked))):
+                best = min(parked, key=lambda r: (-short.get(self._model[r], 0.0), r))
+                parked.remove(best)
+                c.active[best] = True
+                m = self._model[best]
+                short[m] = short.get(m, 0.0) - float(c.gpus[best] or c.cores[best])
         elif target < cur.size:
             busy = c.busy()
-            empty = cur[~busy[cur] & ~c.disrupted()[cur]]
-            c.active[empty[::-1][: cur.size - target]] = False
+            empty = cur[~busy[cur] & ~c.disrupted()[cur]].tolist()
+            empty.sort(key=lambda r: (short.get(self._model[r], 0.0), -r))
+            c.active[empty[: cur.size - target]] = False
         self.tally.resizes += 1
         self.last_resize[pool] = now
+
+    def _pending_by_model(self, pool: str) -> dict[str | None, float]:
+        """Pending demand of ``pool`` per GPU model it may run on (GPUs; CPU pools:
+        cores under the key None)."""
+        c = self.cluster
+        w = c.w
+        out: dict[str | None, float] = {}
+        models = {self._model[r] for r in c.pool_rows[pool].tolist()}
+        for i in c.pending:
+            if w.pools[int(w.pool[i])] != pool:
+                continue
+            allowed = w.model_sets[int(w.models[i])]
+            use = float(w.gpus[i]) if w.num_gpu[i] else float(w.cpu_milli[i] / 1000)
+            fits = [m for m in models if allowed is None or m in allowed]
+            for m in fits:
+                out[m] = out.get(m, 0.0) + use / len(fits)
+        return out
 
     def _reactive_sizing(self, now: datetime) -> None:
         c = self.cluster

@@ -23,12 +23,15 @@ from pipelines.whatif.risk import RiskConfig, oracle_risk, predicted_risk
 from pipelines.whatif.world import World, WorldConfig, build_world
 from policy.config import CostModel, DisruptionConfig, PolicyConfig, SizingConfig
 
-SIM_COSTS = CostModel(capacity_value=0.25)
+SIM_COSTS = CostModel(capacity_value=0.1)
 """The engine's cost model for the simulated fleet: the documented defaults except
-``capacity_value`` 0.25 ("lower it for pools with idle headroom"): the pools here are
-sized elastically and hold parked nodes, so an hour of a drained node costs a fraction
-of an hour of work — the share of hours in which the loop's pools ran out of room was
-well under a quarter in every run measured (see the package note)."""
+``capacity_value`` 0.1 ("lower it for pools with idle headroom"). The engine drains a
+node only when the allocator re-places all its pods on the rest of the cluster, and
+the loop's pools are elastic (parked nodes come back within the hour), so an hour of a
+drained healthy node is spare capacity, not lost work. With the default 1.0 a node
+running one 8-GPU job is drained only above p_fail 0.74 (0.30 at 0.1; a node of a
+16-node gang: 0.25 / 0.16), and the failure model's 24 h risk never exceeded 0.45 in
+the day before any failure of a 400-node, 20-day test fleet."""
 
 
 def sim_policy_config() -> PolicyConfig:
@@ -154,11 +157,13 @@ def compare(figures: dict[str, dict[str, Any]]) -> dict[str, Any]:
             continue
         saved = base["lost_gpu_hours"] - f["lost_gpu_hours"]
         cost = f["drain_cost_gpu_hours"]
+        full = f["drain_cost_gpu_hours_full_capacity"]
         idle_cut = _share(base["idle_node_hours"] - f["idle_node_hours"], base["idle_node_hours"])
         out[name] = {
             "lost_gpu_hours_avoided_share": _share(saved, base["lost_gpu_hours"]),
             "lost_gpu_hours_saved": round(saved, 4),
-            "needless_drain_cost_over_savings": _share(cost, saved) if saved > 0 else None,
+            "drain_cost_over_savings": _share(cost, saved) if saved > 0 else None,
+            "drain_cost_full_capacity_over_savings": _share(full, saved) if saved > 0 else None,
             "budget_violations": f["budget_violations"],
             "pending_pod_hours_ratio": _share(f["pending_pod_hours"], base["pending_pod_hours"]),
             "idle_node_hours_reduction": idle_cut,

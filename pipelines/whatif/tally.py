@@ -38,6 +38,9 @@ class Tally:
     needless_out_gpu_hours: float = 0.0
     """Node GPU-hours (CPU nodes: cost units) a needless drain kept out of service,
     from the drain to the uncordon."""
+    capacity_value: float = 1.0
+    """The engine's ``CostModel.capacity_value``: the share of an out-of-service
+    node-hour that hurts, used to price needless drains as the engine does."""
     uncordons: int = 0
     budget_violations: int = 0
     provisioned_node_hours: float = 0.0
@@ -61,7 +64,8 @@ class Tally:
 
     def to_dict(self) -> dict[str, Any]:
         r = 4
-        needless_cost = self.needless_out_gpu_hours + self.drain_lost_gpu_hours
+        full_cost = self.needless_out_gpu_hours + self.drain_lost_gpu_hours
+        cost = self.capacity_value * self.needless_out_gpu_hours + self.drain_lost_gpu_hours
         return {
             "failures": self.failures,
             "failures_on_busy_nodes": self.failures_on_busy_nodes,
@@ -75,7 +79,8 @@ class Tally:
             "drain_evicted_jobs": self.drain_evicted_jobs,
             "drain_lost_gpu_hours": round(self.drain_lost_gpu_hours, r),
             "needless_drain_out_gpu_hours": round(self.needless_out_gpu_hours, r),
-            "drain_cost_gpu_hours": round(needless_cost, r),
+            "drain_cost_gpu_hours": round(cost, r),
+            "drain_cost_gpu_hours_full_capacity": round(full_cost, r),
             "uncordons": self.uncordons,
             "budget_violations": self.budget_violations,
             "provisioned_node_hours": round(self.provisioned_node_hours, r),
