@@ -6,7 +6,11 @@ Layout under ``<workspace>/features``::
     online/<name>.arrow + online/<name>.json               latest row per entity + metadata
 
 Both are written to a temporary file and renamed into place (atomic on one file
-system): a reader sees the old version or the new one, never half of either. Online
+system): a reader sees the old version or the new one, never half of either. The online
+frame's metadata also travels inside its Arrow file (schema metadata ``predops``), and
+reads take it from there: a process that died (or a disk that filled up) between the
+data file and its ``.json`` cannot pair new rows with old metadata. A failed write
+(disk full) raises :class:`OSError` and leaves the previous version in place. Online
 rows carry the time of their entity's last sample; a read flags rows older than
 ``max_age`` as ``stale`` instead of serving them as fresh.
 """
@@ -22,8 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.feather as feather
 
 STALE = "stale"
+META_KEY = b"predops"
 
 
 class FeatureStoreError(RuntimeError):
@@ -44,12 +51,22 @@ def _atomic_write(path: Path, write: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
-        write(tmp)
+        try:
+            write(tmp)
+        except pl.exceptions.ComputeError as exc:  # polars' form of an I/O error
+            raise OSError(f"cannot write {path}: {exc}") from exc
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _embedded_meta(path: Path) -> dict[str, Any] | None:
+    """The metadata written inside an online Arrow file (None for older files)."""
+    with pa.memory_map(str(path)) as source:
+        found = (pa.ipc.open_file(source).schema.metadata or {}).get(META_KEY)
+    return dict(json.loads(found)) if found else None
 
 
 def _stamp(t: datetime) -> str:
@@ -101,13 +118,15 @@ class FeatureStore:
         if frame[key].is_duplicated().any():
             raise FeatureStoreError(f"online frame {name}: duplicate {key} values")
         data = self.root / "online" / f"{name}.arrow"
-        _atomic_write(data, lambda p: frame.sort(key).write_ipc(p, compression="uncompressed"))
         meta = {
             "as_of": as_of.isoformat(),
             "feature_set_hash": feature_set_hash,
             "key": key,
             "rows": frame.height,
         }
+        table = frame.sort(key).to_arrow()
+        table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True)})
+        _atomic_write(data, lambda p: feather.write_feather(table, p, compression="uncompressed"))
         _atomic_write(
             data.with_suffix(".json"), lambda p: p.write_text(json.dumps(meta, sort_keys=True))
         )
@@ -126,9 +145,11 @@ class FeatureStore:
         know come back as stale rows with null features."""
         data = self.root / "online" / f"{name}.arrow"
         meta_path = data.with_suffix(".json")
-        if not data.exists() or not meta_path.exists():
+        meta = _embedded_meta(data) if data.exists() else None
+        if meta is None and data.exists() and meta_path.exists():
+            meta = json.loads(meta_path.read_text())  # written before the metadata moved in
+        if meta is None:
             raise FeatureStoreError(f"no online frame {name!r}; run `predops features build`")
-        meta = json.loads(meta_path.read_text())
         frame = pl.read_ipc(data)
         key = meta["key"]
         if ids is not None:

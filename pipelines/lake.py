@@ -8,10 +8,12 @@ Layout under the lake root::
     _quarantine/corrupt_files.jsonl      one line per file moved aside (where, why)
     _ingest_log.jsonl                    one line per ingest (input, digest, counts)
 
-Every file is written to ``_staging/`` first and linked into place only when complete,
-so a reader never sees a half-written file; a crash leaves at most staging debris,
-which the next write removes. Re-writing rows whose key (the schema's ``key``) is
-already in the partition adds nothing, so re-ingesting the same input is a no-op.
+Every file is written to ``_staging/`` first and linked into place only when complete
+(all the partitions of one write are staged before the first is linked), so a reader
+never sees a half-written file and a write that fails (disk full) adds nothing; a crash
+leaves at most staging debris, which the next write removes. Re-writing rows whose key
+(the schema's ``key``) is already in the partition adds nothing, so re-ingesting the
+same input is a no-op.
 
 A stored file that is not readable Parquet any more (truncated, overwritten: its footer
 does not parse) is moved aside into ``_quarantine/_files/`` the first time a read or a
@@ -148,7 +150,10 @@ class Lake:
     @staticmethod
     def _write_staged(frame: pl.DataFrame, staging: Path) -> Path:
         tmp = staging / f"{uuid.uuid4().hex}.parquet"
-        frame.write_parquet(tmp, compression=PARQUET_COMPRESSION, statistics=True)
+        try:
+            frame.write_parquet(tmp, compression=PARQUET_COMPRESSION, statistics=True)
+        except pl.exceptions.ComputeError as exc:  # polars' form of an I/O error (disk full)
+            raise OSError(f"lake {staging.parent.parent}: cannot stage a file: {exc}") from exc
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         return tmp
@@ -173,6 +178,7 @@ class Lake:
                 parts = frame.with_columns(day).partition_by(
                     "__date", as_dict=True, maintain_order=True
                 )
+                staged: list[tuple[Path, Path, int]] = []
                 for (part_day,), part in sorted(parts.items(), key=lambda kv: kv[0]):
                     assert isinstance(part_day, date)
                     part_dir = self._partition_dir(self.root / table, source, part_day)
@@ -181,9 +187,13 @@ class Lake:
                     if rows.height == 0:
                         continue
                     rows = rows.sort(sort_cols)
-                    self._publish(self._write_staged(rows, staging), part_dir)
+                    staged.append((self._write_staged(rows, staging), part_dir, rows.height))
+                # Every partition's file is complete before the first is published: a
+                # write that fails (disk full) publishes nothing.
+                for tmp, part_dir, n in staged:
+                    self._publish(tmp, part_dir)
                     result.partitions.append(str(part_dir.relative_to(self.root)))
-                    result.rows_written += rows.height
+                    result.rows_written += n
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
         return result
