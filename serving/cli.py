@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import click
@@ -56,7 +57,10 @@ def serve_command(
     from serving.config import load_serve_config, token_digest
 
     if hash_token:
-        click.echo(token_digest(click.get_text_stream("stdin").read().strip()))
+        secret = sys.stdin.read().strip()
+        if not secret:
+            raise click.UsageError("--hash-token reads the secret on stdin; got nothing")
+        click.echo(token_digest(secret))
         return
     try:
         config = load_serve_config(config_path, os.environ)

@@ -73,3 +73,18 @@ def test_errors_name_the_key(tmp_path: Path, text: str, env: dict[str, str], nee
         load_serve_config(write(tmp_path, text), env)
     assert needle in str(err.value)
     assert "short" not in str(err.value).replace("PREDOPS", "")
+
+
+def test_serve_command_refuses_a_bad_config_naming_the_key(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from pipelines.cli import main
+
+    bad = write(tmp_path, '[server]\nport = "eighty"\n')
+    res = CliRunner().invoke(
+        main, ["--workspace", str(tmp_path / "ws"), "serve", "--config", str(bad)]
+    )
+    assert res.exit_code == 2
+    assert "[server] port" in res.output
+    res = CliRunner().invoke(main, ["serve", "--hash-token"], input="abc\n")
+    assert res.output.strip() == token_digest("abc")
