@@ -10,9 +10,12 @@ figures, so the figures of one seed are byte-identical between runs.
 
 from __future__ import annotations
 
+import logging
+import multiprocessing
 import resource
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -178,12 +181,39 @@ def compare(figures: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def simulate_ops(cfg: OpsConfig, *, world: World | None = None) -> dict[str, Any]:
+def _policy_in_process(
+    cfg: OpsConfig, policy: str, log_level: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One policy in a process of its own: it draws the same world from the seed."""
+    logging.basicConfig(level=log_level, format=f"%(asctime)s [{policy}] %(message)s")
     watch = Stopwatch()
-    if world is None:
-        with watch("world"):
-            world = build_world(cfg.world)
-    figures = {p: run_policy(world, cfg, p, watch) for p in POLICIES if p in cfg.policies}
+    with watch(f"world_{policy}"):
+        world = build_world(cfg.world)
+    return run_policy(world, cfg, policy, watch), watch.stages
+
+
+def simulate_ops(cfg: OpsConfig, *, world: World | None = None, jobs: int = 1) -> dict[str, Any]:
+    """Run ``cfg``; with ``jobs`` > 1 the policies run in that many spawned processes
+    (each draws the same world from the seed; the figures are the same either way)."""
+    watch = Stopwatch()
+    policies = [p for p in POLICIES if p in cfg.policies]
+    if jobs > 1 and len(policies) > 1:
+        ctx = multiprocessing.get_context("spawn")
+        level = logging.getLogger().getEffectiveLevel()
+        with ProcessPoolExecutor(min(jobs, len(policies)), mp_context=ctx) as pool:
+            futures = [pool.submit(_policy_in_process, cfg, p, level) for p in policies]
+            if world is None:
+                with watch("world"):
+                    world = build_world(cfg.world)
+            done = [f.result() for f in futures]
+        figures = {p: f for p, (f, _) in zip(policies, done, strict=True)}
+        for _, stages in done:
+            watch.stages.update(stages)
+    else:
+        if world is None:
+            with watch("world"):
+                world = build_world(cfg.world)
+        figures = {p: run_policy(world, cfg, p, watch) for p in policies}
     summary = world.sim.summary()
     return {
         "config": cfg.to_dict(),
