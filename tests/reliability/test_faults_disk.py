@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -33,11 +34,11 @@ from tests.reliability.test_faults_lake import demand_rows
 DISK_BYTES = 8 << 20
 
 
-@pytest.fixture
-def disk(tmp_path: Path) -> Iterator[Path]:
-    """A fresh 8 MiB tmpfs (needs root; the test is skipped without it)."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
+@contextmanager
+def small_disk(mnt: Path) -> Iterator[str | None]:
+    """Mount a fresh 8 MiB tmpfs at ``mnt`` for the block; yields None, or why it cannot
+    (not root, no mount) — then nothing is mounted."""
+    mnt.mkdir(parents=True, exist_ok=True)
     mounted = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs", str(mnt)],
         capture_output=True,
@@ -45,11 +46,21 @@ def disk(tmp_path: Path) -> Iterator[Path]:
         check=False,
     )
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip() or 'not root'}")
+        yield f"cannot mount a tmpfs here: {mounted.stderr.strip() or 'not root'}"
+        return
     try:
-        yield mnt
+        yield None
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Iterator[Path]:
+    """A fresh 8 MiB tmpfs (needs root; the test is skipped without it)."""
+    with small_disk(tmp_path / "disk") as cannot:
+        if cannot:
+            pytest.skip(cannot)
+        yield tmp_path / "disk"
 
 
 def fill(disk: Path, leave: int) -> Path:
