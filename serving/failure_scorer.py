@@ -79,6 +79,12 @@ class FailureScorer:
             name: {v: float(i) for i, v in enumerate(levels)}
             for name, levels in self.levels.items()
         }
+        self.numeric = [f for f in self.features if f not in self.categorical]
+        self.categorical_order = [f for f in self.features if f in self.categorical]
+        position = {f: j for j, f in enumerate(self.features)}
+        self._numeric_at = np.asarray([position[f] for f in self.numeric], dtype=np.int64)
+        self._categorical_at = [position[f] for f in self.categorical_order]
+        self._numeric_index = {f: k for k, f in enumerate(self.numeric)}
         anomaly = model.anomaly.feature_names_out() if model.anomaly is not None else []
         self.design_columns: list[str] = [*self.features, *anomaly]
         defs = {d.name: d for d in model.all_defs}
@@ -96,28 +102,28 @@ class FailureScorer:
                 raise ValueError("the classifier's columns differ from the model's design")
 
     # ------------------------------------------------------------------ design
-    def _design(self, column: Any, n: int) -> Design:
-        """Rows from ``column(name) -> array of n values`` (numbers float32-able, strings
-        for categoricals, None / NaN when missing)."""
+    def _design(self, numbers: np.ndarray, categories: Mapping[str, Sequence[Any]]) -> Design:
+        """Rows from the numeric features (``numbers``: rows x :attr:`numeric`, float32,
+        NaN when missing) and the categorical ones (strings, None when missing)."""
+        n = numbers.shape[0]
         encoded = np.empty((n, len(self.design_columns)), dtype=np.float64)
         shown = np.empty((n, len(self.design_columns)), dtype=object)
-        numeric: dict[str, np.ndarray] = {}
-        for j, name in enumerate(self.features):
-            values = column(name)
-            if name in self.categorical:
-                lookup = self.codes.get(name, {})
-                encoded[:, j] = [
-                    lookup.get(v, math.nan) if v is not None else math.nan for v in values
-                ]
-                shown[:, j] = values
-            else:
-                x = np.asarray(values, dtype=np.float32).astype(np.float64)
-                numeric[name] = x
-                encoded[:, j] = x
-                shown[:, j] = x.astype(np.float32)
+        encoded[:, self._numeric_at] = numbers
+        shown[:, self._numeric_at] = numbers
+        for name, j in zip(self.categorical_order, self._categorical_at, strict=True):
+            values = categories[name]
+            lookup = self.codes.get(name, {})
+            encoded[:, j] = [lookup.get(v, math.nan) if v is not None else math.nan for v in values]
+            shown[:, j] = values
         if self.model.anomaly is not None:
+            wide = numbers.astype(np.float64)
             nan = np.full(n, math.nan)
-            scores = self.model.anomaly.transform_columns(lambda c: numeric.get(c, nan), n)
+
+            def column(name: str) -> np.ndarray:
+                k = self._numeric_index.get(name)
+                return nan if k is None else wide[:, k]
+
+            scores = self.model.anomaly.transform_columns(column, n)
             base = len(self.features)
             for k, name in enumerate(self.design_columns[base:]):
                 v = scores[name].astype(np.float32)
@@ -131,13 +137,11 @@ class FailureScorer:
         if missing:
             raise ValueError(f"the feature frame lacks model features, e.g. {missing[:5]}")
 
-        def column(name: str) -> Any:
-            s = frame[name]
-            if name in self.categorical:
-                return s.cast(pl.String).to_list()
-            return s.cast(pl.Float32).fill_null(math.nan).to_numpy()
-
-        return self._design(column, frame.height)
+        numbers = frame.select(
+            pl.col(c).cast(pl.Float32).fill_null(math.nan) for c in self.numeric
+        ).to_numpy()
+        cats = {c: frame[c].cast(pl.String).to_list() for c in self.categorical_order}
+        return self._design(np.asarray(numbers, dtype=np.float32).reshape(frame.height, -1), cats)
 
     def design_vectors(self, vectors: Sequence[Mapping[str, FeatureValue]]) -> Design:
         """Rows of feature vectors ``{feature: value}``: every model feature present
@@ -166,13 +170,11 @@ class FailureScorer:
                 elif not math.isfinite(v) or abs(v) > FLOAT32_MAX:
                     raise FeatureVectorError(i, k, f"must be finite (float32 range), got {v!r}")
 
-        def column(name: str) -> Any:
-            vals = [vec[name] for vec in vectors]
-            if name in self.categorical:
-                return vals
-            return [math.nan if v is None else v for v in vals]
-
-        return self._design(column, len(vectors))
+        nan = math.nan
+        rows = [[nan if (v := vec[c]) is None else v for c in self.numeric] for vec in vectors]
+        numbers = np.asarray(rows, dtype=np.float32).reshape(len(vectors), len(self.numeric))
+        cats = {c: [vec[c] for vec in vectors] for c in self.categorical_order}
+        return self._design(numbers, cats)
 
     # ------------------------------------------------------------------ predict
     def _with_horizon(self, encoded: np.ndarray, hours: float | None) -> np.ndarray:

@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 
 from pipelines import failure_jobs
 from pipelines.feature_store import FeatureStore
+from serving.schemas import ScoreResponse
 from tests.serving.api import fresh_clock, make_app
 from tests.serving.conftest import settings_for
 
@@ -47,6 +48,7 @@ def test_score_by_id_equals_the_models_predict_risk(
     r = client.post("/v1/failure/score", json={"node_ids": ids, "explain": 5})
     assert r.status_code == 200, r.json()
     body = r.json()
+    ScoreResponse.model_validate(body)  # the route serialises without re-validating
     assert body["model"]["model_version"] == "1"
     assert body["online_as_of"] is not None
     rows = online.filter(pl.col("node_id").is_in(ids))
@@ -95,6 +97,7 @@ def test_score_by_vector_equals_score_by_id(
         json={"nodes": [{"node_id": "x", "features": vec}], "node_ids": [node], "explain": 0},
     )
     assert r.status_code == 200, r.json()
+    ScoreResponse.model_validate(r.json())
     by_id, by_vec = r.json()["results"]
     assert by_vec["source"] == "body" and by_vec["node_id"] == "x"
     for a, b in zip(by_id["risks"], by_vec["risks"], strict=True):
