@@ -355,7 +355,11 @@ def main() -> None:
         results: dict[str, Any] = {"ours": {}, "mlflow": {}}
         port_ours, port_mlflow = free_port(), free_port()
         ours = start_ours(ws, port_ours)
-        theirs = start_mlflow(ws, port_mlflow, version)
+        try:
+            theirs = start_mlflow(ws, port_mlflow, version)
+        except Exception:
+            stop(ours)  # never leave a server behind
+            raise
         try:
             agreement = check_same_answer(port_ours, port_mlflow, vec)
         finally:
