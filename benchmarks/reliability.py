@@ -378,7 +378,12 @@ def hostile(port: int, ws: Path, log: Path) -> dict[str, Any]:
     lost = Counter[str]()
     with httpx.Client(base_url=base, timeout=60) as client:
         for name, method, path, kw in cases:
-            r = client.request(method, path, **kw)
+            try:
+                r = client.request(method, path, **kw)
+            except httpx.TransportError as exc:  # e.g. closed while the body was sent
+                tried.append({"input": name, "status": None, "answer": repr(exc)[:160]})
+                lost["no_answer"] += 1
+                continue
             text = r.text
             tried.append({"input": name, "status": r.status_code, "answer": text[:160]})
             lost["server_errors_5xx"] += r.status_code >= 500

@@ -197,7 +197,7 @@ def kubernetes(tmp: Path) -> dict[str, Any]:
     from tests.pipelines.actuators.conftest import T0, cluster_nodes
     from tests.reliability import test_faults_kube as t
 
-    evict = t.EVICT
+    evict, late = t.EVICT, t.REQUEST_TIMEOUT * 2
 
     def repeat(n: int, inject: Callable[[FakeKubeAPI], None]) -> Callable[[FakeKubeAPI], None]:
         return lambda fake: [inject(fake) for _ in range(n)] and None
@@ -205,8 +205,8 @@ def kubernetes(tmp: Path) -> dict[str, Any]:
     passing = {  # (fault, whether it goes away by itself within the retries)
         "503 twice": (repeat(2, lambda f: f.fail_next("POST", evict, 503, "Unavailable")), True),
         "500 every time": (repeat(10, lambda f: f.fail_next("POST", evict, 500, "Error")), False),
-        "answer lost once": (repeat(1, lambda f: f.stall_next("POST", evict, 1.0)), True),
-        "timeout every time": (repeat(4, lambda f: f.stall_next("POST", evict, 0.6)), False),
+        "answer lost once": (repeat(1, lambda f: f.stall_next("POST", evict, late)), True),
+        "timeout every time": (repeat(4, lambda f: f.stall_next("POST", evict, late)), False),
     }
     cases = []
     lost = Counter[str]()
