@@ -1,30 +1,26 @@
-"""Fleet risk as the dashboards show it: the served failure champion scoring the online
-store's fresh nodes at one horizon, with reasons for the riskiest ones.
+"""Fleet risk as the dashboards show it: the served failure champion's scores of the
+online store's fresh nodes at one horizon, with reasons for the riskiest ones.
 
-This is the same computation as ``predops score failure`` (online features, stale rows
-listed and never scored, a feature-set mismatch refused), done with the model object the
-server already holds (``ctx.failure.current``) so a page never loads a model. Results are
-cached per (model version, online frame file, minute): a page refresh within the same
-minute reuses them.
+The scores are the server's shared fleet cache (:mod:`serving.fleet`: one scoring pass
+per model version and online snapshot, the same numbers ``/v1/failure/risk`` serves);
+stale nodes are listed and never scored, and a feature-set mismatch is refused, as in
+``predops score failure``. A page never loads a model.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from pathlib import Path
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import polars as pl
+import numpy as np
 
 from core.contracts import FailureRisk
 from pipelines.failure_jobs import PRIMARY_HORIZON
-from pipelines.feature_jobs import NODE_ONLINE
-from pipelines.feature_store import STALE, FeatureStore, FeatureStoreError
+from pipelines.feature_store import FeatureStoreError
 from serving.context import ServeContext
+from serving.fleet import FRESH
 
-LAST_SAMPLE = "last_sample_ts"
 REASONS_FOR = 25
 """Nodes (riskiest first) that get reasons: a TreeSHAP pass each, so not the whole fleet."""
 
@@ -47,75 +43,67 @@ class FleetRisk:
         return {r.node_id: r for r in self.risks}
 
 
-_cache: dict[tuple[Any, ...], FleetRisk] = {}
-_lock = threading.Lock()
-
-
 def fleet_risk(ctx: ServeContext, *, horizon: timedelta = PRIMARY_HORIZON) -> FleetRisk:
-    """The current risk of every fresh node (see the module docstring)."""
+    """The current risk of every fresh node at ``horizon`` (the model's first horizon if
+    it has no such one), from the server's shared fleet cache (:mod:`serving.fleet`, the
+    same scores ``/v1/failure/risk`` serves), with reasons for the riskiest
+    :data:`REASONS_FOR`."""
     now = ctx.clock.now()
     loaded = ctx.failure.current
     if loaded is None:
         why = ctx.failure.last_error or "not loaded yet"
         return FleetRisk(now, horizon, problem=f"no failure model is served: {why}")
-    online = Path(ctx.settings.features_dir) / "online" / f"{NODE_ONLINE}.arrow"
-    stamp = online.stat().st_mtime_ns if online.exists() else None
-    key = (loaded.version, stamp, now.replace(second=0, microsecond=0), horizon)
-    with _lock:
-        hit = _cache.get(key)
-        if hit is not None:
-            return hit
-        out = _score(
-            ctx, loaded.model, loaded.provenance, f"{loaded.name} v{loaded.version}", now, horizon
-        )
-        _cache.clear()
-        _cache[key] = out
-        return out
-
-
-def _score(
-    ctx: ServeContext, model: Any, prov: Any, label: str, now: datetime, horizon: timedelta
-) -> FleetRisk:
-    store = FeatureStore(ctx.settings.features_dir)
+    label = f"{loaded.name} v{loaded.version}"
+    prov = loaded.provenance
     try:
-        online = store.read_online(
-            NODE_ONLINE, now=now, max_age=ctx.config.max_data_age, ts_col=LAST_SAMPLE
-        )
+        snap = ctx.online.snapshot(now, ctx.config.max_data_age)
     except FeatureStoreError as exc:
         return FleetRisk(now, horizon, model=label, problem=str(exc))
-    if online.feature_set_hash != prov.feature_set_hash:
+    if snap.feature_set_hash != prov.feature_set_hash:
         return FleetRisk(
             now,
             horizon,
             model=label,
-            online_as_of=online.as_of,
-            problem=f"online features have hash {online.feature_set_hash}, the champion was "
+            online_as_of=snap.as_of,
+            problem=f"online features have hash {snap.feature_set_hash}, the champion was "
             f"trained on {prov.feature_set_hash}: rebuild features or retrain",
         )
-    frame = online.frame
-    after = pl.col(LAST_SAMPLE) > pl.lit(now, dtype=frame.schema[LAST_SAMPLE])
-    stale = frame.filter(pl.col(STALE) | after)
-    fresh = frame.filter(~pl.col(STALE) & ~after)
-    if horizon not in model.horizons:
-        horizon = model.horizons[0]
-    risks: list[FailureRisk] = []
-    if fresh.height:
-        risks = model.predict_risk(
-            fresh, as_of=now, horizons=[horizon], provenance=prov, reasons_for=REASONS_FOR
+    scorer = ctx.scorer(loaded.model)
+    fleet = ctx.fleet.get(loaded.version, snap, scorer)
+    try:
+        h = scorer.horizon_index(horizon.total_seconds() / 3600)
+    except ValueError:
+        h = 0
+    horizon = scorer.horizons[h]
+    every = np.arange(len(snap.node_ids), dtype=np.int64)
+    status = snap.status(every, now, ctx.config.max_data_age)
+    fresh = every[status == FRESH]
+    p = fleet.p_fail[fresh, h]
+    order = fresh[np.lexsort((np.array([snap.node_ids[i] for i in fresh]), -p))]
+    top = [int(i) for i in order[:REASONS_FOR]]
+    reasons_of = dict(zip(top, fleet.reasons(top, h), strict=True))
+    risks = tuple(
+        FailureRisk(
+            snap.node_ids[i],
+            now,
+            horizon,
+            float(fleet.p_fail[i, h]),
+            reasons_of.get(int(i), ()),
+            prov,
         )
+        for i in order
+    )
     problem = None
     if not risks:
-        newest = frame[LAST_SAMPLE].max()
+        known = snap.last_sample_s[~np.isnan(snap.last_sample_s)]
+        seen = (
+            f"{datetime.fromtimestamp(float(known.max()), UTC):%Y-%m-%d %H:%M}"
+            if known.size
+            else "none"
+        )
         problem = (
             f"no node has features fresher than {ctx.config.max_data_age} at "
-            f"{now.isoformat()} (newest sample {newest!s:.19}); run the features job"
+            f"{now.isoformat()} (newest sample {seen}); run the features job"
         )
-    return FleetRisk(
-        now,
-        horizon,
-        tuple(sorted(risks, key=lambda r: -r.p_fail)),
-        tuple(sorted(stale["node_id"].to_list())),
-        label,
-        online.as_of,
-        problem,
-    )
+    stale = tuple(sorted(snap.node_ids[i] for i in every[status != FRESH]))
+    return FleetRisk(now, horizon, risks, stale, label, snap.as_of, problem)
