@@ -1,15 +1,14 @@
 """The demand pages' data: the lake's demand series, the served demand champion's
 forecast of each (p10 / p50 / p90 per hour ahead), and each pool's capacity.
 
-Forecasts are computed the way ``predops forecast demand`` does (the last ``lookback``
-buckets of every series, plus the calendar), with the model object the server holds
-(``ctx.demand.current``), and cached per (model version, demand partitions in the lake).
+Forecasts come from the server's shared cache (:mod:`serving.forecasts`: computed as
+``predops forecast demand`` does, with the model object the server holds, once per model
+version and state of the lake's demand files).
 """
 
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,6 +17,7 @@ import polars as pl
 
 from pipelines.lake import Lake
 from serving.context import ServeContext
+from serving.forecasts import ForecastUnavailable, all_forecasts
 
 UTC_US = pl.Datetime("us", "UTC")
 
@@ -33,8 +33,6 @@ class ServedForecast:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-_cache: dict[tuple[Any, ...], ServedForecast] = {}
-_lock = threading.Lock()
 EMPTY = pl.DataFrame(
     schema={
         "series_id": pl.String,
@@ -90,59 +88,26 @@ def series_table(demand: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 def served_forecast(ctx: ServeContext, demand: pl.DataFrame) -> ServedForecast:
-    """The served champion's forecast of every series (cached, see the module docstring)."""
+    """The served champion's forecast of every series, from the server's shared cache
+    (:mod:`serving.forecasts`, the rows ``/v1/demand/forecast`` serves)."""
     loaded = ctx.demand.current
-    if loaded is None:
-        why = ctx.demand.last_error or "not loaded yet"
-        return ServedForecast(EMPTY, problem=f"no demand model is served: {why}")
     if demand.height == 0:
         return ServedForecast(EMPTY, problem="the lake has no demand rows")
-    label = f"{loaded.name} v{loaded.version}"
-    end = demand["ts"].max()
-    key = (loaded.version, end, demand.height)
-    with _lock:
-        hit = _cache.get(key)
-        if hit is not None:
-            return hit
-        out = _forecast(ctx, loaded.model, label, demand)
-        _cache.clear()
-        _cache[key] = out
-        return out
-
-
-def _forecast(ctx: ServeContext, model: Any, label: str, demand: pl.DataFrame) -> ServedForecast:
-    end = demand["ts"].max()
-    assert isinstance(end, datetime)
-    recent = demand
-    forecaster = _forecaster(model)
-    if forecaster is not None:  # only the last lookback buckets matter (+1 of slack)
-        since = end - (forecaster.lookback + 1) * forecaster.config_.freq
-        recent = demand.filter(pl.col("ts") > since)
-    lake = Lake(ctx.settings.lake_dir)
-    calendar = lake.scan("calendar").collect() if lake.files("calendar") else None
     try:
-        raw = model.predict(
-            {
-                "demand": recent.to_pandas(),
-                "calendar": None if calendar is None else calendar.to_pandas(),
-            }
-        )
+        _, series = all_forecasts(ctx)
+    except ForecastUnavailable as exc:
+        return ServedForecast(EMPTY, problem=str(exc))
     except Exception as exc:  # a model that cannot forecast this data: say why
-        return ServedForecast(EMPTY, label, f"the model could not forecast: {exc}")
-    frame = pl.from_pandas(raw).with_columns(
-        pl.col("issued_at").cast(UTC_US), pl.col("valid_at").cast(UTC_US)
+        return ServedForecast(EMPTY, problem=f"the model could not forecast: {exc}")
+    label = None if loaded is None else f"{loaded.name} v{loaded.version}"
+    rows = [r for found in series.values() for r in found]
+    if not rows:
+        return ServedForecast(EMPTY, label, "the model forecast no series")
+    frame = pl.DataFrame(rows).with_columns(
+        pl.col("issued_at").str.to_datetime(time_zone="UTC").cast(UTC_US),
+        pl.col("valid_at").str.to_datetime(time_zone="UTC").cast(UTC_US),
     )
-    return ServedForecast(frame.sort("series_id", "valid_at"), label, meta={"data_end": end})
-
-
-def _forecaster(model: Any) -> Any:
-    """The fitted forecaster inside the pyfunc model (to trim the input to its lookback),
-    or None when the wrapper is of a kind this page does not know."""
-    inner = model.unwrap_python_model()
-    for candidate in (getattr(inner, "forecaster", None), getattr(inner, "obj", None)):
-        if hasattr(candidate, "lookback") and hasattr(candidate, "config_"):
-            return candidate
-    return None
+    return ServedForecast(frame.sort("series_id", "valid_at"), label)
 
 
 def series_view(
