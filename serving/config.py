@@ -42,7 +42,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pipelines.scheduler.config import ConfigError, _merge_env, _Table
+from pipelines.scheduler.config import ConfigError, ConfigTable, merge_env
 
 ROLES = ("viewer", "approver", "operator")
 ENV_TOKEN = "PREDOPS_API_TOKEN"
@@ -123,11 +123,11 @@ def load_serve_config(path: Path | None, environ: Mapping[str, str]) -> ServeCon
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     server_env = {k: v for k, v in environ.items() if k.startswith(ENV_SERVER_PREFIX)}
-    applied = _merge_env(raw, server_env, where)
+    applied = merge_env(raw, server_env, where)
     unknown = sorted(set(raw) - {"server", "tokens"})
     if unknown:
         raise ConfigError(f"{where}: [{unknown[0]}]: unknown section (known: server, tokens)")
-    t = _Table(raw.get("server", {}), where, "server")
+    t = ConfigTable(raw.get("server", {}), where, "server")
     defaults = ServeConfig()
     max_age = t.duration("max_data_age", defaults.max_data_age)
     assert max_age is not None
@@ -167,7 +167,7 @@ def _tokens(raw: Any, where: str) -> list[ApiToken]:
         raise ConfigError(f"{where}: tokens must be an array of tables ([[tokens]])")
     out: list[ApiToken] = []
     for i, item in enumerate(raw):
-        t = _Table(item, where, f"tokens[{i}]")
+        t = ConfigTable(item, where, f"tokens[{i}]")
         name = t.required_text("name")
         role = t.choice("role", "viewer", ROLES)
         digest = t.required_text("sha256").lower()

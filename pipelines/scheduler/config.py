@@ -116,7 +116,7 @@ class ScheduleConfig:
 
 
 # ---------------------------------------------------------------- reading
-def _merge_env(raw: dict[str, Any], env: Mapping[str, str], where: str) -> list[str]:
+def merge_env(raw: dict[str, Any], env: Mapping[str, str], where: str) -> list[str]:
     """Apply ``PREDOPS_A__B=value`` onto ``raw`` (in place); returns the keys applied."""
     applied = []
     for name, value in sorted(env.items()):
@@ -148,7 +148,7 @@ def load_config(path: Path | None, env: Mapping[str, str]) -> ScheduleConfig:
             raise ConfigError(f"{path}: no such configuration file") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    applied = _merge_env(raw, env, where)
+    applied = merge_env(raw, env, where)
     cfg = parse_config(raw, where)
     origin = where + (f" + environment ({', '.join(applied)})" if applied else "")
     return ScheduleConfig(
@@ -164,7 +164,7 @@ def load_config(path: Path | None, env: Mapping[str, str]) -> ScheduleConfig:
 
 
 # ---------------------------------------------------------------- validation
-class _Table:
+class ConfigTable:
     """One TOML table being validated: typed getters that name the key on error and
     an unknown-key check at the end."""
 
@@ -273,7 +273,7 @@ def parse_config(raw: Mapping[str, Any], where: str) -> ScheduleConfig:
         raise ConfigError(
             f"{where}: unknown section [{unknown[0]}] (known: {', '.join(sorted(known))})"
         )
-    sched = _Table(raw.get("scheduler", {}), where, "scheduler")
+    sched = ConfigTable(raw.get("scheduler", {}), where, "scheduler")
     timezone = sched.text("timezone", "UTC")
     assert timezone is not None
     try:
@@ -295,7 +295,7 @@ def parse_config(raw: Mapping[str, Any], where: str) -> ScheduleConfig:
         raise ConfigError(f"{where}: unknown job [jobs.{extra[0]}] (known: {', '.join(JOB_NAMES)})")
     jobs = {}
     for name in JOB_NAMES:
-        t = _Table(jobs_raw.get(name, {}), where, f"jobs.{name}")
+        t = ConfigTable(jobs_raw.get(name, {}), where, f"jobs.{name}")
         cron = t.text("cron", DEFAULT_CRON[name])
         assert cron is not None
         try:
@@ -307,7 +307,7 @@ def parse_config(raw: Mapping[str, Any], where: str) -> ScheduleConfig:
 
     ingest = None
     if "ingest" in raw:
-        t = _Table(raw["ingest"], where, "ingest")
+        t = ConfigTable(raw["ingest"], where, "ingest")
         from pipelines.ingest.registry import ADAPTERS
 
         source = t.required_text("source")
@@ -327,7 +327,7 @@ def parse_config(raw: Mapping[str, Any], where: str) -> ScheduleConfig:
         )
         t.done()
 
-    t = _Table(raw.get("features", {}), where, "features")
+    t = ConfigTable(raw.get("features", {}), where, "features")
     engine = t.choice("engine", "local", ENGINES)
     dask = t.text("dask_scheduler")
     if engine == "dask" and dask is None:
@@ -338,7 +338,7 @@ def parse_config(raw: Mapping[str, Any], where: str) -> ScheduleConfig:
     features = FeaturesConfig(engine, dask, window, every)
     t.done()
 
-    t = _Table(raw.get("retrain", {}), where, "retrain")
+    t = ConfigTable(raw.get("retrain", {}), where, "retrain")
     retrain = RetrainConfig(
         demand_config=t.choice("demand_config", "hourly", DEMAND_CONFIGS),
         backtest_cutoffs=t.integer("backtest_cutoffs", 3, 0),
