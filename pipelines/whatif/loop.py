@@ -33,6 +33,7 @@ plan's actions are the same; only those skips are not listed).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Callable
@@ -128,6 +129,7 @@ class Loop:
         f = world.failures
         self.averted = np.zeros(len(f), dtype=bool)
         self.scheduled: list[tuple[float, int, Drain]] = []
+        self._seq = itertools.count()
         self.last_skip: dict[int, str] = {}
         self.candidates: set[int] = set()
         self.last_resize: dict[str, datetime] = {}
@@ -405,7 +407,7 @@ class Loop:
             if te <= t:
                 self._try_drain(a, t)
             else:
-                self.scheduled.append((te, len(self.scheduled) + int(t), a))
+                self.scheduled.append((te, next(self._seq), a))
         elif isinstance(a, Uncordon):
             row = self.row_of[a.target]
             view = self._view(row, t, None)

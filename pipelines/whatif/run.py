@@ -181,15 +181,30 @@ def compare(figures: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def describe(world: World) -> dict[str, Any]:
+    """What the world holds over the evaluated days."""
+    summary = world.sim.summary()
+    at = world.failures.at
+    lo, hi = world.cfg.first_tick * 3600.0, world.cfg.last_tick * 3600.0
+    return {
+        "nodes_by_pool": summary["nodes_by_pool"],
+        "gpus": summary["gpus"],
+        "failures_in_evaluation": int(((at > lo) & (at <= hi)).sum()),
+        "workload_entries": len(world.workload),
+        "workload_pods": int(world.workload.members.sum()),
+        "pods_between_ticks_dropped": world.dropped_pods,
+    }
+
+
 def _policy_in_process(
     cfg: OpsConfig, policy: str, log_level: int
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """One policy in a process of its own: it draws the same world from the seed."""
     logging.basicConfig(level=log_level, format=f"%(asctime)s [{policy}] %(message)s")
     watch = Stopwatch()
     with watch(f"world_{policy}"):
         world = build_world(cfg.world)
-    return run_policy(world, cfg, policy, watch), watch.stages
+    return run_policy(world, cfg, policy, watch), watch.stages, describe(world)
 
 
 def simulate_ops(cfg: OpsConfig, *, world: World | None = None, jobs: int = 1) -> dict[str, Any]:
@@ -197,39 +212,25 @@ def simulate_ops(cfg: OpsConfig, *, world: World | None = None, jobs: int = 1) -
     (each draws the same world from the seed; the figures are the same either way)."""
     watch = Stopwatch()
     policies = [p for p in POLICIES if p in cfg.policies]
-    if jobs > 1 and len(policies) > 1:
+    if jobs > 1 and len(policies) > 1 and world is None:
         ctx = multiprocessing.get_context("spawn")
         level = logging.getLogger().getEffectiveLevel()
         with ProcessPoolExecutor(min(jobs, len(policies)), mp_context=ctx) as pool:
             futures = [pool.submit(_policy_in_process, cfg, p, level) for p in policies]
-            if world is None:
-                with watch("world"):
-                    world = build_world(cfg.world)
             done = [f.result() for f in futures]
-        figures = {p: f for p, (f, _) in zip(policies, done, strict=True)}
-        for _, stages in done:
+        figures = {p: f for p, (f, _, _) in zip(policies, done, strict=True)}
+        for _, stages, _ in done:
             watch.stages.update(stages)
+        world_figures = done[0][2]
     else:
         if world is None:
             with watch("world"):
                 world = build_world(cfg.world)
         figures = {p: run_policy(world, cfg, p, watch) for p in policies}
-    summary = world.sim.summary()
+        world_figures = describe(world)
     return {
         "config": cfg.to_dict(),
-        "world": {
-            "nodes_by_pool": summary["nodes_by_pool"],
-            "gpus": summary["gpus"],
-            "failures_in_evaluation": int(
-                (
-                    (world.failures.at >= world.cfg.first_tick * 3600.0)
-                    & (world.failures.at < world.cfg.last_tick * 3600.0)
-                ).sum()
-            ),
-            "workload_entries": len(world.workload),
-            "workload_pods": int(world.workload.members.sum()),
-            "pods_between_ticks_dropped": world.dropped_pods,
-        },
+        "world": world_figures,
         "policies": figures,
         "comparison": compare(figures),
         "seconds": watch.stages,
