@@ -108,8 +108,8 @@ def serve_config(path: Path) -> Path:
 
 
 def env_for(ws: Path) -> dict[str, str]:
-    """The serving benchmark's environment without its server override (the scheduler
-    refuses a ``[server]`` section; ours comes from the TOML)."""
+    """The serving benchmark's environment without its server override: this server's
+    settings come from its TOML (reload every second)."""
     env = bench_serving.env_for(ws)
     env.pop("PREDOPS_SERVER__RELOAD_EVERY_S", None)
     return dict(env)

@@ -7,7 +7,8 @@ typo never silently falls back to a default.
 
 Environment overrides use double underscores between levels, e.g.
 ``PREDOPS_JOBS__PIPELINE__CRON="*/5 * * * *"`` or ``PREDOPS_INGEST__PATH=/data/drop``.
-Variables without ``__`` (``PREDOPS_WORKSPACE``, ``PREDOPS_OPERATOR``, ...) are other
+Variables without ``__`` (``PREDOPS_WORKSPACE``, ``PREDOPS_OPERATOR``, ...) and the
+server's own ``PREDOPS_SERVER__*`` (one environment may feed both processes) are other
 settings and are ignored here. Override values are text, typed by the same validation
 as the file's.
 
@@ -44,6 +45,8 @@ import click
 from pipelines.cli_support import parse_duration
 
 ENV_PREFIX = "PREDOPS_"
+SERVER_ENV_PREFIX = "PREDOPS_SERVER__"
+"""The server's overrides (``serving.config``): not the scheduler's to read."""
 JOB_NAMES = ("pipeline", "retrain")
 """The scheduled jobs: the frequent chain and the slower retrain + promote."""
 DEFAULT_CRON = {"pipeline": "*/15 * * * *", "retrain": "30 2 * * *"}
@@ -148,7 +151,8 @@ def load_config(path: Path | None, env: Mapping[str, str]) -> ScheduleConfig:
             raise ConfigError(f"{path}: no such configuration file") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    applied = merge_env(raw, env, where)
+    ours = {k: v for k, v in env.items() if not k.startswith(SERVER_ENV_PREFIX)}
+    applied = merge_env(raw, ours, where)
     cfg = parse_config(raw, where)
     origin = where + (f" + environment ({', '.join(applied)})" if applied else "")
     return ScheduleConfig(

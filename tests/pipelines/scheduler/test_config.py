@@ -69,6 +69,7 @@ def test_environment_overrides_are_typed_and_reported(tmp_path: Path) -> None:
         "PREDOPS_SCHEDULER__MAX_WORKERS": "3",
         "PREDOPS_JOBS__RETRAIN__ENABLED": "false",
         "PREDOPS_WORKSPACE": "/ignored/not/a/config/key",
+        "PREDOPS_SERVER__PROTECT_READS": "true",  # the server's, in a shared environment
     }
     cfg = load_config(write(tmp_path, '[jobs.pipeline]\ncron = "*/5 * * * *"\n'), env)
     assert cfg.jobs["pipeline"].cron == "0 * * * *"
