@@ -8,12 +8,17 @@ multi-horizon, with p10 / p50 / p90.
   level (hourly) or from level + damped local trend (weekly), divided by the level.
 - **Unconstrained.** ``value`` is running + pending, so a pool that sat at capacity
   trains the model on what was asked for, not on what fitted.
+- **Loss = the metric.** The median model's L1 loss on the scaled target is
+  weighted by scale / seasonal noise (:func:`mase_weights`), which makes it the MASE
+  the forecasts are judged by (``weighting="none"`` turns this off).
 - **Quantiles.** ``interval="conformal"`` (default): a median (L1) model plus split
   conformal bands: inside ``fit`` the last ``calibration_steps`` origins are held
-  out, a model trained on the earlier targets forecasts them, and the 10th / 90th
-  percentiles of its residuals per horizon — in units of the origin's recent
-  volatility, so a calm pool gets a narrow band and a bursty one a wide band — give
-  the band; the final median model is then refit on everything.
+  out (``cal_folds`` such windows, one before the other, each forecast by a model
+  trained on the targets before it), and the 10th / 90th percentiles of the
+  residuals per horizon — in units of the origin's recent volatility
+  (``band_scale``), so a calm pool gets a narrow band and a bursty one a wide band —
+  give the band; the final median model is then refit on everything. A held-out
+  window cut shorter than a season by a short history gives a symmetric band.
   ``interval="quantile"``: three LightGBM quantile models (0.1, 0.5, 0.9), sorted per
   row so they never cross. Both were measured (``predops eval demand`` prints both);
   conformal is the default because it was the better calibrated (see the README).
@@ -62,6 +67,9 @@ MIN_CAL_STEPS = 12
 POOL_HORIZONS = 2
 """Conformal residuals of horizon h are pooled with h-2 .. h+2 (smoother bands)."""
 METHOD = "lightgbm"
+WEIGHTINGS = ("mase", "none")
+W_CLIP = 5.0
+BAND_SCALES = ("std", "noise")
 
 
 class DemandForecaster(BaseEstimator):  # type: ignore[misc]
@@ -72,7 +80,12 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
     LightGBM's ``n_estimators``, ``learning_rate``, ``num_leaves``,
     ``min_child_samples``, ``subsample``, ``colsample_bytree``; ``max_train_rows``
     (origin x horizon pairs kept, sampled beyond it); ``random_state`` (seeds the
-    pair sampling and LightGBM); ``n_jobs`` (LightGBM threads, None = its default).
+    pair sampling and LightGBM); ``n_jobs`` (LightGBM threads, None = its default);
+    ``weighting`` ("mase": loss weights of :func:`mase_weights`; "none");
+    ``band_scale`` (conformal normaliser: "std", the origin's ``level_window``
+    standard deviation, or "noise", its seasonal noise, both over its scale);
+    ``cal_folds`` (held-out calibration windows; their models share the half of
+    ``max_train_rows`` one would get).
     """
 
     def __init__(
@@ -88,6 +101,9 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         max_train_rows: int = 1_000_000,
         random_state: int = 0,
         n_jobs: int | None = None,
+        weighting: str = "mase",
+        band_scale: str = "std",
+        cal_folds: int = 2,
     ) -> None:
         self.config = config
         self.interval = interval
@@ -100,12 +116,21 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         self.max_train_rows = max_train_rows
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.weighting = weighting
+        self.band_scale = band_scale
+        self.cal_folds = cal_folds
 
     # ------------------------------------------------------------------ fit
     def _validate(self) -> ForecastConfig:
         cfg = self.config if isinstance(self.config, ForecastConfig) else config_named(self.config)
         if self.interval not in INTERVALS:
             raise ValueError(f"interval must be one of {INTERVALS}, got {self.interval!r}")
+        if int(self.cal_folds) < 1:
+            raise ValueError("cal_folds must be >= 1")
+        if self.band_scale not in BAND_SCALES:
+            raise ValueError(f"band_scale must be one of {BAND_SCALES}, got {self.band_scale!r}")
+        if self.weighting not in WEIGHTINGS:
+            raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {self.weighting!r}")
         if int(self.n_estimators) < 1 or int(self.num_leaves) < 2:
             raise ValueError("n_estimators must be >= 1 and num_leaves >= 2")
         if not 0 < float(self.learning_rate) <= 1:
@@ -143,7 +168,7 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
             x = design(panel, cfg, o, h, calendar=calendar)
             z = targets(panel, cfg, o, h)
             # Bin the inputs once; every model of this fit trains on (a subset of) it.
-            data = self._dataset(x, z)
+            data = self._dataset(x, z, self._weights(panel, o))
             if self.interval == "quantile":
                 for q in QUANTILES:
                     self.models_[q] = self._train(data, q)
@@ -156,12 +181,16 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         self.calendar_ = calendar
         return self
 
-    def _dataset(self, x: np.ndarray, z: np.ndarray) -> Any:
+    def _weights(self, panel: Panel, origins: np.ndarray) -> np.ndarray | None:
+        return mase_weights(panel, origins) if self.weighting == "mase" else None
+
+    def _dataset(self, x: np.ndarray, z: np.ndarray, w: np.ndarray | None) -> Any:
         import lightgbm as lgb
 
         data = lgb.Dataset(
             x,
             z,
+            weight=w,
             feature_name=self.feature_names_,
             free_raw_data=False,
             params={"verbose": -1, "num_threads": self._threads()},
@@ -192,6 +221,9 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
 
     def _difficulty(self, panel: Panel, cfg: ForecastConfig, origins: np.ndarray) -> np.ndarray:
         """Recent volatility at the origin, in scale units (the conformal normaliser)."""
+        if self.band_scale == "noise":
+            out: np.ndarray = panel.noise[origins] / panel.scale[origins]
+            return out
         j = panel.issue_names.index(f"value__std_{cfg.level_window}")
         d: np.ndarray = np.nan_to_num(panel.issue[origins, j].astype(np.float64), nan=0.0)
         return d
@@ -208,25 +240,35 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
     ) -> tuple[np.ndarray, str]:
         """Per-horizon (lo, hi) residual quantiles in difficulty units; shape (H, 2).
 
-        The held-out model trains on at most half of ``max_train_rows`` (a random
-        subset of the earlier targets): its residuals only set the band's width, and
-        this keeps a calibrated fit under 1.5 plain fits."""
+        The held-out models train on at most half of ``max_train_rows`` between them
+        (random subsets of the earlier targets): their residuals only set the band's
+        width, and this keeps a calibrated fit under 1.5 plain fits."""
         hz = np.asarray(cfg.horizons, dtype=np.int64)
         # A short history gets a shorter held-out window (a third of the span the model
         # can issue from), so the held-out model still has data to learn from.
         span = int((panel.ts_us[o].max() - panel.ts_us[o].min()) // step_us(cfg))
         steps = min(cfg.calibration_steps, max(MIN_CAL_STEPS, span // 3))
-        cut_us = int(panel.ts_us.max()) - steps * step_us(cfg)
-        early = np.flatnonzero(panel.ts_us[o + h] <= cut_us)
-        late = panel.ts_us[o] >= cut_us
-        if early.size >= MIN_TRAIN_ROWS and late.sum() >= MIN_CAL_PER_HORIZON:
-            cap = max(MIN_TRAIN_ROWS, int(self.max_train_rows) // 2)
+        end_us = int(panel.ts_us.max())
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        folds = int(self.cal_folds)
+        for fold in range(folds):
+            # Fold f holds out the origins of [end - (f+1) steps, end - f steps); its
+            # model trains only on targets at or before that window's start.
+            cut_us = end_us - (fold + 1) * steps * step_us(cfg)
+            early = np.flatnonzero(panel.ts_us[o + h] <= cut_us)
+            late = (panel.ts_us[o] >= cut_us) & (panel.ts_us[o] < cut_us + steps * step_us(cfg))
+            if fold == 0:
+                late = panel.ts_us[o] >= cut_us
+            if early.size < MIN_TRAIN_ROWS or late.sum() < MIN_CAL_PER_HORIZON:
+                break
+            cap = max(MIN_TRAIN_ROWS, int(self.max_train_rows) // (2 * folds))
             if early.size > cap:
-                rng = np.random.default_rng(int(self.random_state) + 1)
+                rng = np.random.default_rng(int(self.random_state) + 1 + fold)
                 early = np.sort(rng.choice(early, size=cap, replace=False))
             model = self._train(data.subset(early), 0.5)
-            oc, hc = o[late], h[late]
-            resid = z[late] - model.predict(x[late])
+            parts.append((o[late], h[late], z[late] - model.predict(x[late])))
+        if parts:
+            oc, hc, resid = (np.concatenate([p[i] for p in parts]) for i in range(3))
             how = "split"
         else:
             # Too little history to hold any out: in-sample residuals of the final
@@ -236,15 +278,16 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         d = self._difficulty(panel, cfg, oc)
         self.difficulty_offset_ = float(max(np.median(d), 1e-3))
         r = resid / (d + self.difficulty_offset_)
+        # Held-out origins spanning less than a season all sit at a few phases of it,
+        # where the residuals' sign is the phase's, not the model's: such a window sets
+        # a symmetric band (the 80 % quantile of |residual| on both sides).
+        symmetric = steps < min(cfg.calibration_steps, *cfg.seasons)
         band = np.zeros((hz.size, 2))
-        lo_all, hi_all = np.quantile(r, [0.1, 0.9])
+        everything = np.ones(r.size, dtype=bool)
         for i, k in enumerate(hz):
             sel = np.abs(hc - k) <= POOL_HORIZONS
-            if sel.sum() >= MIN_CAL_PER_HORIZON:
-                band[i] = np.quantile(r[sel], [0.1, 0.9])
-            else:
-                band[i] = (lo_all, hi_all)
-        return band, how
+            band[i] = _band(r[sel if sel.sum() >= MIN_CAL_PER_HORIZON else everything], symmetric)
+        return band, how + ("-symmetric" if symmetric else "")
 
     # ------------------------------------------------------------------ predict
     def predict(
@@ -319,6 +362,31 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         """Buckets of history ``predict`` reads (see :func:`lookback_steps`)."""
         check_is_fitted(self, "config_")
         return lookback_steps(self.config_)
+
+
+def _band(r: np.ndarray, symmetric: bool) -> np.ndarray:
+    """(lo, hi) of scaled residuals ``r``: their 10th / 90th percentiles, or minus /
+    plus the 80th percentile of their size."""
+    if symmetric:
+        a = float(np.quantile(np.abs(r), 0.8))
+        return np.array([-a, a])
+    out: np.ndarray = np.quantile(r, [0.1, 0.9])
+    return out
+
+
+def mase_weights(panel: Panel, origins: np.ndarray) -> np.ndarray:
+    """Training weight of each origin's pairs: its scale over its seasonal noise, over
+    the median, clipped to [1/W_CLIP, W_CLIP].
+
+    The target is ``(y - base) / scale`` and the forecasts are judged by MASE, the
+    error over the seasonal-naive noise; weighting the L1 loss by scale / noise makes
+    the loss the trees minimise that MASE, so a calm pool (small noise for its size)
+    counts as much as a jumpy one instead of being drowned by it. The clip keeps one
+    nearly flat series from owning the fit."""
+    w = panel.scale[origins] / panel.noise[origins]
+    med = float(np.median(w)) if w.size else 1.0
+    out: np.ndarray = np.clip(w / max(med, 1e-12), 1 / W_CLIP, W_CLIP)
+    return out
 
 
 def _as_datetime(us: int) -> datetime:

@@ -68,6 +68,7 @@ class Panel:
     issue: np.ndarray  # float32, n_rows x len(issue_names)
     issue_names: list[str]
     observed: np.ndarray  # int64, observed buckets so far in the series (inclusive)
+    noise: np.ndarray  # float64, trailing mean |y[t] - y[t-m]| (m: shortest season), > 0
 
     @property
     def n_rows(self) -> int:
@@ -134,8 +135,15 @@ def build_panel(
     feats = demand_features(grid, config.spec, calendar=calendar)
     if config.trend_window:
         feats = add_trend_features(feats, (config.trend_window,))
+    m = min(config.seasons)
+    v = pl.col("value")
     feats = feats.with_columns(
-        pl.col("value").is_not_null().cum_sum().over(SERIES).alias("__observed"),
+        v.is_not_null().cum_sum().over(SERIES).alias("__observed"),
+        (v - v.shift(m))
+        .abs()
+        .rolling_mean(max(config.spec.windows), min_samples=1)
+        .over(SERIES)
+        .alias("__noise"),
     )
     df = feats.sort(SERIES, "ts").collect()
     if df.height == 0:
@@ -168,6 +176,9 @@ def build_panel(
     for j, name in enumerate(raw, start=len(norm)):
         issue[:, j] = df[name].cast(pl.Float64).fill_null(np.nan).to_numpy()
     ts_us = df["ts"].dt.epoch("us").to_numpy().astype(np.int64)
+    noise = df["__noise"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+    # A series flat over the whole window has no seasonal noise: a tenth of its scale.
+    noise = np.where(np.isfinite(noise) & (noise > 1e-9 * scale), noise, SCALE_FLOOR_SHARE * scale)
     return Panel(
         series=sizes[SERIES].to_list(),
         pools=sizes["pool"].to_list(),
@@ -181,6 +192,7 @@ def build_panel(
         issue=issue,
         issue_names=[*norm, *raw],
         observed=df["__observed"].to_numpy().astype(np.int64),
+        noise=noise,
     )
 
 
@@ -194,6 +206,7 @@ def lookback_steps(config: ForecastConfig) -> int:
         config.trend_window,
         config.min_history,
         24,  # pending__share_mean_24
+        max(spec.windows, default=0) + min(config.seasons),  # the seasonal noise
     )
 
 

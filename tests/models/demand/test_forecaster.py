@@ -11,8 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from models.demand.config import WEEKLY_CONFIG
-from models.demand.forecaster import DemandForecaster
+from models.demand.config import HOURLY_CONFIG, WEEKLY_CONFIG
+from models.demand.forecaster import W_CLIP, DemandForecaster, mase_weights
+from models.demand.panel import build_panel
 from tests.models.demand.factories import T0, calendar, daily_shape, panel, series_frame
 
 SMALL = {"n_estimators": 40, "n_jobs": 1}
@@ -172,3 +173,26 @@ def test_bad_input_is_named() -> None:
         DemandForecaster(**SMALL).fit(pl.DataFrame({"series_id": ["a"], "ts": [T0]}))
     with pytest.raises(ValueError, match="interval"):
         DemandForecaster(interval="bootstrap").fit(panel(np.random.default_rng(0)))
+
+
+def test_mase_weighting_counts_a_calm_series_like_a_jumpy_one() -> None:
+    rng = np.random.default_rng(8)
+    hours = 24 * 12
+    data = pl.concat(
+        [
+            series_frame("calm/gpus", daily_shape(hours, rng, level=100.0, noise=0.01)),
+            series_frame("jumpy/gpus", daily_shape(hours, rng, level=100.0, noise=0.3)),
+        ]
+    )
+    p = build_panel(data, HOURLY_CONFIG)
+    rows = np.arange(p.n_rows)[p.observed >= HOURLY_CONFIG.min_history]
+    w = mase_weights(p, rows)
+    calm = p.series_index()[rows] == p.series.index("calm/gpus")
+    assert np.all((w >= 1 / W_CLIP) & (w <= W_CLIP))
+    # The calm series' errors are small in its own units, so each counts for more.
+    assert np.median(w[calm]) > 2 * np.median(w[~calm])
+    # The fit uses them (and can be told not to).
+    fitted = DemandForecaster(weighting="none", **SMALL).fit(data)
+    assert fitted.predict().height == 2 * 48
+    with pytest.raises(ValueError, match="weighting"):
+        DemandForecaster(weighting="metric").fit(data)
