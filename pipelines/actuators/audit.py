@@ -6,8 +6,9 @@ verdict), when (the injected clock, UTC), the outcome and the action's idempoten
 Lines are only ever appended (``O_APPEND``) and each is fsynced before the call returns,
 so an entry that was reported written survives a crash; nothing rewrites the file.
 
-A process killed in the middle of a write can leave a torn last line; the next append
-starts on a fresh line, and readers skip any line that is not a JSON object and report
+A process killed in the middle of a write, or a write cut short by a full disk (the
+append then raises: the entry was not written), can leave a torn last line; the next
+append starts on a fresh line, and readers skip any line that is not a JSON object and report
 its line number (``AuditRead.bad_lines``) rather than refuse the whole log.
 
 Outcomes: ``planned`` (a plan was written), ``approved`` (someone approved it through
@@ -110,7 +111,9 @@ class AuditLog:
                     f.seek(size - 1)
                     if f.read(1) != b"\n":
                         prefix = b"\n"
-            os.write(fd, prefix + line.encode() + b"\n")
+            data = memoryview(prefix + line.encode() + b"\n")
+            while data:  # a short write (disk full) goes on until it raises ENOSPC
+                data = data[os.write(fd, data) :]
             os.fsync(fd)
         finally:
             os.close(fd)

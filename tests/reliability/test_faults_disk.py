@@ -202,3 +202,30 @@ def test_online_data_and_metadata_never_disagree(
     # The new rows are read with their own metadata, never with the old one.
     assert read_node_frame(store) == (T2, "h2", 300)
     assert not [p for p in store.root.rglob("*.tmp")]
+
+
+def test_audit_entry_cut_short_by_a_full_disk_is_an_error_not_a_torn_success(
+    disk: Path,
+) -> None:
+    """The log's last page has room for part of the next entry only: the write is short.
+    The append must fail (the entry is not written), and later entries still read."""
+    from pipelines.actuators.audit import AuditLog
+
+    log = AuditLog(disk / "audit.jsonl", who="tester")
+    what = {"kind": "drain", "target": "n00", "params": {}}
+    first = log.append(at=T1, outcome="planned", what=what, why="x")
+    size = log.path.stat().st_size
+    # A second entry like the first with a longer ``why``, so that the file ends 40 bytes
+    # before a page boundary (tmpfs allocates whole pages).
+    why = "y" * (4096 - 40 - 2 * size + 1)
+    second = log.append(at=T1, outcome="planned", what=what, why=why)
+    assert log.path.stat().st_size == 4096 - 40
+    filler = fill(disk, leave=0)
+    with pytest.raises(OSError) as err:
+        log.append(at=T2, outcome="started", what=what, why="z" * 200, key="k")
+    assert err.value.errno == errno.ENOSPC
+    filler.unlink()
+    third = log.append(at=T2, outcome="done", what=what, why="after", key="k")
+    read = log.read()
+    assert list(read.entries) == [first, second, third]  # the cut entry never counts
+    assert len(read.bad_lines) <= 1
