@@ -130,6 +130,7 @@ def disk_full(tmp: Path) -> dict[str, Any]:
 
 
 def _fill_and_write(disk: Path) -> dict[str, Any]:
+    from pipelines.actuators.audit import AuditLog
     from pipelines.actuators.plan_files import plan_path, read_plan, write_plan
     from pipelines.feature_store import FeatureStore
     from pipelines.lake import Lake
@@ -183,6 +184,21 @@ def _fill_and_write(disk: Path) -> dict[str, Any]:
         tried.append({"write": "online features, 20,000 nodes", "error": str(exc)[:160]})
     lost["online_frame_not_the_previous"] += t.read_node_frame(store) != (t.T1, "h1", 100)
     filler.unlink()
+
+    log = AuditLog(disk / "audit.jsonl", who="bench")
+    what = {"kind": "drain", "target": "n00", "params": {}}
+    log.append(at=t.T1, outcome="planned", what=what, why="x")
+    size = log.path.stat().st_size
+    log.append(at=t.T1, outcome="planned", what=what, why="y" * (4096 - 40 - 2 * size + 1))
+    filler = t.fill(disk, leave=0)  # the log's last page has room for 40 bytes
+    try:
+        log.append(at=t.T2, outcome="started", what=what, why="z" * 200, key="k")
+        lost["torn_audit_entries_reported_written"] += 1
+    except OSError as exc:
+        tried.append({"write": "audit entry past the last page", "error": str(exc)[:160]})
+    filler.unlink()
+    log.append(at=t.T2, outcome="done", what=what, why="after", key="k")
+    lost["audit_entries_unreadable"] += 3 - len(log.read().entries)
     return {"tried": tried, "lost": dict(lost)}
 
 
