@@ -117,29 +117,8 @@ Against the issue's targets (predictive vs reactive): >= 40 % of lost GPU-hours 
 pending pod-hours no higher — met; >= 15 % fewer idle node-hours — not met (3.3x
 more). The oracle misses by the budgets alone (26 of its 29 losses: rack / pool budget
 exhausted). The full 2,000 x 60 run was started twice and stopped: at this machine's
-load it ran at ~0.3 cores and would have needed ~3,400 CPU s (extrapolated from the
-runs above, which scale with nodes x days) — about 3 h wall here, ~20 min on two free
-cores with ``--jobs 3``.
-
-What limits the predictive policy:
-
-- the failure model's risk. On the 400-node fleet the hourly 24 h p_fail exceeded 0.15
-  in the day before only 29 of 99 failures, 0.3 before 12, and never 0.45; 0.15 is
-  the lowest p at which the engine can drain anything with 2 h checkpoints
-  (:func:`~pipelines.whatif.loop.drain_floor`), 0.3 the threshold for a node running
-  one 8-GPU job. GPU faults (ECC, XID) carry most of the signal (12 of 20 ECC
-  failures crossed 0.15); kernel / unknown / PSU / facilities failures almost none.
-  Precision is low too: most drains are needless (the model's PR-AUC at 24 h is
-  ~0.17), so the drain cost against the savings misses the 25 % bar.
-- paired failures, unpaired placements: once policies act differently, pods sit on
-  different nodes and a failure hits different jobs, so lost GPU-hours of two
-  policies differ by placement luck as well (predictive interrupted more jobs than
-  reactive above while losing fewer GPU-hours). The oracle's margin is far above
-  that noise; predictive's is not.
-- pool sizing: the engine sizes every 6 h for the p90 peak of the next 6.5 h plus
-  expected failures and nodes out of service, never below the busy nodes; the
-  reactive baseline is an hourly autoscaler at 10 % headroom over the busy nodes. The
-  engine holds fewer pods pending but far more idle nodes — even with the true demand
-  (oracle) — so the idle-hours target is not met; an hourly engine cadence would
-  cost ~2 s of packing estimates per round on 2,000 nodes (48 min per policy).
+load it ran at ~0.3 cores, and it needs ~4-5x the CPU of the 1,000 x 30 run (4x the
+node-days; the allocator's scans grow with the pools), ~2,000 CPU s — about 1.5-2 h
+wall here, ~25 min on two free cores with ``--jobs 3`` (the predictive process is the
+long pole).
 """
