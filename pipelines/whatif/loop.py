@@ -132,6 +132,7 @@ class Loop:
         self._seq = itertools.count()
         self.last_skip: dict[int, str] = {}
         self.candidates: set[int] = set()
+        self._last_p: np.ndarray | None = None
         self.last_resize: dict[str, datetime] = {}
         self.want: dict[str, int] = {}
         self._topo_key: bytes = b""
@@ -252,6 +253,8 @@ class Loop:
             return self.last_skip[row]
         if row in self.candidates:
             return "drain_scheduled_after_failure"
+        if self._last_p is not None and self._last_p[row] > self.floor:
+            return "idle_or_parked_at_plan"  # pods arrived after the plan
         return "risk_below_drain_floor"
 
     # ------------------------------------------------------------------ drains
@@ -368,6 +371,7 @@ class Loop:
         assert self.risk is not None and self.forecasts is not None
         c = self.cluster
         p = self._p(k)
+        self._last_p = p
         busy = c.busy()
         ok = c.active & busy & ~np.isnan(p) & (np.nan_to_num(p) > self.floor)
         rows = set(np.flatnonzero(ok).tolist())

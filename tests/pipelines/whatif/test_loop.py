@@ -36,9 +36,10 @@ GUARDS = {
     "under_repair",
     "already_cordoned",
     "drain_scheduled_after_failure",
+    "idle_or_parked_at_plan",
 }
-"""Why the oracle may still lose work: a guard said no, or the failure came before the
-checkpoint the drain waited for."""
+"""Why the oracle may still lose work: a guard said no, the failure came before the
+checkpoint the drain waited for, or the node got its pods after the hour's plan."""
 
 
 @pytest.fixture(scope="module")
