@@ -54,6 +54,11 @@ def all_forecasts(ctx: ServeContext) -> Forecasts:
             )
         except ValueError as exc:  # no demand in the lake
             raise ForecastUnavailable(f"cannot forecast: {exc}") from None
+        except Exception as exc:  # e.g. a model trained on other features than the lake's
+            raise ForecastUnavailable(
+                f"the served demand model v{loaded.version} cannot forecast the lake's "
+                f"demand ({type(exc).__name__}: {exc}); retrain it"
+            ) from None
         ahead = [
             datetime.fromisoformat(f["valid_at"]) - datetime.fromisoformat(f["issued_at"])
             for f in out["forecasts"]

@@ -97,8 +97,6 @@ def served_forecast(ctx: ServeContext, demand: pl.DataFrame) -> ServedForecast:
         _, series = all_forecasts(ctx)
     except ForecastUnavailable as exc:
         return ServedForecast(EMPTY, problem=str(exc))
-    except Exception as exc:  # a model that cannot forecast this data: say why
-        return ServedForecast(EMPTY, problem=f"the model could not forecast: {exc}")
     label = None if loaded is None else f"{loaded.name} v{loaded.version}"
     rows = [r for found in series.values() for r in found]
     if not rows:

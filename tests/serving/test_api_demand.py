@@ -3,8 +3,11 @@ filtered by series, horizon and quantile; unknown series are a 404."""
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from pipelines import demand_jobs
@@ -35,3 +38,25 @@ def test_forecast_equals_the_champions(served_workspace: Path, shared_data: Path
         assert bad.status_code == 422 and bad.json()["field"] == "body.horizons.0"
         bad = c.post("/v1/demand/forecast", json={"quantiles": ["p42"]})
         assert bad.status_code == 422 and bad.json()["field"].startswith("body.quantiles")
+
+
+def test_a_model_that_cannot_forecast_the_lake_is_a_503_not_a_500(
+    served_workspace: Path, shared_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A champion trained on other features than the lake's (here: its predict raising as
+    LightGBM does on a feature-count mismatch) is reported, with the version, as 503."""
+    from lightgbm.basic import LightGBMError
+
+    def mismatch(*args: object, **kwargs: object) -> None:
+        raise LightGBMError("The number of features in data (40) is not the same as it was")
+
+    monkeypatch.setattr(demand_jobs, "forecast", mismatch)
+    with TestClient(make_app(served_workspace, shared_data)) as c:
+        r = c.post("/v1/demand/forecast", json={})
+        assert r.status_code == 503, r.text
+        assert "cannot forecast" in r.json()["error"] and "retrain" in r.json()["error"]
+        index = c.get("/demand").text
+        series = re.search(r'href="(/demand/[^"]+)"', index)
+        assert series is not None, index
+        page = c.get(html.unescape(series.group(1)))
+        assert page.status_code == 200 and "cannot forecast" in page.text
