@@ -398,13 +398,19 @@ def hostile(port: int, ws: Path, log: Path) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- main
-def api_scenarios(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    src = args.workspace
+def served_copy(src: Path | None, tmp: Path) -> Path:
+    """``tmp/ws``: a copy of ``src`` (the server may move aliases and write plans), or of a
+    workspace built there with ``predops demo --no-serve`` when ``src`` is None."""
     if src is None:
         src = tmp / "built"
         bench_serving.build_workspace(src)
     ws = tmp / "ws"
     shutil.copytree(src, ws, ignore=shutil.ignore_patterns("*.lock"))
+    return ws
+
+
+def api_scenarios(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    ws = served_copy(args.workspace, tmp)
     port, log = bench_serving.free_port(), tmp / "server.log"
     server = start_server(ws, port, log)
     out: dict[str, Any] = {}
