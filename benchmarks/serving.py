@@ -84,15 +84,20 @@ def grow_online(ws: Path, nodes: int) -> dict[str, Any]:
 
 def feature_vector(ws: Path) -> dict[str, Any]:
     """One node's model features (JSON-ready: NaN -> null)."""
-    import polars as pl
-
     from pipelines import failure_jobs
     from pipelines.settings import Settings
 
     model, _ = failure_jobs.load_model(Settings(ws, ROOT.parent / "shared" / "data"))
+    return online_vector(ws, model.base_features)
+
+
+def online_vector(ws: Path, features: list[str]) -> dict[str, Any]:
+    """The first online node's ``features`` (JSON-ready: NaN -> null)."""
+    import polars as pl
+
     row = pl.read_ipc(ws / "features" / "online" / "node.arrow").row(0, named=True)
     out = {}
-    for f in model.base_features:
+    for f in features:
         v = row[f]
         out[f] = None if isinstance(v, float) and v != v else v
     return out
