@@ -9,9 +9,11 @@ least that extreme: 2 = "1 in 100", 4 = "1 in 10,000".
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from scipy.stats import nbinom, norm, poisson
+from scipy import special
 
 MAD_TO_SD = 1.4826
 MAX_SURPRISE = 300.0
@@ -37,8 +39,25 @@ def robust_z(x: np.ndarray, center: float | np.ndarray, scale: float | np.ndarra
 def normal_surprise(z: np.ndarray) -> np.ndarray:
     """``-log10`` of the two-sided normal tail probability of ``|z|`` (0 for NaN)."""
     zz = np.nan_to_num(np.abs(z), nan=0.0, posinf=40.0)
-    logp = np.log(2.0) + norm.logsf(zz)
+    # scipy.special directly: the same values as scipy.stats' ``norm.logsf``, without its
+    # ~0.4 ms per-call overhead (one scoring request calls this per metric).
+    logp = np.log(2.0) + special.log_ndtr(-zz)
     out: np.ndarray = np.minimum(-logp / np.log(10.0), MAX_SURPRISE)
+    return out
+
+
+def _nbinom_sf(k: np.ndarray, n: float, p: np.ndarray) -> np.ndarray:
+    """``P(X > k)`` of a negative binomial (``n`` successes, success probability ``p``,
+    real ``n`` allowed): the regularised incomplete beta ``I_{1-p}(k + 1, n)``."""
+    out: np.ndarray = special.betainc(k + 1, n, 1 - p)
+    return out
+
+
+def _log_upper(sf: Any, k: np.ndarray, *params: float | np.ndarray) -> np.ndarray:
+    """``log P(X > k)`` from a survival function (``scipy.special.pdtrc``, :func:`_nbinom_sf`):
+    0 below the support (``k < 0``), as scipy.stats' ``logsf`` gives, at a fraction of its
+    per-call cost."""
+    out: np.ndarray = np.where(k < 0, 0.0, np.log(sf(np.maximum(k, 0), *params)))
     return out
 
 
@@ -48,7 +67,7 @@ def poisson_surprise(k: np.ndarray, lam: np.ndarray) -> np.ndarray:
     kk = np.nan_to_num(k, nan=0.0)
     ll = np.maximum(np.nan_to_num(lam, nan=0.0), 1e-12)
     with np.errstate(divide="ignore"):
-        logp = poisson.logsf(np.ceil(kk) - 1, ll)
+        logp = _log_upper(special.pdtrc, np.ceil(kk) - 1, ll)
     out: np.ndarray = np.where(kk > 0, np.minimum(-logp / np.log(10.0), MAX_SURPRISE), 0.0)
     return out
 
@@ -60,7 +79,7 @@ def negbin_surprise(k: np.ndarray, mean: np.ndarray, shape: float) -> np.ndarray
     kk = np.nan_to_num(k, nan=0.0)
     mm = np.maximum(np.nan_to_num(mean, nan=0.0), 1e-12)
     with np.errstate(divide="ignore"):
-        logp = nbinom.logsf(np.ceil(kk) - 1, shape, shape / (shape + mm))
+        logp = _log_upper(_nbinom_sf, np.ceil(kk) - 1, shape, shape / (shape + mm))
     out: np.ndarray = np.where(kk > 0, np.minimum(-logp / np.log(10.0), MAX_SURPRISE), 0.0)
     return out
 

@@ -81,3 +81,21 @@ def test_node_scorer_flags_a_hot_node_and_an_error_burst() -> None:
     assert out["anomaly__ecc_sbe"][2] > 3  # 25 errors at ~0.5 a day
     assert out[MAX_COLUMN][0] < scorer.threshold_ < min(out[MAX_COLUMN][1:].to_list())
     assert list(scorer.flags(probe)) == [False, True, True]
+
+
+def test_fast_tails_equal_scipy_stats() -> None:
+    """The surprise functions call scipy.special directly (speed); scipy.stats' logsf is
+    the slow, obvious reference they must match."""
+    from scipy.stats import nbinom, norm, poisson
+
+    rng = np.random.default_rng(3)
+    z = rng.normal(0, 6, 500)
+    k = np.floor(rng.exponential(4, 500)) + 1
+    lam = rng.exponential(2, 500) + 1e-3
+    ref = -(np.log(2.0) + norm.logsf(np.abs(z))) / np.log(10.0)
+    assert np.allclose(normal_surprise(z), np.minimum(ref, 300.0), rtol=1e-12)
+    ref = -poisson.logsf(k - 1, lam) / np.log(10.0)
+    assert np.allclose(poisson_surprise(k, lam), np.minimum(ref, 300.0), rtol=1e-12)
+    for shape in (0.3, 2.0, 50.0):
+        ref = -nbinom.logsf(k - 1, shape, shape / (shape + lam)) / np.log(10.0)
+        assert np.allclose(negbin_surprise(k, lam, shape), np.minimum(ref, 300.0), rtol=1e-9)
