@@ -110,15 +110,21 @@ Measured (``benchmarks/whatif.py``, seed 7, 14 warm-up days, 2 shared cores at l
 | provisioned node-hours | 507,906 | 622,140 | 545,610 |
 | stock-out node-hours | 4,278 | 66,888 | 42,882 |
 
+2,000 nodes x 14 days (8,000 GPUs, 402 failures; two retrains; 370 s CPU, 946 s wall):
+lost GPU-hours reactive 5,577 / predictive 3,575 (-36 %) / oracle 247 (-96 %); drains
+249 (184 needless, 65 failures averted) / 266 (0 needless); drain cost over savings
+0.53 (engine valuation) / 0.03; budget violations 0 / 0 / 0; pending pod-hours
+10,551 / 10,405 (0.99x) / 11,818; idle node-hours 45,363 / 138,272 (3.0x) / 64,112.
+
 Against the issue's targets (predictive vs reactive): >= 40 % of lost GPU-hours avoided
-— met at 1,000 x 30 (44 %), not at 400 x 20 (16 %, 2 failures averted); drain cost
+— met at 1,000 x 30 (44 %), not at 2,000 x 14 (36 %, two weeks with a model trained
+on 14 days at first) nor 400 x 20 (16 %, 2 failures averted); drain cost
 < 25 % of the savings — not met (0.42 at the engine's valuation of idle capacity,
 3.9 counting every out-of-service GPU-hour in full); zero budget violations — met;
 pending pod-hours no higher — met; >= 15 % fewer idle node-hours — not met (3.3x
 more). The oracle misses by the budgets alone (26 of its 29 losses: rack / pool budget
 exhausted). The full 2,000 x 60 run was started twice and stopped: at this machine's
-load it ran at ~0.3 cores, and it needs ~4-5x the CPU of the 1,000 x 30 run (4x the
-node-days; the allocator's scans grow with the pools), ~2,000 CPU s — about 1.5-2 h
-wall here, ~25 min on two free cores with ``--jobs 3`` (the predictive process is the
-long pole).
+load it ran at ~0.3 cores. CPU grows with node-days (370 s for 2,000 x 14, 420 s for
+1,000 x 30), so 2,000 x 60 needs ~1,600 CPU s: ~1.5 h wall at that load, ~15-20 min
+on two free cores with ``--jobs 3`` (the predictive process is the long pole).
 """
