@@ -11,6 +11,10 @@ import pytest
 from core.clock import FixedClock
 from pipelines.lake import Lake
 
+# The served workspace (both champions, one plan): registered here only, so the serving,
+# browser and reliability tests share one build per session.
+from tests.served_workspace import served_template, served_workspace  # noqa: F401
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("PREDOPS_SHARED_DATA") or REPO.parent / "shared" / "data")
 
