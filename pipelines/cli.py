@@ -293,7 +293,7 @@ def _human_features(r: dict[str, Any]) -> str:
 @click.option(
     "--start",
     default=None,
-    help="First simulated instant (UTC). Default: --days before the current hour, so the "
+    help="First simulated instant (UTC). Default: --days before now, so the "
     "simulated fleet is live and the served data fresh.",
 )
 @click.option(
@@ -337,9 +337,16 @@ def demo(
         raise click.ClickException(str(exc)) from None
     emit(out, as_json, _human_demo)
     if serve:
-        from serving.cli import run_server
+        from serving.cli import demo_server_config, run_server
 
-        run_server(settings, host=host, port=port)
+        config, token_file = demo_server_config(settings)
+        if token_file is not None:
+            click.echo(
+                f"predops: to approve plans in the dashboard, paste the operator token "
+                f"from {token_file}",
+                err=True,
+            )
+        run_server(settings, host=host, port=port, config=config)
 
 
 def _human_demo(o: dict[str, Any]) -> str:

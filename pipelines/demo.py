@@ -64,7 +64,7 @@ def run_demo(
     start: datetime | None = None,
     config_path: Path | None = None,
 ) -> dict[str, Any]:
-    """Simulate a fleet from ``start`` (default: ``days`` before the current hour), run
+    """Simulate a fleet from ``start`` (default: ``days`` before now), run
     the retrain and pipeline jobs once, report what happened. Raises :class:`DemoFailed`
     when a job fails (the run table keeps the details)."""
     lake = Lake(settings.lake_dir)
@@ -76,8 +76,9 @@ def run_demo(
     bar.set_description("[demo] simulate fleet")
     clock = SystemClock()
     if start is None:
-        hour = clock.now().replace(minute=0, second=0, microsecond=0)
-        start = hour - timedelta(days=days)
+        wall = clock.now()  # the last sample falls within 5 minutes before now
+        start = wall.replace(minute=wall.minute - wall.minute % 5, second=0, microsecond=0)
+        start -= timedelta(days=days)
     cfg = SimConfig(nodes=nodes, days=days, interval=timedelta(minutes=5), seed=seed, start=start)
     out["simulate"] = simulate_to_lake(lake, cfg, clock=clock, progress=progress)
     bar.update(1)

@@ -3,13 +3,42 @@
 from __future__ import annotations
 
 import os
+import secrets
 import sys
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import click
 
 from pipelines.settings import Settings
-from serving.config import ServeConfig
+from serving.config import ApiToken, ServeConfig
+
+DEMO_MAX_DATA_AGE = timedelta(hours=12)
+"""How long the demo's server counts the simulated fleet's data as fresh: the fleet
+stops reporting when the demo's simulation ends, and a newcomer should still see risk
+scores after lunch. A real deployment keeps the default (30 min) and the scheduler."""
+DEMO_TOKEN_FILE = "demo-operator-token"
+
+
+def demo_server_config(settings: Settings) -> tuple[ServeConfig, Path | None]:
+    """The demo's server configuration: the environment's, data fresh for
+    :data:`DEMO_MAX_DATA_AGE`, and — when no token is configured — a new random operator
+    token whose secret is written to ``<workspace>/demo-operator-token`` (mode 0600; the
+    secret itself is never printed or logged). Returns the configuration and that file."""
+    from serving.config import load_serve_config, token_digest
+
+    config = load_serve_config(None, os.environ)
+    config = replace(config, max_data_age=max(config.max_data_age, DEMO_MAX_DATA_AGE))
+    if config.tokens:
+        return config, None
+    secret = secrets.token_urlsafe(24)
+    path = settings.workspace / DEMO_TOKEN_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secret + "\n")
+    token = ApiToken("demo", "operator", token_digest(secret))
+    return replace(config, tokens=(token,)), path
 
 
 def run_server(

@@ -55,6 +55,10 @@ def test_demo_trains_scores_plans_then_serves(tmp_path: Path) -> None:
         assert ready.status_code == 200, ready.text
         models = ready.json()["models"]
         assert models["node_failure"]["version"] == "1" and models["demand"]["version"] == "1"
+        token_file = ws / "demo-operator-token"
+        assert token_file.stat().st_mode & 0o777 == 0o600
+        assert "demo-operator-token" in log.read_text() and token_file.read_text().strip()
+        assert token_file.read_text().strip() not in log.read_text()  # never printed
         board = requests.get(url, timeout=60)
         assert board.status_code == 200 and 'id="top-nodes"' in board.text  # the risk board
     finally:
