@@ -191,8 +191,8 @@ def test_mase_weighting_counts_a_calm_series_like_a_jumpy_one() -> None:
     assert np.all((w >= 1 / W_CLIP) & (w <= W_CLIP))
     # The calm series' errors are small in its own units, so each counts for more.
     assert np.median(w[calm]) > 2 * np.median(w[~calm])
-    # The fit uses them (and can be told not to).
-    fitted = DemandForecaster(weighting="none", **SMALL).fit(data)
+    # A fit can use them (off by default: see the forecaster's docstring).
+    fitted = DemandForecaster(weighting="mase", **SMALL).fit(data)
     assert fitted.predict().height == 2 * 48
     with pytest.raises(ValueError, match="weighting"):
         DemandForecaster(weighting="metric").fit(data)
