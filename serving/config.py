@@ -35,14 +35,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pipelines.scheduler.config import ConfigError, ConfigTable, merge_env
+from pipelines.scheduler.config import ConfigError, ConfigTable, merge_env, read_toml
 
 ROLES = ("viewer", "approver", "operator")
 ENV_TOKEN = "PREDOPS_API_TOKEN"
@@ -112,16 +111,7 @@ class ServeConfig:
 def load_serve_config(path: Path | None, environ: Mapping[str, str]) -> ServeConfig:
     """The server's configuration from ``path`` (TOML; None: defaults) and ``environ``
     (see the module docstring). Raises :class:`ConfigError` naming the file and key."""
-    where = str(path) if path is not None else "configuration"
-    raw: dict[str, Any] = {}
-    if path is not None:
-        try:
-            with open(path, "rb") as fh:
-                raw = tomllib.load(fh)
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such configuration file") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    where, raw = read_toml(path)
     server_env = {k: v for k, v in environ.items() if k.startswith(ENV_SERVER_PREFIX)}
     applied = merge_env(raw, server_env, where)
     unknown = sorted(set(raw) - {"server", "tokens"})

@@ -139,18 +139,24 @@ def merge_env(raw: dict[str, Any], env: Mapping[str, str], where: str) -> list[s
     return applied
 
 
+def read_toml(path: Path | None) -> tuple[str, dict[str, Any]]:
+    """``(where, table)``: the file's name for error messages and its parsed TOML
+    (``"configuration"`` and an empty table when ``path`` is None). Raises
+    :class:`ConfigError` naming the file when it is missing or not valid TOML."""
+    if path is None:
+        return "configuration", {}
+    try:
+        with open(path, "rb") as fh:
+            return str(path), tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such configuration file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
 def load_config(path: Path | None, env: Mapping[str, str]) -> ScheduleConfig:
     """Read ``path`` (or only defaults when None), apply ``env`` overrides, validate."""
-    where = str(path) if path is not None else "configuration"
-    raw: dict[str, Any] = {}
-    if path is not None:
-        try:
-            with open(path, "rb") as fh:
-                raw = tomllib.load(fh)
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such configuration file") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    where, raw = read_toml(path)
     ours = {k: v for k, v in env.items() if not k.startswith(SERVER_ENV_PREFIX)}
     applied = merge_env(raw, ours, where)
     cfg = parse_config(raw, where)
