@@ -46,7 +46,7 @@ from features.definitions import (
     gauge_name,
     window_label,
 )
-from models.anomaly.robust import median_mad, negbin_surprise, normal_surprise, robust_z
+from models.anomaly.robust import finite, median_mad, negbin_surprise, normal_surprise, robust_z
 
 Column = Callable[[str], np.ndarray]
 """A feature's values by name (float64, NaN when missing)."""
@@ -143,7 +143,7 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
         return self
 
     def _own_rate(self, column: Column, cols: dict[str, str]) -> np.ndarray:
-        inc = np.nan_to_num(column(cols["increase"]), nan=0.0)
+        inc = finite(column(cols["increase"]))
         total = column(cols["total"])
         age = np.maximum(column(cols["age"]), 1.0)
         with np.errstate(invalid="ignore"):
@@ -164,7 +164,7 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
         for metric, cols in self._columns().items():
             if "increase" in cols:
                 fleet = self.fleet_rate_per_day_.get(metric, 1.0)
-                lam = np.nan_to_num(self._own_rate(column, cols), nan=0.0)
+                lam = finite(self._own_rate(column, cols))
                 lam = np.maximum(lam, self.rate_floor_share * fleet)
                 inc = column(cols["increase"])
                 cols_out[score_name(metric)] = negbin_surprise(inc, lam, self.counter_shape)

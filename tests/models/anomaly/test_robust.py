@@ -8,6 +8,7 @@ import pytest
 
 from models.anomaly.node import MAX_COLUMN, NodeAnomalyScorer
 from models.anomaly.robust import (
+    finite,
     median_mad,
     negbin_surprise,
     normal_surprise,
@@ -99,3 +100,9 @@ def test_fast_tails_equal_scipy_stats() -> None:
     for shape in (0.3, 2.0, 50.0):
         ref = -nbinom.logsf(k - 1, shape, shape / (shape + lam)) / np.log(10.0)
         assert np.allclose(negbin_surprise(k, lam, shape), np.minimum(ref, 300.0), rtol=1e-9)
+
+
+def test_finite_is_nan_to_num() -> None:
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -2.5, 1e308, 3.0])
+    assert np.array_equal(finite(x), np.nan_to_num(x, nan=0.0))
+    assert np.array_equal(finite(x, posinf=40.0), np.nan_to_num(x, nan=0.0, posinf=40.0))
