@@ -375,17 +375,9 @@ def evaluate_drives(
     split_at = default_split_at(frame, horizon=horizon, label_cutoff=cutoff)
     split_list: list[Split] = []
     time_cut = time_split(frame, horizon=horizon, split_at=split_at, label_cutoff=cutoff)
-    if time_cut.train.height and time_cut.train[label_name(horizon)].sum() > 0:
+    time_ok = bool(time_cut.train.height and time_cut.train[label_name(horizon)].sum() > 0)
+    if time_ok:
         split_list.append(time_cut)
-        split_list.append(
-            cohort_split(
-                frame,
-                horizon=horizon,
-                split_at=split_at,
-                test_share=cohort_share,
-                label_cutoff=cutoff,
-            )
-        )
     else:
         span = frame["ts"].max() - frame["ts"].min()  # type: ignore[operator]
         out["splits"]["time"] = {
@@ -393,16 +385,18 @@ def evaluate_drives(
             f"split at a {_d(horizon)} horizon (training labels must be decided before "
             "the test period starts); only the drive-cohort split is reported"
         }
-        split_list.append(
-            cohort_split(
-                frame,
-                horizon=horizon,
-                split_at=split_at,
-                test_share=cohort_share,
-                purge=False,
-                label_cutoff=cutoff,
-            )
+    # Without a feasible purged time split the cohorts are not purged either (no test
+    # drive is in training, so overlapping label windows cannot leak).
+    split_list.append(
+        cohort_split(
+            frame,
+            horizon=horizon,
+            split_at=split_at,
+            test_share=cohort_share,
+            purge=time_ok,
+            label_cutoff=cutoff,
         )
+    )
     for split in split_list:
         t1 = time.perf_counter()
         res, _ = evaluate_split(

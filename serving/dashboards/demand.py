@@ -9,7 +9,7 @@ version and state of the lake's demand files).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,7 +30,6 @@ class ServedForecast:
     """series_id, issued_at, valid_at, horizon, p10, p50, p90, method."""
     model: str | None = None
     problem: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
 
 
 EMPTY = pl.DataFrame(

@@ -16,34 +16,18 @@ from typing import Any
 
 import polars as pl
 
+from core.schemas import EVENT_KINDS
+from features.definitions import COUNTERS, GAUGES
 from pipelines.feature_jobs import NODE_TRAINING
 from pipelines.feature_store import FeatureStore, FeatureStoreError
 from pipelines.lake import Lake
 from serving.context import ServeContext
 
 NODE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,252}$")
-DEFAULT_TELEMETRY = (
-    "gpu_temp_c",
-    "ecc_sbe_total",
-    "ecc_dbe_total",
-    "xid_errors_total",
-    "pcie_replay_total",
-    "nic_flaps_total",
-    "disk_realloc_total",
-    "mce_total",
-    "cpu_util_pct",
-    "gpu_util_pct",
-    "gpu_power_w",
-)
-HISTORY_EVENTS = (
-    "failure",
-    "repair",
-    "maintenance_start",
-    "maintenance_end",
-    "cordon",
-    "uncordon",
-    "drain",
-)
+DEFAULT_TELEMETRY = (*GAUGES, *COUNTERS)
+"""Telemetry plotted after the columns a node's reasons point at (the feature sources)."""
+HISTORY_EVENTS = sorted(EVENT_KINDS - {"ready", "not_ready"})
+"""Events listed as a node's history (readiness flips are telemetry, not history)."""
 
 
 def valid_node_id(node_id: str) -> bool:

@@ -9,9 +9,8 @@ stale nodes are listed and never scored, and a feature-set mismatch is refused, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import numpy as np
 
@@ -37,7 +36,6 @@ class FleetRisk:
     """``name v<version>`` of the model that scored."""
     online_as_of: datetime | None = None
     problem: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def by_node(self) -> dict[str, FailureRisk]:
         return {r.node_id: r for r in self.risks}
