@@ -62,6 +62,11 @@ def _summary(report: dict[str, Any]) -> str:
 @click.option("--models", default=None, help="Comma-separated subset of models.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--days", type=float, default=None, help="Synthetic: days to simulate.")
+@click.option(
+    "--drop-last",
+    default=None,
+    help="Validation: cut DURATION off the end of each trace first (e.g. 5d).",
+)
 @json_option
 @reports
 def eval_demand(
@@ -75,6 +80,7 @@ def eval_demand(
     models: str | None,
     seed: int,
     days: float | None,
+    drop_last: str | None,
     as_json: bool,
 ) -> None:
     """Backtest the demand model and the baselines on SOURCE data at PATH."""
@@ -98,6 +104,7 @@ def eval_demand(
         holdout=parse_duration(holdout) if holdout else None,
         models=tuple(m.strip() for m in models.split(",")) if models else None,
         seed=seed,
+        drop_last=parse_duration(drop_last) if drop_last else None,
     )
     report = {"source": source, "path": path, **report}
     emit(report, as_json, _summary)

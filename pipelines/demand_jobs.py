@@ -239,8 +239,13 @@ def evaluate(
     holdout: timedelta | None = None,
     models: tuple[str, ...] | None = None,
     seed: int = 0,
+    drop_last: timedelta | None = None,
 ) -> dict[str, Any]:
     """Backtest report (see :func:`rolling_origin`).
+
+    ``drop_last`` cuts that much off the end of every end group first: a validation
+    run, as if the data had ended earlier, to choose settings on cutoffs that are not
+    the scored ones.
 
     Rolling mode: ``cutoffs`` origins ``every`` apart (default the config's
     ``backtest_every``: a day hourly, four weeks weekly), each refitting every model.
@@ -252,6 +257,8 @@ def evaluate(
     factories = model_factories(config, models, seed=seed)
     results: list[BacktestResult] = []
     for group in end_groups(demand, config):
+        if drop_last is not None:
+            group = group.filter(pl.col("ts") <= pl.col("ts").max() - drop_last)
         if holdout is not None:
             end = group["ts"].max()
             assert isinstance(end, datetime)

@@ -39,6 +39,9 @@ class ForecastConfig:
       intervals.
     - ``backtest_every``: default gap between backtest cutoffs, in steps (how often
       production would retrain and re-plan: daily for pools, monthly for purchases).
+    - ``stack_window``: buckets of the windowed Holt-Winters forecast (season
+      ``ets_season``) the model may take as an input (0: none; see
+      :mod:`models.demand.smoothing`).
     """
 
     name: str
@@ -54,6 +57,7 @@ class ForecastConfig:
     min_history: int = 48
     calibration_steps: int = 168
     backtest_every: int = 24
+    stack_window: int = 0
 
     def __post_init__(self) -> None:
         if not self.horizons or min(self.horizons) < 1:
@@ -73,6 +77,8 @@ class ForecastConfig:
             raise ValueError("trend_window must be 0 (none) or >= 2")
         if not 0 < self.trend_damping <= 1:
             raise ValueError("trend_damping must be in (0, 1]")
+        if self.stack_window and not (self.ets_season and self.stack_window >= self.ets_season):
+            raise ValueError("stack_window needs an ets_season no longer than it")
         for a, b in self.buckets:
             if not 1 <= a <= b:
                 raise ValueError(f"bad horizon bucket {(a, b)}")
@@ -104,6 +110,7 @@ class ForecastConfig:
                 "anchor": self.anchor,
                 "trend_window": self.trend_window,
                 "trend_damping": self.trend_damping,
+                "stack_window": self.stack_window,
             }
         )
         return hashlib.sha256(body.encode()).hexdigest()[:16]
@@ -122,6 +129,7 @@ HOURLY_CONFIG = ForecastConfig(
     # Short against the history so the held-out model is nearly the final one: a week
     # held out of three weeks' history gave bands ~1.4x too wide on Helios.
     calibration_steps=72,
+    stack_window=168,
 )
 """Elastic pools: hours ahead, a daily and a weekly season; the target is the change
 from the last observed bucket (no trend term: a day's growth is not worth

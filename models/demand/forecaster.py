@@ -42,6 +42,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from features.demand import SERIES
+from models.demand import smoothing
 from models.demand.baselines import short_series
 from models.demand.config import ForecastConfig, config_named
 from models.demand.grid import demand_columns
@@ -72,6 +73,8 @@ METHOD = "lightgbm"
 WEIGHTINGS = ("mase", "none")
 W_CLIP = 5.0
 BAND_SCALES = ("std", "noise")
+STACKINGS = ("none", "feature", "offset")
+SMOOTHED = "smoothed__forecast"
 
 
 class DemandForecaster(BaseEstimator):  # type: ignore[misc]
@@ -106,6 +109,9 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         weighting: str = "none",
         band_scale: str = "std",
         cal_folds: int = 2,
+        stacking: str = "none",
+        series_band: float = 0.0,
+        blend: bool = False,
     ) -> None:
         self.config = config
         self.interval = interval
@@ -121,6 +127,9 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         self.weighting = weighting
         self.band_scale = band_scale
         self.cal_folds = cal_folds
+        self.stacking = stacking
+        self.series_band = series_band
+        self.blend = blend
 
     # ------------------------------------------------------------------ fit
     def _validate(self) -> ForecastConfig:
@@ -131,6 +140,10 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
             raise ValueError("cal_folds must be >= 1")
         if self.band_scale not in BAND_SCALES:
             raise ValueError(f"band_scale must be one of {BAND_SCALES}, got {self.band_scale!r}")
+        if not 0.0 <= float(self.series_band) <= 1.0:
+            raise ValueError("series_band must be in [0, 1]")
+        if self.stacking not in STACKINGS:
+            raise ValueError(f"stacking must be one of {STACKINGS}, got {self.stacking!r}")
         if self.weighting not in WEIGHTINGS:
             raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {self.weighting!r}")
         if int(self.n_estimators) < 1 or int(self.num_leaves) < 2:
@@ -158,17 +171,24 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         panel = build_panel(lf, cfg, calendar=calendar)
         rng = np.random.default_rng(self.random_state)
         self.config_ = cfg
-        self.feature_names_ = feature_names(cfg)
+        self.stacked_ = self.stacking != "none" and cfg.stack_window > 0
+        self.feature_names_ = feature_names(cfg) + ([SMOOTHED] if self.stacked_ else [])
         self.data_cutoff_ = _as_datetime(int(panel.ts_us.max()))
         self.n_series_ = len(panel.series)
         o, h = training_pairs(panel, cfg, rng, max_rows=int(self.max_train_rows))
         self.n_train_rows_ = int(o.size)
         self.models_: dict[float, Any] = {}
         self.band_: np.ndarray | None = None
+        self.series_bands_: dict[str, np.ndarray] = {}
+        self.blend_ = np.zeros(len(cfg.horizons))
         self.calibration_: str = "none"
+        self.smoothing_: dict[str, int] = {}
+        self.smoothing_default_ = 0
         if o.size >= MIN_TRAIN_ROWS:
-            x = design(panel, cfg, o, h, calendar=calendar)
-            z = targets(panel, cfg, o, h)
+            if self.stacked_:
+                self._choose_smoothing(panel, cfg, o, h)
+            x, offset = self._inputs(panel, cfg, o, h, calendar)
+            z = targets(panel, cfg, o, h) - offset
             # Bin the inputs once; every model of this fit trains on (a subset of) it.
             data = self._dataset(x, z, self._weights(panel, o))
             if self.interval == "quantile":
@@ -182,6 +202,55 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         self.tail_ = lf.filter(pl.col("ts") > pl.col("ts").max().over(SERIES) - lookback).collect()
         self.calendar_ = calendar
         return self
+
+    def _smoothed(
+        self, panel: Panel, cfg: ForecastConfig, o: np.ndarray, h: np.ndarray, every: bool
+    ) -> np.ndarray:
+        """Windowed Holt-Winters forecasts of the pairs, in series units: (pairs,
+        settings) with ``every``, else (pairs,) with each series' chosen setting."""
+        k = smoothing.kernels_for(cfg.ets_season, cfg.stack_window, cfg.max_horizon)
+        first = panel.starts[:-1][panel.series_index()[o]]
+        values = smoothing.filled(panel.value, panel.starts)
+        if every:
+            return smoothing.forecasts(values, first, o, h, k)
+        pick = np.array(
+            [self.smoothing_.get(s, self.smoothing_default_) for s in panel.series], dtype=np.int64
+        )[panel.series_index()[o]]
+        out = np.empty(o.size)
+        for j in np.unique(pick):
+            sel = pick == j
+            out[sel] = smoothing.forecasts(values, first[sel], o[sel], h[sel], k[j : j + 1])[:, 0]
+        return out
+
+    def _choose_smoothing(
+        self, panel: Panel, cfg: ForecastConfig, o: np.ndarray, h: np.ndarray
+    ) -> None:
+        """Each series' Holt-Winters setting: the smallest absolute error over its
+        training pairs (fit data only)."""
+        fc = self._smoothed(panel, cfg, o, h, every=True)
+        err = np.abs(fc - panel.value[o + h][:, None])
+        best = smoothing.best_settings(err, panel.series_index()[o], len(panel.series))
+        self.smoothing_default_ = int(np.argmin(err.sum(axis=0)))
+        self.smoothing_ = {s: int(best[i]) for i, s in enumerate(panel.series)}
+
+    def _inputs(
+        self,
+        panel: Panel,
+        cfg: ForecastConfig,
+        o: np.ndarray,
+        h: np.ndarray,
+        calendar: pl.DataFrame | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Model inputs of the pairs and the offset the trees' output is added to
+        (the smoothed forecast in target units with ``stacking="offset"``, else 0)."""
+        x = design(panel, cfg, o, h, calendar=calendar)
+        if not self.stacked_:
+            return x, np.zeros(o.size)
+        s = (self._smoothed(panel, cfg, o, h, every=False) - baseline(panel, cfg, o, h)) / (
+            panel.scale[o]
+        )
+        x = np.column_stack([x, s.astype(np.float32)])
+        return x, (s if self.stacking == "offset" else np.zeros(o.size))
 
     def _weights(self, panel: Panel, origins: np.ndarray) -> np.ndarray | None:
         return mase_weights(panel, origins) if self.weighting == "mase" else None
@@ -251,7 +320,7 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         span = int((panel.ts_us[o].max() - panel.ts_us[o].min()) // step_us(cfg))
         steps = min(cfg.calibration_steps, max(MIN_CAL_STEPS, span // 3))
         end_us = int(panel.ts_us.max())
-        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        parts: list[tuple[np.ndarray, ...]] = []
         folds = int(self.cal_folds)
         for fold in range(folds):
             # Fold f holds out the origins of [end - (f+1) steps, end - f steps); its
@@ -268,10 +337,15 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
                 rng = np.random.default_rng(int(self.random_state) + 1 + fold)
                 early = np.sort(rng.choice(early, size=cap, replace=False))
             model = self._train(data.subset(early), 0.5)
-            parts.append((o[late], h[late], z[late] - model.predict(x[late])))
+            pred = model.predict(x[late])
+            # The smoothed forecast's distance from the model's, in target units.
+            gap = x[late, -1] - pred - (x[late, -1] if self.stacking == "offset" else 0.0)
+            parts.append((o[late], h[late], z[late] - pred, gap))
         if parts:
-            oc, hc, resid = (np.concatenate([p[i] for p in parts]) for i in range(3))
+            oc, hc, resid, gap = (np.concatenate([p[i] for p in parts]) for i in range(4))
             how = "split"
+            if self.blend and self.stacked_:
+                resid = self._choose_blend(panel, oc, hc, hz, resid, gap)
         else:
             # Too little history to hold any out: in-sample residuals of the final
             # model (narrower than honest bands; the attribute says so).
@@ -284,12 +358,42 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         # where the residuals' sign is the phase's, not the model's: such a window sets
         # a symmetric band (the 80 % quantile of |residual| on both sides).
         symmetric = steps < min(cfg.calibration_steps, *cfg.seasons)
-        band = np.zeros((hz.size, 2))
-        everything = np.ones(r.size, dtype=bool)
+        band = _horizon_bands(r, hc, hz, symmetric)
+        # Each series' own residual quantiles, mixed with the pooled ones (weight
+        # series_band): a calm series gets a narrower band than the pool's.
+        w = float(self.series_band)
+        if w > 0:
+            sid = panel.series_index()[oc]
+            for k in np.unique(sid):
+                mine = sid == k
+                if mine.sum() >= MIN_CAL_PER_HORIZON * (2 * POOL_HORIZONS + 1):
+                    own = _horizon_bands(r[mine], hc[mine], hz, symmetric)
+                    self.series_bands_[panel.series[k]] = w * own + (1 - w) * band
+        return band, how + ("-symmetric" if symmetric else "")
+
+    def _choose_blend(
+        self,
+        panel: Panel,
+        oc: np.ndarray,
+        hc: np.ndarray,
+        hz: np.ndarray,
+        resid: np.ndarray,
+        gap: np.ndarray,
+    ) -> np.ndarray:
+        """Per horizon, the weight w of the smoothed forecast in the point forecast
+        ``(1 - w) model + w smoothed`` with the smallest MASE over the held-out windows
+        (residuals of horizons h +- POOL_HORIZONS, weighted scale / seasonal noise);
+        returns the held-out residuals of the blended forecast."""
+        weight = panel.scale[oc] / panel.noise[oc]
+        grid = np.linspace(0.0, 1.0, 11)
         for i, k in enumerate(hz):
             sel = np.abs(hc - k) <= POOL_HORIZONS
-            band[i] = _band(r[sel if sel.sum() >= MIN_CAL_PER_HORIZON else everything], symmetric)
-        return band, how + ("-symmetric" if symmetric else "")
+            if sel.sum() < MIN_CAL_PER_HORIZON:
+                continue
+            err = np.abs(resid[sel, None] - grid[None, :] * gap[sel, None])
+            self.blend_[i] = grid[int(np.argmin(weight[sel] @ err))]
+        out: np.ndarray = resid - self.blend_[np.searchsorted(hz, hc)] * gap
+        return out
 
     # ------------------------------------------------------------------ predict
     def predict(
@@ -341,19 +445,26 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
     ) -> pl.DataFrame:
         o = np.repeat(rows, hz.size)
         h = np.tile(hz, rows.size)
-        x = design(panel, cfg, o, h, calendar=calendar)
-        base = baseline(panel, cfg, o, h)
+        x, offset = self._inputs(panel, cfg, o, h, calendar)
+        base = baseline(panel, cfg, o, h) + panel.scale[o] * offset
         scale = panel.scale[o]
         if self.interval == "quantile":
             zs = np.sort(np.stack([self.models_[q].predict(x) for q in QUANTILES]), axis=0)
             p10, p50, p90 = (base + scale * zs[i] for i in range(3))
         else:
             assert self.band_ is not None
-            p50 = base + scale * self.models_[0.5].predict(x)
+            pred = self.models_[0.5].predict(x)
+            if self.stacked_:
+                # Blend with the smoothed forecast (weight 0 unless ``blend``).
+                w = self.blend_[np.searchsorted(hz, h)]
+                pred = pred + w * (x[:, -1] - offset - pred)
+            p50 = base + scale * pred
             width = scale * (self._difficulty(panel, cfg, o) + self.difficulty_offset_)
             idx = np.searchsorted(hz, h)
-            p10 = p50 + np.minimum(self.band_[idx, 0], 0.0) * width
-            p90 = p50 + np.maximum(self.band_[idx, 1], 0.0) * width
+            bands = np.stack([self.series_bands_.get(sid, self.band_) for sid in panel.series])
+            b = bands[panel.series_index()[o], idx]
+            p10 = p50 + np.minimum(b[:, 0], 0.0) * width
+            p90 = p50 + np.maximum(b[:, 1], 0.0) * width
         series = [panel.series[i] for i in panel.series_index()[o]]
         return forecast_frame(
             series, panel.ts_us[o], h, (p10, p50, p90), [METHOD] * o.size, step_us(cfg)
@@ -364,6 +475,16 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         """Buckets of history ``predict`` reads (see :func:`lookback_steps`)."""
         check_is_fitted(self, "config_")
         return lookback_steps(self.config_)
+
+
+def _horizon_bands(r: np.ndarray, hc: np.ndarray, hz: np.ndarray, symmetric: bool) -> np.ndarray:
+    """(H, 2) bands of scaled residuals ``r`` at horizons ``hc``: per horizon of ``hz``,
+    pooled over +- POOL_HORIZONS (all residuals where those are too few)."""
+    band = np.zeros((hz.size, 2))
+    for i, k in enumerate(hz):
+        sel = np.abs(hc - k) <= POOL_HORIZONS
+        band[i] = _band(r[sel] if sel.sum() >= MIN_CAL_PER_HORIZON else r, symmetric)
+    return band
 
 
 def _band(r: np.ndarray, symmetric: bool) -> np.ndarray:

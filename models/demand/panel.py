@@ -204,6 +204,7 @@ def lookback_steps(config: ForecastConfig) -> int:
         max(spec.windows, default=0),
         max(config.seasons, default=0),
         config.trend_window,
+        config.stack_window,
         config.min_history,
         24,  # pending__share_mean_24
         max(spec.windows, default=0) + min(config.seasons),  # the seasonal noise

@@ -107,6 +107,19 @@ def test_holdout_mode_fits_once_before_the_holdout() -> None:
     assert rep["metrics"]["seasonal_naive_24"]["all"]["rmse"] > 0
 
 
+def test_drop_last_scores_earlier_cutoffs_without_the_dropped_days() -> None:
+    data = load_source("synthetic", None, clock=CLOCK, synthetic={"nodes": 40, "days": 8})
+    cfg = with_horizon(HOURLY_CONFIG, 6)
+    kw = {"config": cfg, "cutoffs": 2, "models": ("seasonal_naive_24",)}
+    full = evaluate(data, **kw)  # type: ignore[arg-type]
+    early = evaluate(data, drop_last=timedelta(days=2), **kw)  # type: ignore[arg-type]
+    shift = [
+        datetime.fromisoformat(a) - datetime.fromisoformat(b)
+        for a, b in zip(full["cutoffs"], early["cutoffs"], strict=True)
+    ]
+    assert shift == [timedelta(days=2)] * 2
+
+
 def test_targets_check_applies_the_issue_bar() -> None:
     def m(mase: float, cov: float = 0.8, under: float = 0.1) -> dict:
         return {"all": {"mase": mase, "coverage": cov, "under_provisioning": under}}

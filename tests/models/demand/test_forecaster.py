@@ -156,16 +156,40 @@ def test_weekly_config_extrapolates_a_growing_fleet() -> None:
         assert s["p50"][-1] > s["p50"][3] > 0.95 * last_peak
 
 
-def test_forecast_reads_only_the_lookback() -> None:
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"stacking": "none"},
+        {"stacking": "feature", "blend": True, "series_band": 0.5},
+        {"stacking": "offset"},
+    ],
+)
+def test_forecast_reads_only_the_lookback(options: dict[str, object]) -> None:
     rng = np.random.default_rng(6)
     data = panel(rng, n_series=3, hours=24 * 15)
-    f = DemandForecaster(**SMALL).fit(data)
+    f = DemandForecaster(**SMALL, **options).fit(data)  # type: ignore[arg-type]
     full = f.predict(data)
     end = data["ts"].max()
     assert end is not None
     tail = data.filter(pl.col("ts") > end - f.lookback * timedelta(hours=1))
     assert f.predict(tail).equals(full)
     assert f.predict().equals(full)
+
+
+def test_stacked_fit_records_its_choices() -> None:
+    rng = np.random.default_rng(8)
+    data = panel(rng, n_series=4, hours=24 * 14)
+    f = DemandForecaster(stacking="feature", blend=True, series_band=0.5, **SMALL).fit(data)
+    assert f.feature_names_[-1] == "smoothed__forecast"
+    assert set(f.smoothing_) == set(data["series_id"].unique())
+    assert np.all((f.blend_ >= 0) & (f.blend_ <= 1))
+    assert set(f.series_bands_) <= set(f.smoothing_)
+    for band in f.series_bands_.values():
+        assert band.shape == (len(HOURLY_CONFIG.horizons), 2)
+    with pytest.raises(ValueError, match="stacking"):
+        DemandForecaster(stacking="both").fit(data)
+    with pytest.raises(ValueError, match="series_band"):
+        DemandForecaster(series_band=2.0).fit(data)
 
 
 def test_bad_input_is_named() -> None:
