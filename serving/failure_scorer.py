@@ -35,6 +35,8 @@ from models.failure.reasons import top_reasons
 
 FeatureValue = float | int | str | None
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+_PLAIN_NUMBER_TYPES = frozenset({float, int, type(None)})
+"""Value types a numeric feature passes the fast check with (JSON gives only these)."""
 SINGLE_THREAD_ROWS = 256
 """Up to this many rows LightGBM predicts on one thread (waking a pool costs more)."""
 
@@ -50,17 +52,25 @@ class FeatureVectorError(ValueError):
 @dataclass(frozen=True, slots=True)
 class Design:
     """Rows ready for the classifiers: ``encoded`` (rows x design columns, float64, no
-    horizon column) and ``shown`` (the values reasons quote: strings for categoricals)."""
+    horizon column; categoricals as level codes) and ``text``, the categorical columns'
+    values as given (by design column index), which reasons quote instead of codes."""
 
     encoded: np.ndarray
-    shown: np.ndarray
+    text: Mapping[int, Sequence[str | None]]
 
     @property
     def rows(self) -> int:
         return int(self.encoded.shape[0])
 
     def take(self, idx: np.ndarray) -> Design:
-        return Design(self.encoded[idx], self.shown[idx])
+        return Design(self.encoded[idx], {j: [v[i] for i in idx] for j, v in self.text.items()})
+
+    def shown(self, row: int) -> list[Any]:
+        """Row ``row``'s values as reasons quote them (numbers, or the categorical text)."""
+        values: list[Any] = self.encoded[row].tolist()
+        for j, column in self.text.items():
+            values[j] = column[row]
+        return values
 
 
 class FailureScorer:
@@ -70,6 +80,7 @@ class FailureScorer:
         self.model = model
         self.horizons: tuple[timedelta, ...] = model.horizons
         self.features: list[str] = model.base_features
+        self._feature_set = frozenset(self.features)
         first = next(iter(model.classifiers.values()))
         self.levels: dict[str, list[str]] = dict(first.categories_)
         self.categorical = frozenset(
@@ -107,14 +118,13 @@ class FailureScorer:
         NaN when missing) and the categorical ones (strings, None when missing)."""
         n = numbers.shape[0]
         encoded = np.empty((n, len(self.design_columns)), dtype=np.float64)
-        shown = np.empty((n, len(self.design_columns)), dtype=object)
         encoded[:, self._numeric_at] = numbers
-        shown[:, self._numeric_at] = numbers
+        text: dict[int, Sequence[str | None]] = {}
         for name, j in zip(self.categorical_order, self._categorical_at, strict=True):
             values = categories[name]
             lookup = self.codes.get(name, {})
             encoded[:, j] = [lookup.get(v, math.nan) if v is not None else math.nan for v in values]
-            shown[:, j] = values
+            text[j] = values
         if self.model.anomaly is not None:
             wide = numbers.astype(np.float64)
             nan = np.full(n, math.nan)
@@ -126,10 +136,8 @@ class FailureScorer:
             scores = self.model.anomaly.transform_columns(column, n)
             base = len(self.features)
             for k, name in enumerate(self.design_columns[base:]):
-                v = scores[name].astype(np.float32)
-                encoded[:, base + k] = v
-                shown[:, base + k] = v
-        return Design(encoded, shown)
+                encoded[:, base + k] = scores[name].astype(np.float32)
+        return Design(encoded, text)
 
     def design_frame(self, frame: pl.DataFrame) -> Design:
         """Rows of a feature frame (the online store's), one per frame row."""
@@ -147,34 +155,54 @@ class FailureScorer:
         """Rows of feature vectors ``{feature: value}``: every model feature present
         (None = missing), numbers finite, categoricals strings
         (:class:`FeatureVectorError` names the vector and the feature otherwise)."""
-        known = set(self.features)
+        rows = []
         for i, vec in enumerate(vectors):
-            extra = [k for k in vec if k not in known]
-            if extra:
-                raise FeatureVectorError(i, extra[0], "not a feature of the model")
-            absent = [k for k in self.features if k not in vec]
-            if absent:
-                raise FeatureVectorError(
-                    i,
-                    absent[0],
-                    f"missing ({len(absent)} model features absent; send null for unknown)",
-                )
-            for k, v in vec.items():
-                if v is None:
-                    continue
-                if k in self.categorical:
-                    if not isinstance(v, str):
-                        raise FeatureVectorError(i, k, "must be a string or null")
-                elif isinstance(v, bool) or not isinstance(v, int | float):
-                    raise FeatureVectorError(i, k, "must be a number or null")
-                elif not math.isfinite(v) or abs(v) > FLOAT32_MAX:
-                    raise FeatureVectorError(i, k, f"must be finite (float32 range), got {v!r}")
-
-        nan = math.nan
-        rows = [[nan if (v := vec[c]) is None else v for c in self.numeric] for vec in vectors]
-        numbers = np.asarray(rows, dtype=np.float32).reshape(len(vectors), len(self.numeric))
+            if vec.keys() != self._feature_set:
+                self._check_keys(i, vec)
+            row = [vec[c] for c in self.numeric]
+            if not set(map(type, row)) <= _PLAIN_NUMBER_TYPES or any(
+                (v := vec[c]) is not None and not isinstance(v, str) for c in self.categorical_order
+            ):
+                self._check_values(i, vec)
+            rows.append(row)
+        try:
+            wide = np.array(rows, dtype=np.float64).reshape(len(vectors), len(self.numeric))
+        except OverflowError:  # an integer beyond float64: found and named below
+            wide = np.full((len(vectors), len(self.numeric)), np.inf)
+        with np.errstate(invalid="ignore"):
+            out_of_range = ~(np.abs(wide) <= FLOAT32_MAX)  # inf, NaN and huge
+        given_nan = out_of_range.sum(axis=1) != [row.count(None) for row in rows]
+        for doubted in np.flatnonzero(given_nan).tolist():
+            self._check_values(doubted, vectors[doubted])
         cats = {c: [vec[c] for vec in vectors] for c in self.categorical_order}
-        return self._design(numbers, cats)
+        return self._design(wide.astype(np.float32), cats)
+
+    def _check_keys(self, i: int, vec: Mapping[str, FeatureValue]) -> None:
+        """Raise :class:`FeatureVectorError` for vector ``i``'s first unknown or missing key."""
+        extra = [k for k in vec if k not in self._feature_set]
+        if extra:
+            raise FeatureVectorError(i, extra[0], "not a feature of the model")
+        absent = [k for k in self.features if k not in vec]
+        if absent:
+            raise FeatureVectorError(
+                i,
+                absent[0],
+                f"missing ({len(absent)} model features absent; send null for unknown)",
+            )
+
+    def _check_values(self, i: int, vec: Mapping[str, FeatureValue]) -> None:
+        """Raise :class:`FeatureVectorError` for vector ``i``'s first value of the wrong type
+        or out of range (the slow path: only vectors the fast checks doubt come here)."""
+        for k, v in vec.items():
+            if v is None:
+                continue
+            if k in self.categorical:
+                if not isinstance(v, str):
+                    raise FeatureVectorError(i, k, "must be a string or null")
+            elif isinstance(v, bool) or not isinstance(v, int | float):
+                raise FeatureVectorError(i, k, "must be a number or null")
+            elif abs(v) > FLOAT32_MAX or not math.isfinite(v):  # int-safe order
+                raise FeatureVectorError(i, k, f"must be finite (float32 range), got {v!r}")
 
     # ------------------------------------------------------------------ predict
     def _with_horizon(self, encoded: np.ndarray, hours: float | None) -> np.ndarray:
@@ -212,7 +240,7 @@ class FailureScorer:
         contrib = clf.contributions_encoded(self._with_horizon(design.encoded, hours))
         width = len(self.design_columns)
         return [
-            top_reasons(contrib[k, :width], list(design.shown[k]), self.defs, top=top)
+            top_reasons(contrib[k, :width], design.shown(k), self.defs, top=top)
             for k in range(design.rows)
         ]
 

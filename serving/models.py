@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +30,11 @@ class Loaded:
     model: Any
     provenance: Provenance
     loaded_at: datetime
+    provenance_dict: dict[str, Any] = field(init=False, repr=False, compare=False)
+    """``provenance.to_dict()``, built once (every answer quotes it; read-only)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "provenance_dict", self.provenance.to_dict())
 
 
 VersionOf = Callable[[], str]
@@ -83,7 +88,7 @@ class ModelSlot:
             "loaded": cur is not None,
             "version": cur.version if cur else None,
             "loaded_at": cur.loaded_at.isoformat() if cur else None,
-            "provenance": cur.provenance.to_dict() if cur else None,
+            "provenance": cur.provenance_dict if cur else None,
             "last_check": self.last_check.isoformat() if self.last_check else None,
             "last_error": self.last_error,
             "reloads": self.reloads,

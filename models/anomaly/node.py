@@ -30,7 +30,7 @@ volume what the operator asked for.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -53,10 +53,39 @@ Column = Callable[[str], np.ndarray]
 
 PREFIX = "anomaly__"
 MAX_COLUMN = f"{PREFIX}max"
+TRANSFORM_ROWS = 262_144
+"""Rows scored at a time by :meth:`NodeAnomalyScorer.transform` (bounds the working
+arrays on training frames of millions of rows)."""
+
+
+_DEFAULT_SPEC = NodeFeatureSpec()
 
 
 def score_name(metric: str) -> str:
     return f"{PREFIX}{metric}"
+
+
+@lru_cache(maxsize=8)
+def _layout(spec: NodeFeatureSpec) -> dict[str, dict[str, str]]:
+    """The feature columns each metric is scored from, by metric (gauges, then counters);
+    cached per feature spec (read-only: callers never modify it)."""
+    base = window_label(spec.baseline_window)
+    short = spec.short_window
+    out: dict[str, dict[str, str]] = {}
+    for g in (g for g in GAUGES if g in spec.gauges):
+        cols = {"own": f"{g}__z_own_{base}"}
+        if g in spec.peer_gauges and "rack" in spec.peer_groups:
+            cols["peer"] = f"{gauge_name(g, 'mean', short)}__rack_dev"
+        out[g] = cols
+    day = next((w for w in spec.windows if w.total_seconds() == 86400), None)
+    if day is not None:
+        for c in (c for c in COUNTERS if c in spec.counters):
+            out[c.removesuffix("_total")] = {
+                "increase": counter_name(c, day),
+                "total": counter_name(c, None),
+                "age": "node__age_days",
+            }
+    return out
 
 
 class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
@@ -82,24 +111,7 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
         self.flag_rate = flag_rate
 
     def _columns(self) -> dict[str, dict[str, str]]:
-        spec = self.spec or NodeFeatureSpec()
-        base = window_label(spec.baseline_window)
-        short = spec.short_window
-        out: dict[str, dict[str, str]] = {}
-        for g in (g for g in GAUGES if g in spec.gauges):
-            cols = {"own": f"{g}__z_own_{base}"}
-            if g in spec.peer_gauges and "rack" in spec.peer_groups:
-                cols["peer"] = f"{gauge_name(g, 'mean', short)}__rack_dev"
-            out[g] = cols
-        day = next((w for w in spec.windows if w.total_seconds() == 86400), None)
-        if day is not None:
-            for c in (c for c in COUNTERS if c in spec.counters):
-                out[c.removesuffix("_total")] = {
-                    "increase": counter_name(c, day),
-                    "total": counter_name(c, None),
-                    "age": "node__age_days",
-                }
-        return out
+        return _layout(self.spec or _DEFAULT_SPEC)
 
     @property
     def metrics(self) -> list[str]:
@@ -126,12 +138,13 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
             raise ValueError(f"flag_rate must be in (0, 1), got {self.flag_rate}")
         ref: dict[str, tuple[float, float]] = {}
         rates: dict[str, float] = {}
-        for metric, cols in self._columns().items():
-            if "increase" in cols:
-                rate = self._own_rate(partial(self._col, frame), cols)
-                pos = rate[np.isfinite(rate) & (rate > 0)]
-                rates[metric] = float(np.median(pos)) if pos.size else 1.0
-                continue
+        layout = self._columns()
+        counters = [m for m, cols in layout.items() if "increase" in cols]
+        for metric in counters:  # one at a time: a training frame has millions of rows
+            rate = self._own_rates(partial(self._col, frame), [metric])[:, 0]
+            pos = rate[np.isfinite(rate) & (rate > 0)]
+            rates[metric] = float(np.median(pos)) if pos.size else 1.0
+        for metric, cols in layout.items():
             for kind in ("own", "peer"):
                 if kind in cols:
                     ref[f"{metric}:{kind}"] = median_mad(self._col(frame, cols[kind]))
@@ -142,45 +155,81 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
         self.threshold_ = float(np.quantile(worst, 1.0 - self.flag_rate)) if worst.size else 0.0
         return self
 
-    def _own_rate(self, column: Column, cols: dict[str, str]) -> np.ndarray:
-        inc = finite(column(cols["increase"]))
-        total = column(cols["total"])
-        age = np.maximum(column(cols["age"]), 1.0)
+    def _counter_matrix(self, column: Column, counters: list[str], kind: str) -> np.ndarray:
+        layout = self._columns()
+        return np.column_stack([column(layout[c][kind]) for c in counters])
+
+    def _own_rates(self, column: Column, counters: list[str]) -> np.ndarray:
+        """Each counter's own long-run daily rate before the last 24 h: n x counters
+        (NaN where the total is unknown)."""
+        inc = finite(self._counter_matrix(column, counters, "increase"))
+        total = self._counter_matrix(column, counters, "total")
+        age = np.maximum(self._counter_matrix(column, counters, "age"), 1.0)
         with np.errstate(invalid="ignore"):
             out: np.ndarray = np.maximum(total - inc, 0.0) / age
         return out
 
     def transform(self, frame: pl.DataFrame) -> pl.DataFrame:
         """One surprise column per metric plus ``anomaly__max`` (0 when nothing is known)."""
-        out = self.transform_columns(partial(self._col, frame), frame.height)
-        return pl.DataFrame({k: v.astype(np.float32) for k, v in out.items()})
+        parts = [
+            self.transform_columns(partial(self._col, part), part.height)
+            for part in frame.iter_slices(TRANSFORM_ROWS)
+        ] or [self.transform_columns(partial(self._col, frame), 0)]
+        return pl.DataFrame(
+            {k: np.concatenate([p[k] for p in parts]).astype(np.float32) for k in parts[0]}
+        )
 
     def transform_columns(self, column: Column, n: int) -> dict[str, np.ndarray]:
         """:meth:`transform` on arrays: ``column(name)`` gives a feature's ``n`` values as
         float64 (NaN when missing); returns float64 scores by output name. Serving scores
-        single rows through this, without building frames."""
+        single rows through this, without building frames, so the metrics are scored
+        together (one array operation per step for all gauges, one for all counters), not
+        one metric at a time."""
         check_is_fitted(self)
-        cols_out: dict[str, np.ndarray] = {}
-        for metric, cols in self._columns().items():
-            if "increase" in cols:
-                fleet = self.fleet_rate_per_day_.get(metric, 1.0)
-                lam = finite(self._own_rate(column, cols))
-                lam = np.maximum(lam, self.rate_floor_share * fleet)
-                inc = column(cols["increase"])
-                cols_out[score_name(metric)] = negbin_surprise(inc, lam, self.counter_shape)
-                continue
-            zs = []
-            for kind in ("own", "peer"):
-                if kind in cols:
-                    med, scale = self.reference_.get(f"{metric}:{kind}", (np.nan, np.nan))
-                    zs.append(np.abs(robust_z(column(cols[kind]), med, scale)))
-            z = np.fmax.reduce(zs) if len(zs) > 1 else zs[0]
-            cols_out[score_name(metric)] = normal_surprise(z)
+        layout = self._columns()
+        gauges = [m for m, cols in layout.items() if "increase" not in cols]
+        counters = [m for m, cols in layout.items() if "increase" in cols]
+        scores: dict[str, np.ndarray] = {}
+        if gauges:
+            for metric, z in zip(gauges, self._gauge_z(column, n, gauges).T, strict=True):
+                scores[metric] = z
+        if counters:
+            surprise = self._counter_surprise(column, n, counters)
+            for metric, s in zip(counters, surprise.T, strict=True):
+                scores[metric] = s
+        cols_out = {score_name(m): scores[m] for m in layout}
         stacked = np.column_stack(list(cols_out.values())) if cols_out else np.zeros((0, 0))
         cols_out[MAX_COLUMN] = (
             stacked.max(axis=1) if stacked.size else np.zeros(n, dtype=np.float64)
         )
         return cols_out
+
+    def _gauge_z(self, column: Column, n: int, gauges: list[str]) -> np.ndarray:
+        """Surprise of the larger |robust z| (own history, peers) per gauge: n x gauges."""
+        layout = self._columns()
+        nan = np.full(n, np.nan)
+        best: np.ndarray | None = None
+        for kind in ("own", "peer"):
+            if not any(kind in layout[g] for g in gauges):
+                continue
+            values = np.column_stack(
+                [column(layout[g][kind]) if kind in layout[g] else nan for g in gauges]
+            )
+            ref = [self.reference_.get(f"{g}:{kind}", (np.nan, np.nan)) for g in gauges]
+            center = np.asarray([c for c, _ in ref], dtype=np.float64)
+            scale = np.asarray([s for _, s in ref], dtype=np.float64)
+            z = np.abs(robust_z(values, center, scale))
+            best = z if best is None else np.fmax(best, z)
+        assert best is not None  # every gauge has an own-history column
+        return normal_surprise(best)
+
+    def _counter_surprise(self, column: Column, n: int, counters: list[str]) -> np.ndarray:
+        """Negative binomial surprise of each counter's 24 h increase: n x counters."""
+        inc = self._counter_matrix(column, counters, "increase")
+        lam = finite(self._own_rates(column, counters))
+        fleet = np.asarray([self.fleet_rate_per_day_.get(c, 1.0) for c in counters])
+        lam = np.maximum(lam, self.rate_floor_share * fleet)
+        return negbin_surprise(inc, lam, self.counter_shape)
 
     def flags(self, frame: pl.DataFrame) -> np.ndarray:
         """Rows whose worst metric is more surprising than the fitted ``threshold_``."""

@@ -87,10 +87,6 @@ def _iso(t: datetime | None) -> str | None:
     return None if t is None else t.isoformat()
 
 
-def _provenance(loaded: Loaded) -> dict[str, Any]:
-    return loaded.provenance.to_dict()
-
-
 def _rows_of(snap: OnlineSnapshot, ids: Sequence[str]) -> np.ndarray:
     unknown = [n for n in dict.fromkeys(ids) if n not in snap.index]
     if unknown:
@@ -175,7 +171,7 @@ def _score(ctx: ServeContext, body: ScoreRequest) -> dict[str, Any]:
             )
     return {
         "as_of": now.isoformat(),
-        "model": _provenance(loaded),
+        "model": loaded.provenance_dict,
         "online_as_of": _iso(online_as_of),
         "results": results,
     }
@@ -230,7 +226,7 @@ def _risk_page(
     return {
         "as_of": now,
         "horizon_hours": scorer.horizons[h].total_seconds() / 3600,
-        "model": _provenance(loaded),
+        "model": loaded.provenance_dict,
         "online_as_of": snap.as_of,
         "total": int(order.size),
         "stale": int(match.sum() - order.size),

@@ -139,6 +139,7 @@ def test_stale_nodes_say_so(
         ({"gpu_temp_c__max_6h": "Infinity"}, "gpu_temp_c__max_6h"),
         ({"gpu_temp_c__max_6h": "1e400"}, "gpu_temp_c__max_6h"),
         ({"gpu_temp_c__max_6h": "1e300"}, "gpu_temp_c__max_6h"),
+        ({"gpu_temp_c__max_6h": "1" + "0" * 400}, "gpu_temp_c__max_6h"),
         ({"gpu_temp_c__max_6h": '"hot"'}, "gpu_temp_c__max_6h"),
         ({"node__pool": "3"}, "node__pool"),
         ({"no_such_feature": "1"}, "no_such_feature"),
@@ -276,3 +277,44 @@ def test_openapi_documents_every_endpoint(client: TestClient) -> None:
     assert "ErrorBody" in str(score["responses"]["422"])
     assert "HTTPBearer" in doc["components"]["securitySchemes"]
     assert np.isfinite(len(doc["components"]["schemas"]))
+
+
+@pytest.mark.parametrize(
+    ("feature", "value"),
+    [
+        ("gpu_temp_c__max_6h", True),
+        ("gpu_temp_c__max_6h", "71"),
+        ("gpu_temp_c__max_6h", math.nan),
+        ("gpu_temp_c__max_6h", -math.inf),
+        ("gpu_temp_c__max_6h", 10**400),
+        ("gpu_temp_c__max_6h", 1e39),
+        ("node__pool", 3),
+    ],
+)
+def test_scorer_names_the_vector_and_feature_of_a_bad_value(
+    model: Any, online: pl.DataFrame, feature: str, value: Any
+) -> None:
+    from serving.failure_scorer import FailureScorer, FeatureVectorError
+
+    good = vector(online, model)
+    bad = {**good, feature: value}
+    with pytest.raises(FeatureVectorError) as err:
+        FailureScorer(model).design_vectors([good, bad, good])
+    assert (err.value.row, err.value.feature) == (1, feature)
+
+
+def test_scorer_accepts_numpy_numbers_and_explains_vectors_like_ids(
+    client: TestClient, model: Any, online: pl.DataFrame
+) -> None:
+    from serving.failure_scorer import FailureScorer
+
+    scorer = FailureScorer(model)
+    vec = vector(online, model, 2)
+    as_numpy = {k: np.float64(v) if isinstance(v, float) else v for k, v in vec.items()}
+    plain, numpy_typed = scorer.design_vectors([vec]), scorer.design_vectors([as_numpy])
+    assert np.array_equal(plain.encoded, numpy_typed.encoded, equal_nan=True)
+    node = online["node_id"][2]
+    body = {"nodes": [{"features": vec}], "node_ids": [node], "explain": 2}
+    by_id, by_vec = client.post("/v1/failure/score", json=body).json()["results"]
+    for a, b in zip(by_id["risks"], by_vec["risks"], strict=True):
+        assert a["reasons"] and a["reasons"] == b["reasons"]
