@@ -65,6 +65,11 @@ def score_name(metric: str) -> str:
     return f"{PREFIX}{metric}"
 
 
+def _matrix(column: Column, names: list[str]) -> np.ndarray:
+    """The named columns side by side: n x len(names), float64."""
+    return np.asarray([column(name) for name in names], dtype=np.float64).T
+
+
 @lru_cache(maxsize=8)
 def _layout(spec: NodeFeatureSpec) -> dict[str, dict[str, str]]:
     """The feature columns each metric is scored from, by metric (gauges, then counters);
@@ -141,7 +146,7 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
         layout = self._columns()
         counters = [m for m, cols in layout.items() if "increase" in cols]
         for metric in counters:  # one at a time: a training frame has millions of rows
-            rate = self._own_rates(partial(self._col, frame), [metric])[:, 0]
+            rate = self._counter_inputs(partial(self._col, frame), [metric])[1][:, 0]
             pos = rate[np.isfinite(rate) & (rate > 0)]
             rates[metric] = float(np.median(pos)) if pos.size else 1.0
         for metric, cols in layout.items():
@@ -155,19 +160,16 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
         self.threshold_ = float(np.quantile(worst, 1.0 - self.flag_rate)) if worst.size else 0.0
         return self
 
-    def _counter_matrix(self, column: Column, counters: list[str], kind: str) -> np.ndarray:
+    def _counter_inputs(self, column: Column, counters: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Each counter's 24 h increase and its own long-run daily rate before those 24 h
+        (NaN where the total is unknown): two n x counters arrays."""
         layout = self._columns()
-        return np.column_stack([column(layout[c][kind]) for c in counters])
-
-    def _own_rates(self, column: Column, counters: list[str]) -> np.ndarray:
-        """Each counter's own long-run daily rate before the last 24 h: n x counters
-        (NaN where the total is unknown)."""
-        inc = finite(self._counter_matrix(column, counters, "increase"))
-        total = self._counter_matrix(column, counters, "total")
-        age = np.maximum(self._counter_matrix(column, counters, "age"), 1.0)
+        inc = _matrix(column, [layout[c]["increase"] for c in counters])
+        total = _matrix(column, [layout[c]["total"] for c in counters])
+        age = np.maximum(_matrix(column, [layout[c]["age"] for c in counters]), 1.0)
         with np.errstate(invalid="ignore"):
-            out: np.ndarray = np.maximum(total - inc, 0.0) / age
-        return out
+            rate: np.ndarray = np.maximum(total - finite(inc), 0.0) / age
+        return inc, rate
 
     def transform(self, frame: pl.DataFrame) -> pl.DataFrame:
         """One surprise column per metric plus ``anomaly__max`` (0 when nothing is known)."""
@@ -190,18 +192,17 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
         gauges = [m for m, cols in layout.items() if "increase" not in cols]
         counters = [m for m, cols in layout.items() if "increase" in cols]
         scores: dict[str, np.ndarray] = {}
+        worst: list[np.ndarray] = []
         if gauges:
-            for metric, z in zip(gauges, self._gauge_z(column, n, gauges).T, strict=True):
-                scores[metric] = z
+            found = self._gauge_z(column, n, gauges)
+            scores.update(zip(gauges, found.T, strict=True))
+            worst.append(found.max(axis=1))
         if counters:
-            surprise = self._counter_surprise(column, n, counters)
-            for metric, s in zip(counters, surprise.T, strict=True):
-                scores[metric] = s
+            found = self._counter_surprise(column, counters)
+            scores.update(zip(counters, found.T, strict=True))
+            worst.append(found.max(axis=1))
         cols_out = {score_name(m): scores[m] for m in layout}
-        stacked = np.column_stack(list(cols_out.values())) if cols_out else np.zeros((0, 0))
-        cols_out[MAX_COLUMN] = (
-            stacked.max(axis=1) if stacked.size else np.zeros(n, dtype=np.float64)
-        )
+        cols_out[MAX_COLUMN] = np.maximum.reduce(worst) if worst else np.zeros(n, dtype=np.float64)
         return cols_out
 
     def _gauge_z(self, column: Column, n: int, gauges: list[str]) -> np.ndarray:
@@ -212,9 +213,9 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
         for kind in ("own", "peer"):
             if not any(kind in layout[g] for g in gauges):
                 continue
-            values = np.column_stack(
+            values = np.asarray(
                 [column(layout[g][kind]) if kind in layout[g] else nan for g in gauges]
-            )
+            ).T
             ref = [self.reference_.get(f"{g}:{kind}", (np.nan, np.nan)) for g in gauges]
             center = np.asarray([c for c, _ in ref], dtype=np.float64)
             scale = np.asarray([s for _, s in ref], dtype=np.float64)
@@ -223,10 +224,10 @@ class NodeAnomalyScorer(BaseEstimator):  # type: ignore[misc]
         assert best is not None  # every gauge has an own-history column
         return normal_surprise(best)
 
-    def _counter_surprise(self, column: Column, n: int, counters: list[str]) -> np.ndarray:
+    def _counter_surprise(self, column: Column, counters: list[str]) -> np.ndarray:
         """Negative binomial surprise of each counter's 24 h increase: n x counters."""
-        inc = self._counter_matrix(column, counters, "increase")
-        lam = finite(self._own_rates(column, counters))
+        inc, rate = self._counter_inputs(column, counters)
+        lam = finite(rate)
         fleet = np.asarray([self.fleet_rate_per_day_.get(c, 1.0) for c in counters])
         lam = np.maximum(lam, self.rate_floor_share * fleet)
         return negbin_surprise(inc, lam, self.counter_shape)
