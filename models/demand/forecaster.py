@@ -222,11 +222,25 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
             out[sel] = smoothing.forecasts(values, first[sel], o[sel], h[sel], k[j : j + 1])[:, 0]
         return out
 
+    @staticmethod
+    def _cal_steps(panel: Panel, cfg: ForecastConfig, o: np.ndarray) -> int:
+        """Origins in each held-out window: ``calibration_steps``, or a third of the
+        span the model can issue from when that is shorter (so the held-out model
+        still has data to learn from)."""
+        span = int((panel.ts_us[o].max() - panel.ts_us[o].min()) // step_us(cfg))
+        return min(cfg.calibration_steps, max(MIN_CAL_STEPS, span // 3))
+
     def _choose_smoothing(
         self, panel: Panel, cfg: ForecastConfig, o: np.ndarray, h: np.ndarray
     ) -> None:
         """Each series' Holt-Winters setting: the smallest absolute error over its
-        training pairs (fit data only)."""
+        training pairs with targets before the held-out windows (so the windows that
+        set the blend and the band judge a choice made without them; all pairs when
+        too few are left)."""
+        held_out = int(self.cal_folds) * self._cal_steps(panel, cfg, o) * step_us(cfg)
+        before = panel.ts_us[o + h] <= int(panel.ts_us.max()) - held_out
+        if before.sum() >= MIN_TRAIN_ROWS:
+            o, h = o[before], h[before]
         fc = self._smoothed(panel, cfg, o, h, every=True)
         err = np.abs(fc - panel.value[o + h][:, None])
         best = smoothing.best_settings(err, panel.series_index()[o], len(panel.series))
@@ -317,8 +331,7 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         hz = np.asarray(cfg.horizons, dtype=np.int64)
         # A short history gets a shorter held-out window (a third of the span the model
         # can issue from), so the held-out model still has data to learn from.
-        span = int((panel.ts_us[o].max() - panel.ts_us[o].min()) // step_us(cfg))
-        steps = min(cfg.calibration_steps, max(MIN_CAL_STEPS, span // 3))
+        steps = self._cal_steps(panel, cfg, o)
         end_us = int(panel.ts_us.max())
         parts: list[tuple[np.ndarray, ...]] = []
         folds = int(self.cal_folds)

@@ -24,13 +24,8 @@ from functools import cache
 
 import numpy as np
 
-SETTINGS: tuple[tuple[float, float], ...] = (
-    (0.2, 0.1),
-    (0.2, 0.3),
-    (0.5, 0.1),
-    (0.5, 0.3),
-    (0.9, 0.1),
-    (0.9, 0.3),
+SETTINGS: tuple[tuple[float, float], ...] = tuple(
+    (alpha, gamma) for alpha in (0.05, 0.1, 0.2, 0.4, 0.7, 1.0) for gamma in (0.1, 0.3, 0.5)
 )
 """(alpha: level smoothing, gamma: season smoothing) settings a series can get."""
 CHUNK = 50_000
