@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
 
 from core.clock import Clock
 from pipelines.settings import Settings
+from serving.auth import LoginRequired
 from serving.config import ServeConfig
 from serving.context import ServeContext
+from serving.dashboards import login
 from serving.dashboards import router as dashboards
 from serving.errors import BodyLimit, install_error_handlers
 from serving.metrics import RequestMetrics, ServerMetrics
@@ -58,9 +61,16 @@ def create_app(
     app.state.ctx = ctx
     app.state.metrics = ServerMetrics()
     install_error_handlers(app)
+
+    async def to_login(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, LoginRequired)
+        return login.login_redirect(exc)
+
+    app.add_exception_handler(LoginRequired, to_login)
     app.add_middleware(BodyLimit, max_bytes=cfg.max_body_bytes)
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)  # outermost: sees 413s
     for module in (health, metrics, failure, demand, plans):
         app.include_router(module.router)
     app.include_router(dashboards)
+    app.include_router(login.router)
     return app

@@ -11,7 +11,7 @@ with errors that name the key (never a secret)::
     [server]
     host = "0.0.0.0"
     port = 8080
-    protect_reads = false       # true: read endpoints need a viewer token too
+    protect_reads = false       # true: read endpoints and dashboards need a viewer token
     max_body_bytes = 8388608    # larger request bodies get 413
     max_batch = 10000           # most nodes / series per request (more: 413)
     reload_every_s = 15         # registry poll for a moved champion alias

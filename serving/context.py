@@ -16,6 +16,7 @@ from serving.config import ServeConfig
 from serving.failure_scorer import FailureScorer
 from serving.fleet import FleetCache, OnlineNodes
 from serving.models import ModelSlot
+from serving.sessions import SessionSigner
 
 
 @dataclass
@@ -27,6 +28,8 @@ class ServeContext:
     demand: ModelSlot
     online: OnlineNodes = field(init=False)
     fleet: FleetCache = field(default_factory=FleetCache)
+    sessions: SessionSigner = field(default_factory=SessionSigner)
+    """Signs dashboard sign-in cookies (a random key per process)."""
     forecasts: dict[tuple[str, Any], Any] = field(default_factory=dict)
     """Demand forecasts per (model version, lake demand files' state); see routes.demand."""
     _scorers: weakref.WeakKeyDictionary[Any, FailureScorer] = field(

@@ -16,14 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import plotly
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from serving.auth import page_access
 from serving.context import Ctx
 from serving.dashboards import charts, demand, fleet, node, plans, registry_view
 from serving.dashboards.risk import fleet_risk
+from serving.sessions import COOKIE
 
 HERE = Path(str(files("serving.dashboards")))
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
@@ -98,8 +100,18 @@ def _page(request: Request, name: str, active: str, **context: Any) -> HTMLRespo
     return templates.TemplateResponse(
         request,
         name,
-        {"nav": NAV, "active": active, "now": ctx.clock.now(), **context},
+        {
+            "nav": NAV,
+            "active": active,
+            "now": ctx.clock.now(),
+            "signed_in": ctx.config.protect_reads and COOKIE in request.cookies,
+            **context,
+        },
     )
+
+
+pages = APIRouter(include_in_schema=False, dependencies=[Depends(page_access)])
+"""Every page showing fleet data: behind a sign-in when reads are protected."""
 
 
 @router.get("/static/{name}")
@@ -116,7 +128,7 @@ def favicon() -> Response:
     return Response(status_code=204)
 
 
-@router.get("/", response_class=HTMLResponse)
+@pages.get("/", response_class=HTMLResponse)
 def fleet_board(request: Request, ctx: Ctx) -> HTMLResponse:
     """Fleet risk board: heat map of p_fail per rack and spine, riskiest nodes."""
     risk = fleet_risk(ctx)
@@ -135,7 +147,7 @@ def fleet_board(request: Request, ctx: Ctx) -> HTMLResponse:
     )
 
 
-@router.get("/nodes/{node_id}", response_class=HTMLResponse)
+@pages.get("/nodes/{node_id}", response_class=HTMLResponse)
 def node_page(request: Request, ctx: Ctx, node_id: str) -> HTMLResponse:
     """One node: risk over time, the telemetry behind it, failure / repair history."""
     if not node.valid_node_id(node_id):
@@ -192,14 +204,14 @@ def node_page(request: Request, ctx: Ctx, node_id: str) -> HTMLResponse:
     )
 
 
-@router.get("/demand", response_class=HTMLResponse)
+@pages.get("/demand", response_class=HTMLResponse)
 def demand_index(request: Request, ctx: Ctx) -> HTMLResponse:
     """Every demand series with its latest value and capacity."""
     frame = demand.demand_frame(ctx)
     return _page(request, "demand_index.html", "/demand", series=demand.series_table(frame))
 
 
-@router.get("/demand/{series_id:path}", response_class=HTMLResponse)
+@pages.get("/demand/{series_id:path}", response_class=HTMLResponse)
 def demand_series(request: Request, ctx: Ctx, series_id: str) -> HTMLResponse:
     """One series: actual vs the served forecast's p10 / p50 / p90, backtest accuracy."""
     if not demand.valid_series_id(series_id):
@@ -276,7 +288,7 @@ def _backtest_metrics(models: list[dict[str, Any]], loaded: Any) -> dict[str, An
     return {"metrics": {}, "problem": f"version {loaded.version} is not in the registry"}
 
 
-@router.get("/capacity", response_class=HTMLResponse)
+@pages.get("/capacity", response_class=HTMLResponse)
 def capacity(request: Request, ctx: Ctx, plan_id: str | None = None) -> HTMLResponse:
     """Pool sizing (target vs current, demand over the next 48 h) and the buy plan of the
     latest plan (or ``?plan_id=``)."""
@@ -332,12 +344,12 @@ def _plan_or_404(ctx: Any, plan_id: str) -> dict[str, Any]:
     return plan
 
 
-@router.get("/plans", response_class=RedirectResponse)
+@pages.get("/plans", response_class=RedirectResponse)
 def plans_root() -> RedirectResponse:
     return RedirectResponse("/plans/latest", status_code=307)
 
 
-@router.get("/plans/latest", response_class=HTMLResponse)
+@pages.get("/plans/latest", response_class=HTMLResponse)
 def plan_latest(request: Request, ctx: Ctx) -> HTMLResponse:
     """The newest plan, or an empty state saying how to make one."""
     ids = plans.plan_ids(ctx.settings.plans_dir)
@@ -346,7 +358,7 @@ def plan_latest(request: Request, ctx: Ctx) -> HTMLResponse:
     return _plan_page(request, ctx, ids[0], ids)
 
 
-@router.get("/plans/{plan_id}", response_class=HTMLResponse)
+@pages.get("/plans/{plan_id}", response_class=HTMLResponse)
 def plan_page(request: Request, ctx: Ctx, plan_id: str) -> HTMLResponse:
     """One plan: actions and skips with reasons and evidence, audit trail, approval."""
     return _plan_page(request, ctx, plan_id, plans.plan_ids(ctx.settings.plans_dir))
@@ -369,7 +381,7 @@ def _plan_page(request: Request, ctx: Any, plan_id: str, ids: list[str]) -> HTML
     )
 
 
-@router.get("/models", response_class=HTMLResponse)
+@pages.get("/models", response_class=HTMLResponse)
 def models_page(request: Request, ctx: Ctx) -> HTMLResponse:
     """Champion / challenger metrics, the failure champion's calibration, data
     freshness, scheduled job runs."""
@@ -395,3 +407,6 @@ def models_page(request: Request, ctx: Ctx) -> HTMLResponse:
         runs=runs,
         runs_problem=runs_problem,
     )
+
+
+router.include_router(pages)

@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 APPROVER_SECRET = "approver-secret-for-browser-tests"
+VIEWER_SECRET = "viewer-secret-for-browser-tests"
 REPO = Path(__file__).resolve().parents[3]
 
 
@@ -40,20 +42,21 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def dashboard_url(served_workspace: Path, shared_data: Path) -> Iterator[str]:
-    """Base URL of a uvicorn server on 127.0.0.1 whose clock stands just after the
-    fleet's last telemetry sample (so the online features are fresh)."""
-    import uvicorn
-
+def _app(served_workspace: Path, shared_data: Path, config: ServeConfig) -> Any:
+    """The app with its clock just after the fleet's last telemetry sample (so the
+    online features are fresh)."""
     settings = settings_for(served_workspace, shared_data)
     end = Lake(settings.lake_dir).scan("telemetry").select(pl.col("ts").max()).collect().item()
-    config = ServeConfig(
-        tokens=(ApiToken("browser-test", "approver", token_digest(APPROVER_SECRET)),)
-    )
-    app = create_app(
+    return create_app(
         settings, config, clock=FixedClock(end + timedelta(minutes=5)), reload_in_background=False
     )
+
+
+@contextmanager
+def _serving(app: Any) -> Iterator[str]:
+    """Base URL of a uvicorn server running ``app`` on 127.0.0.1 (in a thread)."""
+    import uvicorn
+
     port = _free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
@@ -70,6 +73,27 @@ def dashboard_url(served_workspace: Path, shared_data: Path) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def dashboard_url(served_workspace: Path, shared_data: Path) -> Iterator[str]:
+    """A server with open reads and one approver token."""
+    config = ServeConfig(
+        tokens=(ApiToken("browser-test", "approver", token_digest(APPROVER_SECRET)),)
+    )
+    with _serving(_app(served_workspace, shared_data, config)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def protected_url(served_workspace: Path, shared_data: Path) -> Iterator[str]:
+    """A server with ``protect_reads`` on and one viewer token."""
+    config = ServeConfig(
+        tokens=(ApiToken("browser-viewer", "viewer", token_digest(VIEWER_SECRET)),),
+        protect_reads=True,
+    )
+    with _serving(_app(served_workspace, shared_data, config)) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
