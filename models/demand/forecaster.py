@@ -8,6 +8,12 @@ multi-horizon, with p10 / p50 / p90.
   level (hourly) or from level + damped local trend (weekly), divided by the level.
 - **Unconstrained.** ``value`` is running + pending, so a pool that sat at capacity
   trains the model on what was asked for, not on what fitted.
+- **Stacking.** ``stacking="feature"`` (default): the windowed Holt-Winters forecast
+  of :mod:`models.demand.smoothing` (each series' setting chosen on its fit data) is an
+  input, so the trees learn corrections to an exponential-smoothing forecast;
+  ``"offset"`` makes it the starting point the trees add to, ``"none"`` leaves it out.
+  ``blend=True`` also mixes it into the point forecast with a per-horizon weight
+  chosen on the held-out windows. Chosen on validation cutoffs (README).
 - **Loss.** The median model's L1 loss on the scaled target, unweighted by default.
   ``weighting="mase"`` weights it by scale / seasonal noise (:func:`mase_weights`),
   which makes it the MASE the forecasts are judged by; it is not the default because
@@ -75,6 +81,8 @@ W_CLIP = 5.0
 BAND_SCALES = ("std", "noise")
 STACKINGS = ("none", "feature", "offset")
 SMOOTHED = "smoothed__forecast"
+SMOOTHING_CHOICE_ROWS = 300_000
+"""Training pairs at most that choose the series' Holt-Winters settings."""
 
 
 class DemandForecaster(BaseEstimator):  # type: ignore[misc]
@@ -90,7 +98,10 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
     ``band_scale`` (conformal normaliser: "std", the origin's ``level_window``
     standard deviation, or "noise", its seasonal noise, both over its scale);
     ``cal_folds`` (held-out calibration windows; their models share the half of
-    ``max_train_rows`` one would get).
+    ``max_train_rows`` one would get); ``stacking`` ("feature", the default, "offset"
+    or "none") and ``blend`` (see the module docstring); ``series_band`` (weight of
+    each series' own held-out residual quantiles in its band, against the pooled ones;
+    0 = pooled only, the default).
     """
 
     def __init__(
@@ -109,7 +120,7 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         weighting: str = "none",
         band_scale: str = "std",
         cal_folds: int = 2,
-        stacking: str = "none",
+        stacking: str = "feature",
         series_band: float = 0.0,
         blend: bool = False,
     ) -> None:
@@ -234,13 +245,13 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         self, panel: Panel, cfg: ForecastConfig, o: np.ndarray, h: np.ndarray
     ) -> None:
         """Each series' Holt-Winters setting: the smallest absolute error over its
-        training pairs with targets before the held-out windows (so the windows that
-        set the blend and the band judge a choice made without them; all pairs when
-        too few are left)."""
-        held_out = int(self.cal_folds) * self._cal_steps(panel, cfg, o) * step_us(cfg)
-        before = panel.ts_us[o + h] <= int(panel.ts_us.max()) - held_out
-        if before.sum() >= MIN_TRAIN_ROWS:
-            o, h = o[before], h[before]
+        training pairs (all of the fit data, as ETS estimates on all of it; choosing on
+        the targets before the held-out windows only was worse on the validation
+        cutoffs, see the README)."""
+        if o.size > SMOOTHING_CHOICE_ROWS:  # a random subset decides (the cost is per pair)
+            rng = np.random.default_rng(int(self.random_state) + 100)
+            keep = np.sort(rng.choice(o.size, size=SMOOTHING_CHOICE_ROWS, replace=False))
+            o, h = o[keep], h[keep]
         fc = self._smoothed(panel, cfg, o, h, every=True)
         err = np.abs(fc - panel.value[o + h][:, None])
         best = smoothing.best_settings(err, panel.series_index()[o], len(panel.series))
