@@ -5,9 +5,10 @@
   yes/no rule; its score counts how many of its conditions fire (ties broken by how
   many errors were seen), so it can also fill a top-k budget, and ``score > 0`` is the
   rule itself.
-- :class:`LogisticBaseline`: a logistic regression on the same features (signed log of
-  each value, missing-value indicators, standardised; categories one-hot), with the
-  same negative down-sampling and log-odds correction as the LightGBM model.
+- :class:`LogisticBaseline`: a logistic regression on the same features
+  (:func:`models.failure.linear.linear_pipeline`: signed log of each value, missing-value
+  indicators, standardised; categories one-hot), with the same negative down-sampling
+  and log-odds correction as the LightGBM model.
 """
 
 from __future__ import annotations
@@ -21,14 +22,11 @@ import numpy as np
 import pandas as pd
 import polars as pl
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.compose import ColumnTransformer
-from sklearn.impute import SimpleImputer
-from sklearn.linear_model import LogisticRegression
-from sklearn.pipeline import Pipeline, make_pipeline
-from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, StandardScaler
+from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from features.definitions import counter_name, window_label
+from models.failure.linear import linear_pipeline
 
 NODE_RULE_COUNTERS = ("xid_errors_total", "ecc_dbe_total", "disk_realloc_total")
 DRIVE_RULE_COLUMNS = ("smart_5_raw", "smart_187_raw", "smart_197_raw", "smart_198_raw")
@@ -71,11 +69,6 @@ class ReactiveRule:
         return out
 
 
-def _signed_log(x: np.ndarray) -> np.ndarray:
-    out: np.ndarray = np.sign(x) * np.log1p(np.abs(x))
-    return out
-
-
 class LogisticBaseline(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     """Logistic regression on the same features as the model (see module doc).
 
@@ -104,19 +97,7 @@ class LogisticBaseline(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             if isinstance(X[c].dtype, pd.CategoricalDtype) or X[c].dtype == object
         ]
         nums = [c for c in X.columns if c not in cats]
-        numeric = make_pipeline(
-            FunctionTransformer(_signed_log, feature_names_out="one-to-one"),
-            SimpleImputer(strategy="median", add_indicator=True, keep_empty_features=True),
-            StandardScaler(),
-        )
-        categorical = make_pipeline(
-            SimpleImputer(strategy="constant", fill_value="__missing__"),
-            OneHotEncoder(handle_unknown="ignore", min_frequency=20),
-        )
-        pre = ColumnTransformer([("num", numeric, nums), ("cat", categorical, cats)])
-        return Pipeline(
-            [("pre", pre), ("lr", LogisticRegression(C=self.C, max_iter=self.max_iter))]
-        )
+        return linear_pipeline(nums, cats, C=self.C, max_iter=self.max_iter)
 
     def fit(self, X: Any, y: Any) -> LogisticBaseline:
         X = _frame(X)

@@ -13,9 +13,21 @@ What ``fit(X, y, time=...)`` does, in order:
    score undoes that (the "probability correction").
 3. Trains LightGBM on the training slice, stopping when average precision on the
    untouched validation slice has not improved for ``early_stopping_rounds`` rounds.
+   With ``linear_blend``, a logistic regression (:class:`models.failure.linear.LinearPart`)
+   is fitted on the same training rows and the score becomes ``w * booster log-odds +
+   (1 - w) * linear log-odds``, ``w`` in 0, 0.1, ..., 1 chosen by average precision on the
+   calibration slice (untouched by early stopping; the validation slice without one, 1
+   without either): on small data the booster shrinks toward the linear model when
+   held-back rows say so.
 4. Fits a scikit-learn calibrator (``isotonic`` or ``sigmoid``, i.e. Platt scaling on
    the corrected log-odds) on the untouched calibration slice, so ``predict_proba`` is a
    probability the policy engine can price.
+
+When the purge leaves no training slice (an input spanning less than the purge, e.g. 40
+days of daily rows at a 30-day horizon) and ``groups`` (one entity id per row) are
+given, the validation and calibration slices are whole entities instead (a stable hash
+of the id): rows of one drive never sit on both sides, so label windows that overlap in
+time cannot leak an entity's own future. ``slicing_`` says which cut was used.
 
 Categorical columns (pandas ``category`` / ``object`` / string dtypes, or those named in
 ``categorical_features``) are encoded with the categories seen in ``fit``; a value not
@@ -35,10 +47,14 @@ import pandas as pd
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import average_precision_score
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
+from models.failure.linear import LinearPart
+
 CALIBRATIONS = ("isotonic", "sigmoid")
+BLEND_WEIGHTS = tuple(np.round(np.linspace(0.0, 1.0, 11), 1))
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -74,6 +90,16 @@ def _codes(column: pd.Series, levels: list[str]) -> np.ndarray:
     return out
 
 
+def _group_share(groups: Any, n: int) -> np.ndarray:
+    """A stable number in [0, 1) per row from its group id (same id, same number)."""
+    g = np.asarray(groups).astype(str)
+    if g.shape != (n,):
+        raise ValueError(f"groups must have one value per row ({n}), got shape {g.shape}")
+    h = pd.util.hash_array(g.astype(object), categorize=True)
+    out: np.ndarray = (h >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+    return out
+
+
 def _times(time: Any, n: int) -> np.ndarray:
     """``time`` as float64 (datetimes in seconds), or the row index when None."""
     if time is None:
@@ -101,6 +127,8 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
     - ``purge``: gap between the training slice and the later slices, in ``time``
       units (seconds for datetimes); set it to the label horizon.
     - ``monotone_constraints``: ``{feature name: +1 | -1}`` (pandas input only).
+    - ``linear_blend``: blend with a logistic regression (weight chosen on validation);
+      ``linear_C``: its inverse L2 strength.
     - ``random_state``: int, ``np.random.Generator`` or None; all randomness (down-sampling,
       LightGBM's bagging seed) derives from it.
     """
@@ -123,6 +151,8 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         purge: float = 0.0,
         categorical_features: str | Sequence[str] = "auto",
         monotone_constraints: Mapping[str, int] | None = None,
+        linear_blend: bool = False,
+        linear_C: float = 1.0,
         random_state: int | np.random.Generator | None = 0,
         n_jobs: int = 1,
     ) -> None:
@@ -141,6 +171,8 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         self.purge = purge
         self.categorical_features = categorical_features
         self.monotone_constraints = monotone_constraints
+        self.linear_blend = linear_blend
+        self.linear_C = linear_C
         self.random_state = random_state
         self.n_jobs = n_jobs
 
@@ -214,8 +246,9 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         return validate_data(self, enc, **kw)
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X: Any, y: Any, *, time: Any = None) -> NodeFailureClassifier:
-        """Fit on rows ``X`` with binary labels ``y`` observed at ``time`` (see module doc)."""
+    def fit(self, X: Any, y: Any, *, time: Any = None, groups: Any = None) -> NodeFailureClassifier:
+        """Fit on rows ``X`` with binary labels ``y`` observed at ``time`` of entities
+        ``groups`` (optional; see module doc)."""
         self._check_params()
         Xv, y = self._validated(X, y, reset=True)
         y = column_or_1d(y, warn=True)
@@ -234,7 +267,8 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         yb = (y == classes[1]).astype(np.float64)
         t = _times(time, Xv.shape[0])
         rng = np.random.default_rng(self.random_state)
-        train, val, cal = self._slices(t, yb)
+        share = None if groups is None else _group_share(groups, Xv.shape[0])
+        train, val, cal = self._slices(t, yb, share)
 
         rate = 1.0 if self.negative_rate is None else float(self.negative_rate)
         if rate < 1.0:
@@ -263,6 +297,7 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         )
         best = self.booster_.best_iteration
         self.best_iteration_ = int(best) if best and best > 0 else self.booster_.current_iteration()
+        self._fit_blend(Xv, yb, train, cal if cal.size else val, cat_idx)
 
         self.calibrator_: Any = None
         self.calibration_brier_: dict[str, float] = {}
@@ -285,12 +320,39 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         }
         return self
 
+    def _fit_blend(
+        self, Xv: np.ndarray, yb: np.ndarray, train: np.ndarray, held: np.ndarray, cats: list[int]
+    ) -> None:
+        """The linear part (on ``train``) and the blend weight (on ``held``; see module doc)."""
+        self.linear_: LinearPart | None = None
+        self.blend_weight_ = 1.0
+        self.blend_validation_ap_: dict[float, float] = {}
+        if not self.linear_blend or not 0 < yb[train].sum() < train.size:
+            return
+        self.linear_ = LinearPart(Xv.shape[1], cats, C=self.linear_C).fit(Xv[train], yb[train])
+        if not held.size:
+            return
+        zb = np.asarray(
+            self.booster_.predict(Xv[held], num_iteration=self.best_iteration_, raw_score=True)
+        )
+        zl = self.linear_.raw(Xv[held])
+        ap = {
+            float(w): float(average_precision_score(yb[held], w * zb + (1 - w) * zl))
+            for w in BLEND_WEIGHTS
+        }
+        self.blend_validation_ap_ = ap
+        # Highest average precision; ties go to the booster (the larger weight).
+        self.blend_weight_ = max(ap, key=lambda w: (round(ap[w], 12), w))
+
     def _col_index(self, name: str) -> int:
         names = list(getattr(self, "feature_names_in_", []))
         return names.index(name)
 
-    def _slices(self, t: np.ndarray, yb: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Row indices of the training, validation and calibration slices (by time).
+    def _slices(
+        self, t: np.ndarray, yb: np.ndarray, share: np.ndarray | None = None
+    ) -> tuple[np.ndarray, ...]:
+        """Row indices of the training, validation and calibration slices (by time; by
+        group ``share`` when the purge leaves no training slice, see module doc).
 
         A later slice that holds only one class cannot stop or calibrate anything; it is
         folded back (validation) or dropped (calibration) so tiny inputs still fit.
@@ -309,11 +371,19 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         def two_classes(idx: np.ndarray) -> bool:
             return idx.size > 0 and 0 < yb[idx].sum() < idx.size
 
+        self.slicing_ = "time"
+        if not two_classes(train) and share is not None:
+            sv = share[order]
+            cal = order[sv < cf]
+            val = order[(sv >= cf) & (sv < cf + vf)]
+            train = order[sv >= cf + vf]
+            self.slicing_ = "groups"
         if not two_classes(cal):
             cal = order[:0]
         if not two_classes(val):
             val = order[:0]
         if not two_classes(train):
+            self.slicing_ = "none"
             # Too little data to hold slices back: train on everything before calibration.
             train = order[ts < cut_cal] if two_classes(order[ts < cut_cal]) else order
             val = order[:0]
@@ -368,11 +438,22 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         return _sigmoid(coef * _logit(p) + float(self.calibrator_.intercept_[0]))
 
     # ------------------------------------------------------------------ predict
+    def _blend(self) -> tuple[float, LinearPart | None]:
+        """(weight of the booster, linear part); models saved before the blend existed
+        have neither attribute."""
+        return getattr(self, "blend_weight_", 1.0), getattr(self, "linear_", None)
+
     def _corrected_raw(self, Xv: np.ndarray, num_threads: int = 0) -> np.ndarray:
-        raw = self.booster_.predict(
-            Xv, num_iteration=self.best_iteration_, raw_score=True, num_threads=num_threads
+        raw = np.asarray(
+            self.booster_.predict(
+                Xv, num_iteration=self.best_iteration_, raw_score=True, num_threads=num_threads
+            ),
+            dtype=np.float64,
         )
-        out: np.ndarray = np.asarray(raw, dtype=np.float64) + self.log_odds_shift_
+        w, linear = self._blend()
+        if linear is not None and w < 1.0:
+            raw = w * raw + (1.0 - w) * linear.raw(Xv)
+        out: np.ndarray = raw + self.log_odds_shift_
         return out
 
     def uncalibrated_proba(self, X: Any) -> np.ndarray:
@@ -404,7 +485,8 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
     def contributions(self, X: Any) -> np.ndarray:
         """Signed per-feature contributions to each row's log-odds (LightGBM
         ``pred_contrib``), shape (n, n_features + 1); the last column is the bias, which
-        includes the down-sampling correction. They explain the uncalibrated score;
+        includes the down-sampling correction (and, blended, the linear part's terms are
+        added with their weight). They explain the uncalibrated score;
         isotonic calibration is monotone, so their ranking and signs carry over."""
         check_is_fitted(self)
         return self.contributions_encoded(self._validated(X, reset=False))
@@ -415,6 +497,9 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
             self.booster_.predict(Xv, num_iteration=self.best_iteration_, pred_contrib=True),
             dtype=np.float64,
         )
+        w, linear = self._blend()
+        if linear is not None and w < 1.0:
+            c = w * c + (1.0 - w) * linear.contributions(Xv)
         c[:, -1] += self.log_odds_shift_
         return c
 

@@ -10,9 +10,20 @@ fixed origin, so all drives share the days), holding
 - ``smart_N_raw__increase_7d`` / ``_30d``: growth since the value 7 / 30 days earlier
   (since the first observation for younger drives);
 - ``smart_N_raw__days_since_increase``: days since the counter last grew;
+- ``smart_N_raw__days_since_nonzero``: days since the counter first showed a nonzero
+  value (null: never), for the counters the SMART rule reads (5, 187, 197, 198);
+- ``smart_rule__nonzero`` / ``smart_rule__total``: how many of those counters are
+  nonzero, and their sum (the rule's own inputs, as one ranking);
+- ``drive__days_since_growth``: days since any counter last grew, and
+  ``drive__growth_snapshots_30d`` / ``_90d``: snapshots with a growing counter in the
+  last 30 / 90 days (a start-stop table writes a row only when a value changes, so
+  these are how restless the drive has been);
+- ``drive__days_since_snapshot``: days since the latest snapshot (a daily file has one
+  every day; a drive that stops reporting or a quiet hds interval shows here);
 - ``drive__power_on_hours`` (at the last snapshot, plus the calendar hours since: a
-  drive in the fleet is powered on), ``drive__days_observed``, ``drive__capacity_tb`` and the
-  categorical ``drive__model``.
+  drive in the fleet is powered on), ``drive__days_observed``, ``drive__capacity_tb``,
+  and the categoricals ``drive__model`` and ``drive__family`` (the vendor prefix of the
+  model name: ``ST``, ``WDC``, ``Hitachi``...).
 
 A row at day ``t`` uses only snapshots with ``ts <= t``. Labels come from
 :func:`features.labels.add_failure_labels` (failures strictly after ``t``; null past the
@@ -31,6 +42,7 @@ import polars as pl
 
 from features.definitions import FeatureDef
 from features.labels import add_failure_labels, label_name
+from models.failure.baselines import DRIVE_RULE_COLUMNS
 
 DRIVE = "node_id"
 ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)
@@ -48,7 +60,8 @@ SMART_NAMES: dict[int, str] = {
     197: "pending sectors",
     198: "offline uncorrectable sectors",
 }
-LAGS = (timedelta(days=7), timedelta(days=30))
+LAGS = (timedelta(days=1), timedelta(days=7), timedelta(days=30))
+GROWTH_WINDOWS = (timedelta(days=30), timedelta(days=90))
 # Cumulative counters grow; temperature and the read-error rate do not, so only the
 # counters get increase features.
 COUNTER_IDS = (5, 10, 12, 187, 188, 189, 196, 197, 198)
@@ -92,13 +105,81 @@ def drive_feature_defs(smart_ids: tuple[int, ...]) -> list[FeatureDef]:
                     doc=f"days since SMART {n} {what} last grew (null: never seen growing)",
                 )
             )
+        if col in DRIVE_RULE_COLUMNS:
+            defs.append(
+                FeatureDef(
+                    f"{col}__days_since_nonzero",
+                    (col,),
+                    "days_since_first_nonzero",
+                    None,
+                    "float32",
+                    doc=f"days since SMART {n} {what} first showed nonzero (null: never)",
+                )
+            )
+    rule = tuple(smart_column(n) for n in smart_ids if smart_column(n) in DRIVE_RULE_COLUMNS)
+    if rule:
+        defs += [
+            FeatureDef(
+                "smart_rule__nonzero",
+                rule,
+                "count_nonzero",
+                None,
+                "float32",
+                doc="SMART 5/187/197/198 counters that are nonzero",
+            ),
+            FeatureDef(
+                "smart_rule__total",
+                rule,
+                "sum",
+                None,
+                "float32",
+                doc="bad sectors and errors counted by SMART 5/187/197/198 together",
+            ),
+        ]
+    growth_src = tuple(smart_column(n) for n in smart_ids if n in COUNTER_IDS)
+    if growth_src:
+        defs.append(
+            FeatureDef(
+                "drive__days_since_growth",
+                growth_src,
+                "days_since_last_increase",
+                None,
+                "float32",
+                doc="days since any SMART counter last grew (null: never seen growing)",
+            )
+        )
+        defs += [
+            FeatureDef(
+                f"drive__growth_snapshots_{w.days}d",
+                growth_src,
+                "growth_count",
+                w,
+                "float32",
+                doc=f"snapshots with a growing SMART counter in the last {w.days} days",
+            )
+            for w in GROWTH_WINDOWS
+        ]
     defs += [
+        FeatureDef("drive__days_since_snapshot", ("ts",), "days_since_snapshot", None, "float32"),
         FeatureDef("drive__power_on_hours", ("power_on_hours",), "last", None, "float32"),
         FeatureDef("drive__days_observed", ("ts",), "age", None, "float32"),
         FeatureDef("drive__capacity_tb", ("capacity_bytes",), "last", None, "float32"),
         FeatureDef("drive__model", ("model",), "category", None, "category"),
+        FeatureDef("drive__family", ("model",), "category", None, "category"),
     ]
     return defs
+
+
+def model_family(model: pl.Expr) -> pl.Expr:
+    """The vendor prefix of a drive model name: the first word of ``Hitachi HDS5C3030``
+    or ``WDC WD30EFRX``, the two letters of ``ST4000DM000``."""
+    words = model.str.split(" ")
+    return (
+        pl.when(words.list.len() > 1)
+        .then(words.list.first())
+        .otherwise(model.str.slice(0, 2))
+        .cast(pl.Categorical)
+    )
 
 
 def present_smart_ids(smart: pl.DataFrame) -> tuple[int, ...]:
@@ -192,16 +273,34 @@ def drive_features(
         .sort(DRIVE, "__snap_ts")
     )
     counters = [smart_column(n) for n in ids if n in COUNTER_IDS]
-    # The time of the latest growth of each counter, carried forward per drive.
+    rule = [c for c in cols if c in DRIVE_RULE_COLUMNS]
     snap = snap.with_columns(
-        [
-            pl.when(pl.col(c) > pl.col(c).forward_fill().shift(1).over(DRIVE))
+        (pl.col(c) > pl.col(c).forward_fill().shift(1).over(DRIVE)).alias(f"{c}__grew")
+        for c in counters
+    )
+    grew = [pl.col(f"{c}__grew").fill_null(False) for c in counters]
+    # Per drive, carried forward: the time of the latest growth of each counter, the
+    # time each rule counter first showed nonzero, and how many snapshots so far had a
+    # growing counter.
+    snap = snap.with_columns(
+        *[
+            pl.when(g).then(pl.col("__snap_ts")).forward_fill().over(DRIVE).alias(f"{c}__chg")
+            for c, g in zip(counters, grew, strict=True)
+        ],
+        *[
+            pl.when(pl.col(c) > 0)
             .then(pl.col("__snap_ts"))
+            .cum_min()
             .forward_fill()
             .over(DRIVE)
-            .alias(f"{c}__chg")
-            for c in counters
-        ]
+            .alias(f"{c}__nz")
+            for c in rule
+        ],
+        pl.any_horizontal(*grew or [pl.lit(False)])
+        .cast(pl.Int32)
+        .cum_sum()
+        .over(DRIVE)
+        .alias("__growths"),
     ).sort("__snap_ts")
     first = snap.group_by(DRIVE).agg(
         pl.col("__snap_ts").min().alias("__first_ts"),
@@ -216,14 +315,14 @@ def drive_features(
         strategy="backward",
         check_sortedness=False,
     )
-    lagged = snap.select(DRIVE, "__snap_ts", *cols)
-    for w in LAGS:
+    lagged = snap.select(DRIVE, "__snap_ts", "__growths", *cols)
+    for w in sorted({*LAGS, *GROWTH_WINDOWS}):
         tag = f"__lag{w.days}"
         out = (
             out.with_columns((pl.col("ts") - w).alias("__then"))
             .sort("__then")
             .join_asof(
-                lagged.rename({c: f"{c}{tag}" for c in [*cols, "__snap_ts"]}),
+                lagged.rename({c: f"{c}{tag}" for c in [*cols, "__snap_ts", "__growths"]}),
                 left_on="__then",
                 right_on=f"__snap_ts{tag}",
                 by=DRIVE,
@@ -242,13 +341,30 @@ def drive_features(
                 exprs.append(
                     (pl.col(c) - before).cast(pl.Float32).alias(f"{c}__increase_{w.days}d")
                 )
-            exprs.append(
-                ((pl.col("ts") - pl.col(f"{c}__chg")).dt.total_seconds() / 86400)
-                .cast(pl.Float32)
-                .alias(f"{c}__days_since_increase")
-            )
+            exprs.append(_days_since(f"{c}__chg").alias(f"{c}__days_since_increase"))
+            if c in rule:
+                exprs.append(_days_since(f"{c}__nz").alias(f"{c}__days_since_nonzero"))
+    if rule:
+        exprs += [
+            pl.sum_horizontal(*[(pl.col(c) > 0).cast(pl.Float32) for c in rule])
+            .cast(pl.Float32)
+            .alias("smart_rule__nonzero"),
+            pl.sum_horizontal(*[pl.col(c).clip(lower_bound=0) for c in rule])
+            .cast(pl.Float32)
+            .alias("smart_rule__total"),
+        ]
+    if counters:
+        latest = pl.max_horizontal(*[pl.col(f"{c}__chg") for c in counters])
+        exprs.append(_days_since(latest).alias("drive__days_since_growth"))
+        exprs += [
+            (pl.col("__growths") - pl.col(f"__growths__lag{w.days}").fill_null(0))
+            .cast(pl.Float32)
+            .alias(f"drive__growth_snapshots_{w.days}d")
+            for w in GROWTH_WINDOWS
+        ]
     since_snap_h = (pl.col("ts") - pl.col("__snap_ts")).dt.total_seconds() / 3600
     exprs += [
+        (since_snap_h / 24).cast(pl.Float32).alias("drive__days_since_snapshot"),
         (pl.col("power_on_hours") + since_snap_h).cast(pl.Float32).alias("drive__power_on_hours"),
         ((pl.col("ts") - pl.col("__first_ts")).dt.total_seconds() / 86400)
         .cast(pl.Float32)
@@ -257,6 +373,7 @@ def drive_features(
         .cast(pl.Float32)
         .alias("drive__capacity_tb"),
         pl.col("model").cast(pl.Categorical).alias("drive__model"),
+        model_family(pl.col("model")).alias("drive__family"),
     ]
     names = [d.name for d in drive_feature_defs(ids)]
     feats = out.with_columns(exprs).select(DRIVE, "ts", *names)
@@ -264,6 +381,12 @@ def drive_features(
         feats.lazy(), events.lazy(), horizons=horizons, label_cutoff=cutoff
     ).collect()
     return labelled.sort(DRIVE, "ts")
+
+
+def _days_since(then: str | pl.Expr) -> pl.Expr:
+    """Days (float32) from the timestamp ``then`` to the row's ``ts`` (null stays null)."""
+    t = pl.col(then) if isinstance(then, str) else then
+    return ((pl.col("ts") - t).dt.total_seconds() / 86400).cast(pl.Float32)
 
 
 def drive_label(horizon: timedelta) -> str:

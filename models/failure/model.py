@@ -266,16 +266,22 @@ def train_failure_model(
             lbl = label_name(h)
             rows = observed(frame, h, label_cutoff=label_cutoff, time_column=time_column)
             clf = NodeFailureClassifier(**{**base, "purge": h.total_seconds()})
-            clf.fit(model.design(rows), rows[lbl].to_numpy(), time=rows[time_column].to_numpy())
+            clf.fit(
+                model.design(rows),
+                rows[lbl].to_numpy(),
+                time=rows[time_column].to_numpy(),
+                groups=rows[entity].to_numpy(),
+            )
             model.classifiers[lbl] = clf
         return model
-    parts, ys, ts = [], [], []
+    parts, ys, ts, ids = [], [], [], []
     for h in hs:
         lbl = label_name(h)
         rows = observed(frame, h, label_cutoff=label_cutoff, time_column=time_column)
         parts.append(model._with_horizon(model.design(rows), h))
         ys.append(rows[lbl].to_numpy())
         ts.append(rows[time_column].to_numpy())
+        ids.append(rows[entity].to_numpy())
     clf = NodeFailureClassifier(
         **{
             **base,
@@ -283,6 +289,11 @@ def train_failure_model(
             "monotone_constraints": {HORIZON_FEATURE: 1},
         }
     )
-    clf.fit(pd.concat(parts, ignore_index=True), np.concatenate(ys), time=np.concatenate(ts))
+    clf.fit(
+        pd.concat(parts, ignore_index=True),
+        np.concatenate(ys),
+        time=np.concatenate(ts),
+        groups=np.concatenate(ids),
+    )
     model.classifiers[STACKED_KEY] = clf
     return model

@@ -113,6 +113,8 @@ def describe(d: FeatureDef, value: float | str | None) -> str:
         return f"last {kind} {_num(v)} h ago"
     if agg == "count":
         return f"{_num(v)} failures in the last {w}"
+    if agg == "days_since_snapshot":
+        return f"last SMART snapshot {_num(v)} days ago"
     if agg == "age":
         return f"in service {_num(v)} days"
     if agg == "surprise":
@@ -125,12 +127,26 @@ def _odds(surprise: float) -> str:
 
 
 def _smart(d: FeatureDef, v: float) -> str:
-    what = d.doc.split(" over ")[0].removeprefix("growth of ").removesuffix(", raw")
-    if d.aggregation == "increase":
-        return f"{what} grew by {_num(v)} in {d.window.days if d.window else 0} days"
-    if d.aggregation == "days_since_last_increase":
-        return f"{what} last grew {_num(v)} days ago"
-    return f"{what} = {_num(v)}"
+    """Drive (SMART) features: ``SMART 5 reallocated sectors grew by 8 in 7 days``."""
+    from models.failure.drives import SMART_NAMES
+
+    n = d.source[0].removeprefix("smart_").removesuffix("_raw")
+    what = (
+        "any SMART counter"
+        if len(d.source) > 1
+        else f"SMART {n} {SMART_NAMES.get(int(n), '') if n.isdigit() else ''}".rstrip()
+    )
+    days = d.window.days if d.window else 0
+    span = f"{days} day{'' if days == 1 else 's'}"
+    text = {
+        "increase": f"{what} grew by {_num(v)} in {span}",
+        "days_since_last_increase": f"{what} last grew {_num(v)} days ago",
+        "days_since_first_nonzero": f"{what} nonzero for {_num(v)} days",
+        "growth_count": f"{_num(v)} snapshots with a growing SMART counter in {span}",
+        "count_nonzero": f"{_num(v)} of SMART 5/187/197/198 nonzero",
+        "sum": f"{_num(v)} bad sectors and errors in SMART 5/187/197/198",
+    }
+    return text.get(d.aggregation, f"{what} = {_num(v)}")
 
 
 def top_reasons(

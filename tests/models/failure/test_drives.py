@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from core.schemas import DRIVE_SMART, EVENTS
-from models.failure.drives import drive_features
+from models.failure.drives import drive_features, model_family
 
 D0 = datetime(2015, 1, 1, tzinfo=UTC)
 
@@ -71,6 +71,26 @@ def test_values_are_carried_forward_and_increases_look_back(frame: pl.DataFrame)
     assert row(frame, "B", 30)["smart_5_raw__days_since_increase"] is None
 
 
+def test_rule_counter_history_and_restlessness(frame: pl.DataFrame) -> None:
+    # A: smart_5 0 -> 8 on day 10, smart_197 0 -> 3 on day 20.
+    r = row(frame, "A", 25)
+    assert r["smart_5_raw__days_since_nonzero"] == 15
+    assert r["smart_197_raw__days_since_nonzero"] == 5
+    assert r["smart_rule__nonzero"] == 2 and r["smart_rule__total"] == 11
+    assert r["drive__days_since_growth"] == 5
+    assert r["drive__growth_snapshots_30d"] == 2  # days 10 and 20
+    assert r["drive__days_since_snapshot"] == 5
+    assert r["drive__family"] == "ST"
+    assert row(frame, "A", 11)["smart_5_raw__increase_1d"] == 0  # grew on day 10, not 11
+    assert row(frame, "A", 10)["smart_5_raw__increase_1d"] == 8
+    later = row(frame, "A", 39)  # 19 days after the day-20 growth, 29 after day 10
+    assert later["drive__growth_snapshots_30d"] == 2
+    b = row(frame, "B", 30)
+    assert b["smart_5_raw__days_since_nonzero"] is None
+    assert b["smart_rule__nonzero"] == 0 and b["drive__days_since_growth"] is None
+    assert b["drive__growth_snapshots_90d"] == 0
+
+
 def test_labels_and_rows_stop_at_the_failure(frame: pl.DataFrame) -> None:
     assert row(frame, "A", 9)["fails_within_30d"] == 0  # failure on day 40 is 31 d away
     assert row(frame, "A", 10)["fails_within_30d"] == 1
@@ -108,3 +128,9 @@ def test_a_stride_samples_grid_days_shared_by_all_drives() -> None:
     days = set(f["ts"].to_list())
     assert len(days) <= 5
     assert all(((d - datetime(2000, 1, 1, tzinfo=UTC)).days % 7) == 0 for d in days)
+
+
+def test_model_family_is_the_vendor_prefix() -> None:
+    models = pl.Series("m", ["ST4000DM000", "WDC WD30EFRX", "Hitachi HDS5C3030ALA630", None])
+    fam = pl.select(model_family(pl.lit(models))).to_series().cast(pl.String).to_list()
+    assert fam == ["ST", "WDC", "Hitachi", None]

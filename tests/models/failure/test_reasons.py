@@ -38,3 +38,23 @@ def test_top_reasons_are_the_largest_contributions_with_their_sign() -> None:
     assert reasons[0].contribution == -1.2
     assert reasons[0].text == "gpu_temp_c 6 C below rack peers over 1h (lowers risk)"
     assert reasons[1].text.endswith("(raises risk)")
+
+
+def test_drive_sentences_name_the_smart_attribute() -> None:
+    from models.failure.drives import drive_feature_defs
+
+    defs = defs_by_name(drive_feature_defs((5, 187, 197, 198)))
+    assert describe(defs["smart_5_raw__increase_1d"], 8.0) == (
+        "SMART 5 reallocated sectors grew by 8 in 1 day"
+    )
+    assert describe(defs["smart_197_raw__days_since_increase"], 3.0) == (
+        "SMART 197 pending sectors last grew 3 days ago"
+    )
+    assert describe(defs["smart_187_raw__days_since_nonzero"], 40.0) == (
+        "SMART 187 reported uncorrectable errors nonzero for 40 days"
+    )
+    assert (
+        describe(defs["drive__days_since_growth"], 2.0) == "any SMART counter last grew 2 days ago"
+    )
+    assert describe(defs["smart_rule__nonzero"], 2.0) == "2 of SMART 5/187/197/198 nonzero"
+    assert describe(defs["drive__days_since_snapshot"], 9.0) == "last SMART snapshot 9 days ago"
