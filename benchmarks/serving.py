@@ -310,9 +310,9 @@ def cold_fleet_scoring(ws: Path) -> dict[str, Any]:
     """In process: design matrix + P(failure) for every online node, every horizon."""
     from datetime import timedelta as td
 
+    from models.failure.scorer import FailureScorer
     from pipelines import failure_jobs
     from pipelines.settings import Settings
-    from serving.failure_scorer import FailureScorer
     from serving.fleet import FleetRisk, OnlineNodes
 
     model, prov = failure_jobs.load_model(Settings(ws, ROOT.parent / "shared" / "data"))

@@ -36,6 +36,7 @@ from features.frames import DEFAULT_HORIZONS
 from features.labels import label_name
 from models.failure import metrics as M
 from models.failure.model import FailureModel, observed, train_failure_model
+from models.failure.scorer import pyfunc_predict
 from pipelines.feature_store import STALE, FeatureStore, FeatureStoreError
 from pipelines.registry import Backtest, RegistryError
 from pipelines.settings import Settings
@@ -214,7 +215,7 @@ def train(
         version = registry.log_and_register(
             MODEL_NAME,
             model,
-            predict=FailureModel.__call__,
+            predict=pyfunc_predict,
             params=model.params(),
             metrics=metrics,
             feature_set_hash=feature_hash,

@@ -11,9 +11,9 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 
 from core.clock import Clock
+from models.failure.scorer import FailureScorer
 from pipelines.settings import Settings
 from serving.config import ServeConfig
-from serving.failure_scorer import FailureScorer
 from serving.fleet import FleetCache, OnlineNodes
 from serving.models import ModelSlot
 from serving.sessions import SessionSigner

@@ -25,9 +25,9 @@ import numpy as np
 import polars as pl
 
 from core.contracts import Reason
+from models.failure.scorer import Design, FailureScorer
 from pipelines.failure_jobs import LAST_SAMPLE
 from pipelines.feature_store import FeatureStore, FeatureStoreError
-from serving.failure_scorer import Design, FailureScorer
 
 NODE_FRAME = "node"
 POOL = "node__pool"

@@ -21,11 +21,11 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from core.contracts import Reason
+from models.failure.scorer import FailureScorer, FeatureVectorError
 from pipelines.feature_store import FeatureStoreError
 from serving.auth import Reader
 from serving.context import Ctx, ServeContext
 from serving.errors import ApiError
-from serving.failure_scorer import FailureScorer, FeatureVectorError
 from serving.fleet import FRESH, FleetRisk, OnlineSnapshot
 from serving.models import Loaded
 from serving.schemas import (

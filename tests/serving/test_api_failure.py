@@ -294,7 +294,7 @@ def test_openapi_documents_every_endpoint(client: TestClient) -> None:
 def test_scorer_names_the_vector_and_feature_of_a_bad_value(
     model: Any, online: pl.DataFrame, feature: str, value: Any
 ) -> None:
-    from serving.failure_scorer import FailureScorer, FeatureVectorError
+    from models.failure.scorer import FailureScorer, FeatureVectorError
 
     good = vector(online, model)
     bad = {**good, feature: value}
@@ -306,7 +306,7 @@ def test_scorer_names_the_vector_and_feature_of_a_bad_value(
 def test_scorer_accepts_numpy_numbers_and_explains_vectors_like_ids(
     client: TestClient, model: Any, online: pl.DataFrame
 ) -> None:
-    from serving.failure_scorer import FailureScorer
+    from models.failure.scorer import FailureScorer
 
     scorer = FailureScorer(model)
     vec = vector(online, model, 2)
@@ -318,3 +318,20 @@ def test_scorer_accepts_numpy_numbers_and_explains_vectors_like_ids(
     by_id, by_vec = client.post("/v1/failure/score", json=body).json()["results"]
     for a, b in zip(by_id["risks"], by_vec["risks"], strict=True):
         assert a["reasons"] and a["reasons"] == b["reasons"]
+
+
+def test_pyfunc_entry_point_equals_the_models_own_call(model: Any, online: pl.DataFrame) -> None:
+    """What MLflow serves: few rows go through the array scorer, many through the frame
+    path, an input it cannot take as records falls back; all give the model's numbers."""
+    from models.failure.scorer import PYFUNC_RECORD_ROWS, pyfunc_predict
+
+    frame = online.to_pandas()
+    for rows in (frame.head(3), frame.head(PYFUNC_RECORD_ROWS + 1)):
+        want = model(rows)
+        got = pyfunc_predict(model, rows)
+        assert list(got.columns) == list(want.columns)
+        assert np.allclose(got.to_numpy(), want.to_numpy(), rtol=0, atol=1e-12)
+    numeric = next(c for c in model.base_features if frame[c].dtype.kind == "f")
+    flags = frame.head(2).astype({numeric: "object"})
+    flags[numeric] = [True, False]  # booleans: not a feature vector, the frame path casts
+    assert pyfunc_predict(model, flags).shape == (2, len(model.labels))

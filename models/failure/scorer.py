@@ -14,6 +14,10 @@ model's ``design`` step does as arrays:
 then one LightGBM call per classifier (``proba_encoded``) and TreeSHAP
 (``contributions_encoded``) only for the rows that get reasons. The results equal
 ``FailureModel.predict_proba`` / ``predict_risk`` (tests check it).
+
+:func:`pyfunc_predict` is the registered model's MLflow entry point: a few rows (what
+``mlflow models serve`` gets per request) go through the scorer from plain records, so
+the model served by MLflow pays milliseconds per request, not a frame conversion.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from datetime import timedelta
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import polars as pl
 
 from core.contracts import Reason
@@ -251,3 +256,44 @@ class FailureScorer:
                 return i
         have = [h.total_seconds() / 3600 for h in self.horizons]
         raise ValueError(f"the model has no {hours:g} h horizon; it has {have}")
+
+
+PYFUNC_RECORD_ROWS = 64
+"""Up to this many rows :func:`pyfunc_predict` takes the records path; larger inputs
+convert the frame once (cheaper per row)."""
+_scorers: dict[int, tuple[FailureModel, FailureScorer]] = {}
+
+
+def _scorer_of(model: FailureModel) -> FailureScorer:
+    found = _scorers.get(id(model))
+    if found is None or found[0] is not model:
+        found = (model, FailureScorer(model))
+        _scorers.clear()  # one model per serving process; never grows
+        _scorers[id(model)] = found
+    return found[1]
+
+
+def _plain(value: Any) -> FeatureValue:
+    """A pandas cell as a feature value: missing (None / NaN / NA) -> None."""
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return None
+    return value  # type: ignore[no-any-return]
+
+
+def pyfunc_predict(model: FailureModel, model_input: pd.DataFrame) -> pd.DataFrame:
+    """MLflow pyfunc entry point: feature rows in, ``p_fails_within_<h>`` columns out
+    (the same numbers as ``FailureModel.__call__``)."""
+    if isinstance(model_input, pd.DataFrame) and len(model_input) <= PYFUNC_RECORD_ROWS:
+        scorer = _scorer_of(model)
+        if not set(scorer.features) <= set(model_input.columns):
+            return model(model_input)  # which names what is missing
+        records = model_input[scorer.features].to_dict("records")
+        vectors = [{k: _plain(v) for k, v in row.items()} for row in records]
+        try:
+            design = scorer.design_vectors(vectors)
+        except FeatureVectorError:
+            design = None  # e.g. booleans: the frame path casts what it can, or says why
+        if design is not None:
+            p = scorer.proba(design)
+            return pd.DataFrame({f"p_{lbl}": p[:, i] for i, lbl in enumerate(model.labels)})
+    return model(model_input)
