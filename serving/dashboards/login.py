@@ -31,8 +31,8 @@ def safe_next(path: str | None) -> str:
     else ``/``."""
     if not path or not path.startswith("/") or path.startswith(("//", "/\\")):
         return "/"
-    if any(c in path for c in "\r\n\\"):
-        return "/"
+    if "\\" in path or any(ord(c) < 0x20 or ord(c) == 0x7F for c in path):
+        return "/"  # browsers drop tabs / newlines: "/\t/host" would become "//host"
     return path
 
 

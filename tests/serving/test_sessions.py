@@ -135,7 +135,9 @@ def test_forged_or_expired_sessions_are_sent_to_sign_in(
         clock.advance(-(SESSION_TTL + timedelta(minutes=1)))  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("target", ["//evil.example/x", "https://evil.example/", "/\\evil"])
+@pytest.mark.parametrize(
+    "target", ["//evil.example/x", "https://evil.example/", "/\\evil", "/%09/evil.example"]
+)
 def test_sign_in_only_redirects_to_this_server(
     protected: tuple[TestClient, object], target: str
 ) -> None:
