@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--days", type=float, default=60.0)
     ap.add_argument("--warmup-days", type=float, default=14.0)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--sizing-every", type=int, default=6)
+    ap.add_argument("--sizing-every", type=int, default=1)
     ap.add_argument(
         "--jobs", type=int, default=3, help="Processes (one policy each; CPU seconds: all)."
     )

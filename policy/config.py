@@ -125,9 +125,17 @@ class DisruptionConfig:
     - ``storm_fraction`` 0.2 / ``storm_min_nodes`` 3: a pool where more than 20 % of the
       nodes (and at least 3) cross the threshold at once acts on none and alerts;
     - ``min_hold`` 6 h: no drain within 6 h of an uncordon, no uncordon within 6 h of a
-      cordon (no flapping);
+      cordon (no flapping; a finished repair or inspection uncordons at once);
+    - ``repair_hold`` 24 h (the risk horizon): no drain within that long of a finished
+      repair or inspection — the risk still reads the telemetry from before it, and a
+      healthy node would otherwise be drained again and again on the same evidence;
     - ``clean_window`` 24 h / ``uncordon_p_fail`` 0.02: a cordoned node whose risk stayed
       that low for the window goes back into service;
+    - ``confirm_scores`` 1 / ``confirm_gap`` 90 min: a drain needs the node's last
+      ``confirm_scores`` scores (each within ``confirm_gap`` of the next) over the
+      threshold; 2 confirms a risk over two consecutive hourly scores (fewer drains on
+      a one-hour spike, an hour later on a real one) and needs the caller to pass the
+      previous score too, so the default acts on the latest score alone;
     - ``max_checkpoint_wait`` 2 h: a drain waits for the node's next known checkpoint if
       it comes that soon;
     - ``expires_after`` 2 h: an action not run by then is dropped (the next plan decides);
@@ -141,8 +149,11 @@ class DisruptionConfig:
     storm_fraction: float = 0.2
     storm_min_nodes: int = 3
     min_hold: timedelta = timedelta(hours=6)
+    repair_hold: timedelta = timedelta(hours=24)
     clean_window: timedelta = timedelta(hours=24)
     uncordon_p_fail: float = 0.02
+    confirm_scores: int = 1
+    confirm_gap: timedelta = timedelta(minutes=90)
     max_checkpoint_wait: timedelta = timedelta(hours=2)
     expires_after: timedelta = timedelta(hours=2)
     owner: str = "predops"
@@ -150,14 +161,20 @@ class DisruptionConfig:
     seed: int = 0
     costs: CostModel = field(default_factory=CostModel)
 
+    def __post_init__(self) -> None:
+        if self.confirm_scores < 1:
+            raise ValueError(f"confirm_scores must be >= 1, got {self.confirm_scores}")
+
 
 @dataclass(frozen=True, slots=True)
 class SizingConfig:
     """Elastic pool sizing knobs.
 
     - ``scale_up_lead`` 30 min: new nodes take that long to join, so the target covers
-      the peak of the p90 forecast over lead + ``hold`` (default 6 h);
-    - ``scale_in_cooldown`` 2 h: no scale-in within that long of the last resize;
+      the peak of the p90 forecast over lead + ``hold``;
+    - ``hold`` 1 h: the time until the next sizing round (the engine plans every hour;
+      a longer hold sizes for a longer peak and holds more idle nodes);
+    - ``scale_in_cooldown`` 2 h: no scale-in within that long of the last scale-up;
     - ``deadband_nodes`` 1: changes this small are not worth an action;
     - ``packing_policy`` 'best_fit': the allocator policy the estimate packs with;
     - ``lend_min_anticorrelation`` 0.5: pools whose hourly p50 profiles correlate below
@@ -165,7 +182,7 @@ class SizingConfig:
     """
 
     scale_up_lead: timedelta = timedelta(minutes=30)
-    hold: timedelta = timedelta(hours=6)
+    hold: timedelta = timedelta(hours=1)
     scale_in_cooldown: timedelta = timedelta(hours=2)
     deadband_nodes: int = 1
     packing_policy: str = "best_fit"

@@ -89,6 +89,27 @@ def jobs_on(
     return jobs
 
 
+def lost_work(state: NodeState, now: datetime, costs: CostModel) -> timedelta:
+    """Work a failure at a random moment destroys per job: half a checkpoint period on
+    average; when only the last checkpoint is known, the work since then."""
+    if state.checkpoint_interval:
+        return state.checkpoint_interval / 2
+    if state.last_checkpoint_at is not None and state.last_checkpoint_at <= now:
+        return now - state.last_checkpoint_at
+    return costs.checkpoint_interval / 2
+
+
+def break_even_floor(state: NodeState, now: datetime, costs: CostModel, margin: float) -> float:
+    """A p_fail at or below which no drain of a node in ``state`` can pay, whatever it
+    runs: every job costs a failure ``rate x (lost + detection + restart)`` and a drain
+    at least ``rate x restart``, so a drain needs
+    ``p > margin x restart / (lost + detection + restart)``. Lets a planner skip the
+    full economics of the many nodes far below the threshold."""
+    restart = costs.restart_overhead / HOUR
+    whole = lost_work(state, now, costs) / HOUR + costs.detection_delay / HOUR + restart
+    return margin * restart / whole if whole > 0 else 0.0
+
+
 def node_economics(
     spec: NodeSpec,
     pods: Sequence[PodRequest],
@@ -100,15 +121,7 @@ def node_economics(
     max_checkpoint_wait: timedelta,
 ) -> NodeEconomics:
     """Failure and drain cost of ``spec`` running ``pods`` now."""
-    # Work lost by a failure at a random moment: half a checkpoint period on average;
-    # when only the last checkpoint is known, the work since then.
-    if state.checkpoint_interval:
-        lost = state.checkpoint_interval / 2
-    elif state.last_checkpoint_at is not None and state.last_checkpoint_at <= now:
-        lost = now - state.last_checkpoint_at
-    else:
-        lost = costs.checkpoint_interval / 2
-    lost_h = lost / HOUR
+    lost_h = lost_work(state, now, costs) / HOUR
     restart_h = costs.restart_overhead / HOUR
     detect_h = costs.detection_delay / HOUR
     nxt = state.next_checkpoint(now)

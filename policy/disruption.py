@@ -10,9 +10,10 @@ pods of every accepted drain — gangs whole, in their rack / spine — still fi
 schedulable rest of the cluster. A drain waits for the node's next checkpoint when it
 is known and near.
 
-Per cordoned node: uncordon when a repair finished after the cordon, or when its
-current risk is low and a clean window has passed since the cordon — never within
-``min_hold`` of the cordon (hysteresis), never a node someone else cordoned.
+Per cordoned node: uncordon when a repair or inspection finished after the cordon, or
+when its current risk is low and a clean window has passed since the cordon (not
+within ``min_hold`` of the cordon: hysteresis), never a node someone else cordoned. A
+node back from a repair or inspection is not drained again for ``repair_hold``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from core.actions import Action, Drain, Skip, SkipReason, Uncordon
 from core.contracts import FailureRisk, Provenance
 from policy.budgets import BudgetLedger
 from policy.config import Budgets, DisruptionConfig
-from policy.costs import NodeEconomics, node_economics
+from policy.costs import NodeEconomics, break_even_floor, node_economics
 from policy.fleet import FleetState, NodeState
 from policy.guards import NodeCandidate, PdbLedger, Verdict, first_objection
 
@@ -59,6 +60,23 @@ def latest_risk(risks: Iterable[FailureRisk]) -> dict[str, FailureRisk]:
         if old is None or (r.as_of, r.p_fail) > (old.as_of, old.p_fail):
             out[r.node_id] = r
     return out
+
+
+def earlier_scores(
+    risks: Iterable[FailureRisk], latest: Mapping[str, FailureRisk]
+) -> dict[str, list[FailureRisk]]:
+    """Per node, its scores older than the latest one, newest first (one per ``as_of``:
+    the highest p_fail, as :func:`latest_risk` reads ties)."""
+    by_time: dict[str, dict[datetime, FailureRisk]] = {}
+    for r in risks:
+        top = latest.get(r.node_id)
+        if top is None or r.as_of >= top.as_of:
+            continue
+        slot = by_time.setdefault(r.node_id, {})
+        old = slot.get(r.as_of)
+        if old is None or r.p_fail > old.p_fail:
+            slot[r.as_of] = r
+    return {n: [s[t] for t in sorted(s, reverse=True)] for n, s in by_time.items()}
 
 
 def _in_snapshot(snapshot: ClusterSnapshot, node_id: str) -> bool:
@@ -108,6 +126,7 @@ class CordonDrainPolicy:
         cfg = self.config
         out = Decisions()
         by_node = latest_risk(risks)
+        history = earlier_scores(risks, by_node)
         pods_on, gangs = self._pods(snapshot)
         passed: list[tuple[NodeCandidate, NodeEconomics]] = []
         for node_id in sorted(by_node):
@@ -123,6 +142,16 @@ class CordonDrainPolicy:
                 out.skips.append(Skip("drain", node_id, v.reason, v.detail))
                 continue
             assert cand.spec is not None and cand.state is not None
+            floor = break_even_floor(cand.state, now, cfg.costs, cfg.benefit_margin)
+            if not cand.pods or risk.p_fail <= floor:
+                detail = (
+                    "no pods: a failure interrupts nothing"
+                    if not cand.pods
+                    else f"p_fail {risk.p_fail:.3f} <= {floor:.3f}, below what any drain of "
+                    "this node needs (margin x restart / (lost work + detection + restart))"
+                )
+                out.skips.append(Skip("drain", node_id, SkipReason.BELOW_THRESHOLD, detail))
+                continue
             econ = node_economics(
                 cand.spec,
                 cand.pods,
@@ -144,6 +173,10 @@ class CordonDrainPolicy:
                     )
                 )
                 continue
+            unconfirmed = self._unconfirmed(cand, gangs, history.get(node_id, ()), now)
+            if unconfirmed is not None:
+                out.skips.append(Skip("drain", node_id, SkipReason.HYSTERESIS, unconfirmed))
+                continue
             passed.append((cand, econ))
 
         passed = self._storm_breaker(passed, fleet, out)
@@ -158,6 +191,45 @@ class CordonDrainPolicy:
         return out
 
     # ------------------------------------------------------------------ pieces
+    def _unconfirmed(
+        self,
+        cand: NodeCandidate,
+        gangs: Mapping[str, Sequence[PodRequest]],
+        earlier: Sequence[FailureRisk],
+        now: datetime,
+    ) -> str | None:
+        """Why the risk is not yet confirmed (None: it is): with ``confirm_scores`` N > 1
+        the N - 1 scores before the latest, each within ``confirm_gap`` of the next,
+        must also cross the threshold (on the node's current pods)."""
+        cfg = self.config
+        need = cfg.confirm_scores - 1
+        if need <= 0:
+            return None
+        assert cand.spec is not None and cand.state is not None
+        at = cand.risk.as_of
+        for k, r in enumerate(earlier[:need]):
+            if at - r.as_of > cfg.confirm_gap:
+                break
+            e = node_economics(
+                cand.spec,
+                cand.pods,
+                gangs,
+                cand.state,
+                r.p_fail,
+                now,
+                cfg.costs,
+                cfg.max_checkpoint_wait,
+            )
+            if e.expected_benefit <= cfg.benefit_margin * e.drain_cost:
+                return (
+                    f"not confirmed: the score at {r.as_of.isoformat()} (p_fail "
+                    f"{r.p_fail:.3f}) was below the threshold"
+                )
+            at = r.as_of
+            if k + 1 == need:
+                return None
+        return f"not confirmed: {cfg.confirm_scores} consecutive scores over the threshold needed"
+
     @staticmethod
     def _pods(
         snapshot: ClusterSnapshot,
@@ -333,13 +405,10 @@ class CordonDrainPolicy:
             return None, Verdict(SkipReason.UNDER_REPAIR, "repair not finished")
         if now - st.observed_at > cfg.max_data_age:
             return None, Verdict(SkipReason.STALE_DATA, "node state too old")
-        if st.cordoned_at is not None and now - st.cordoned_at < cfg.min_hold:
-            return None, Verdict(
-                SkipReason.HYSTERESIS,
-                f"cordoned at {st.cordoned_at.isoformat()}, less than {cfg.min_hold} ago",
-            )
         expires = now + cfg.expires_after
         repaired = st.repaired_at
+        # A finished repair or inspection is a fact, not a flap: the node goes back at
+        # once (the drain side then holds it for ``repair_hold``).
         if repaired is not None and (st.cordoned_at is None or repaired >= st.cordoned_at):
             return (
                 Uncordon(
@@ -350,6 +419,11 @@ class CordonDrainPolicy:
                     expires=expires,
                 ),
                 None,
+            )
+        if st.cordoned_at is not None and now - st.cordoned_at < cfg.min_hold:
+            return None, Verdict(
+                SkipReason.HYSTERESIS,
+                f"cordoned at {st.cordoned_at.isoformat()}, less than {cfg.min_hold} ago",
             )
         if risk is None:
             return None, Verdict(SkipReason.STALE_DATA, "no current risk score for this node")

@@ -77,10 +77,13 @@ class PdbState:
 
 @dataclass(frozen=True, slots=True)
 class PoolState:
-    """A pool's resize history (for the scale-in cooldown)."""
+    """A pool's resize history (for the scale-in cooldown): the last resize, and the
+    last scale-up when known (the cooldown then counts from it, as a cluster
+    autoscaler's scale-down delay after an add)."""
 
     pool: str
     last_resize_at: datetime | None = None
+    last_scale_up_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

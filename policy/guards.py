@@ -106,6 +106,19 @@ def no_flapping(c: NodeCandidate, cfg: DisruptionConfig) -> Verdict | None:
     return None
 
 
+def not_just_repaired(c: NodeCandidate, cfg: DisruptionConfig) -> Verdict | None:
+    """No drain within ``repair_hold`` of a finished repair or inspection: the node was
+    just looked at, and the risk still reads the telemetry from before it."""
+    st = c.state
+    if st is not None and st.repaired_at is not None and c.now - st.repaired_at < cfg.repair_hold:
+        return Verdict(
+            SkipReason.HYSTERESIS,
+            f"repaired or inspected at {st.repaired_at.isoformat()}, less than "
+            f"{cfg.repair_hold} ago",
+        )
+    return None
+
+
 NODE_GUARDS: tuple[Guard, ...] = (
     known_node,
     has_provenance,
@@ -114,6 +127,7 @@ NODE_GUARDS: tuple[Guard, ...] = (
     not_under_repair,
     not_cordoned,
     no_flapping,
+    not_just_repaired,
 )
 
 

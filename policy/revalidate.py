@@ -117,6 +117,8 @@ def _disruption(
         return Verdict(SkipReason.ALREADY_CORDONED, f"node already cordoned (by {by})")
     if st.uncordoned_at is not None and view.now - st.uncordoned_at < cfg.min_hold:
         return Verdict(SkipReason.HYSTERESIS, f"uncordoned at {st.uncordoned_at.isoformat()}")
+    if st.repaired_at is not None and view.now - st.repaired_at < cfg.repair_hold:
+        return Verdict(SkipReason.HYSTERESIS, f"repaired at {st.repaired_at.isoformat()}")
     v = _still_at_risk(action, view, cfg)
     if v is not None:
         return v
@@ -178,6 +180,9 @@ def _uncordon(action: Action, view: CurrentView, cfg: DisruptionConfig) -> Verdi
         )
     if st.under_repair:
         return Verdict(SkipReason.UNDER_REPAIR, "node went (back) out for repair")
-    if st.cordoned_at is not None and view.now - st.cordoned_at < cfg.min_hold:
+    repaired = st.repaired_at is not None and (
+        st.cordoned_at is None or st.repaired_at >= st.cordoned_at
+    )
+    if not repaired and st.cordoned_at is not None and view.now - st.cordoned_at < cfg.min_hold:
         return Verdict(SkipReason.HYSTERESIS, f"cordoned at {st.cordoned_at.isoformat()}")
     return None

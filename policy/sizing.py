@@ -1,19 +1,24 @@
 """Elastic pool sizing: how many nodes each pool should hold, and lending between pools.
 
 Per pool, over the window ``now .. now + scale_up_lead + hold`` (capacity ordered now
-arrives after the lead time and must cover the hold after it):
+arrives after the lead time and must cover the demand until the next sizing round,
+``hold``; the engine is meant to run every hour):
 
 1. the peak of the pool's p90 demand — GPU series summed per target time, likewise CPU
    cores (a sum of p90s overstates the p90 of the sum: the cautious side);
-2. the nodes that peak needs by the allocator's packing estimate
-   (:class:`~allocator.estimator.NodeCountEstimator`), sampling the pool's current pod
-   mix — so fragmentation counts, not just capacity / demand;
+2. the nodes that peak needs, fragmentation included (:mod:`policy.packing`): the pods
+   running now stay where the scheduler packed them on the live snapshot; only the
+   increase over them is sampled from the pool's pod mix, placed by the allocator onto
+   the free room of the busy nodes, and the rest packed onto new nodes by the
+   allocator's estimator (:class:`~allocator.estimator.NodeCountEstimator`) — cheap
+   enough to run every hour;
 3. plus a buffer for the failures the risk model expects in the window (p_fail scaled
    to the window, summed, rounded up) and the nodes already cordoned / in repair;
 4. never below current usage (nodes hosting pods, plus those out of service): a
    prediction alone never takes away nodes that run work;
-5. a scale-in waits ``scale_in_cooldown`` after the last resize; changes within
-   ``deadband_nodes`` are not worth an action.
+5. a scale-in waits ``scale_in_cooldown`` after the last scale-up (the last resize
+   when the pool state does not tell them apart); changes within ``deadband_nodes`` are
+   not worth an action.
 
 Series ids are ``<pool>/gpus/<gpu_model>`` and ``<pool>/cpu_cores`` (the demand
 contract's series naming). Lending: two pools of the same GPU model whose hourly p50
@@ -32,15 +37,16 @@ from typing import Any
 
 import numpy as np
 
-from allocator.estimator import Estimate, NodeCountEstimator
+from allocator.estimator import Estimate, NodeCountEstimator, sample_pods
 from allocator.requests import PodBatch, PodRequest
 from allocator.snapshot import ClusterSnapshot
-from allocator.topology import NodeSpec
+from allocator.topology import GPU_MILLI, NodeSpec
 from core.actions import LendNodes, ResizePool, Skip, SkipReason
 from core.contracts import FailureRisk, Forecast, Provenance
 from policy.config import SizingConfig
 from policy.disruption import Decisions, latest_risk
 from policy.fleet import FleetState
+from policy.packing import LiveFill
 
 HOUR = timedelta(hours=1)
 
@@ -101,6 +107,18 @@ def window_probability(p: float, horizon: timedelta, window: timedelta) -> float
     return float(1.0 - (1.0 - p) ** (window / horizon))
 
 
+def _templates(nodes: Sequence[NodeSpec]) -> list[NodeSpec]:
+    """One template node per SKU of ``nodes``, the most common SKU first."""
+    counts = Counter(n.sku or n.node_id for n in nodes)
+    templates: dict[str, NodeSpec] = {}
+    for n in nodes:
+        templates.setdefault(n.sku or n.node_id, n)
+    return [
+        replace(templates[s], node_id=f"template-{s}", sku=s)
+        for s, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+
+
 class PoolSizingPolicy:
     """Node counts per pool and lending between pools; see the module docstring."""
 
@@ -144,7 +162,7 @@ class PoolSizingPolicy:
                 assert f.provenance is not None
                 p = f.provenance
                 used_prov.setdefault((p.model_name, p.model_version, p.feature_set_hash), p)
-            self._size(pool, nodes, pd, pods_by_node, by_risk, fleet, now, window, out)
+            self._size(pool, nodes, pd, snapshot, pods_by_node, by_risk, fleet, now, window, out)
         out.provenance.extend(used_prov[k] for k in sorted(used_prov))
         self._lending(pools, forecasts, pods_by_node, fleet, now, out)
         return out
@@ -162,42 +180,62 @@ class PoolSizingPolicy:
         return None
 
     def nodes_for(
-        self, nodes: Sequence[NodeSpec], mix: Sequence[PodRequest], gpus: float, cpu_cores: float
+        self,
+        snapshot: ClusterSnapshot,
+        nodes: Sequence[NodeSpec],
+        mix: Sequence[PodRequest],
+        gpus: float,
+        cpu_cores: float,
     ) -> tuple[int, dict[str, Any]]:
-        """Nodes of the pool's SKUs (most common first) that ``gpus`` GPUs and
-        ``cpu_cores`` cores of demand need, packed like the scheduler packs ``mix``."""
-        counts = Counter(n.sku or n.node_id for n in nodes)
-        templates: dict[str, NodeSpec] = {}
-        for n in nodes:
-            templates.setdefault(n.sku or n.node_id, n)
-        skus = [
-            replace(templates[s], node_id=f"template-{s}", sku=s)
-            for s, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-        ]
+        """Nodes of the pool that ``gpus`` GPUs and ``cpu_cores`` cores of demand need,
+        given the pods ``mix`` the pool runs now on ``snapshot`` (see :class:`LiveFill`)."""
+        fill = LiveFill.of(snapshot, nodes)
+        if gpus <= fill.gpus and cpu_cores <= fill.cpu_cores:
+            # the demand fits in what runs now: the busy nodes at their current fill
+            need = fill.shrunk(gpus, cpu_cores)
+            return need, {"method": "live_fill", **fill.to_dict(), "total_nodes": need}
+        grow_g, grow_c = max(0.0, gpus - fill.gpus), max(0.0, cpu_cores - fill.cpu_cores)
+        skus = _templates(nodes)
         batch = PodBatch.of(list(mix)) if mix else None
         has_gpu_pods = batch is not None and bool((batch.num_gpu > 0).any())
         has_cpu_pods = batch is not None and bool(
             ((batch.num_gpu == 0) & (batch.cpu_milli > 0)).any()
         )
-        if batch is not None and (gpus <= 0 or has_gpu_pods) and (has_cpu_pods or cpu_cores <= 0):
-            est: Estimate = NodeCountEstimator(
-                skus, self.config.packing_policy, seed=self.config.seed, order="random"
-            ).estimate_quantity(batch, gpus=gpus, cpu_cores=cpu_cores)
-            return est.total_nodes, {"method": "allocator_packing", **est.to_dict()}
-        # No pod mix to sample (an empty pool, or no pods of the demanded kind): divide
-        # by the capacity of the most common SKU — fragmentation cannot be estimated.
-        t = skus[0]
-        need = max(
-            math.ceil(gpus / t.gpus) if gpus > 0 and t.gpus else 0,
-            math.ceil(cpu_cores / (t.cpu_milli / 1000)) if cpu_cores > 0 else 0,
-        )
-        return need, {"method": "capacity_division", "sku": t.sku, "total_nodes": need}
+        if batch is None or (grow_g > 0 and not has_gpu_pods):
+            # No pod mix to sample: divide by the capacity of the most common SKU.
+            t = skus[0]
+            need = max(
+                math.ceil(gpus / t.gpus) if gpus > 0 and t.gpus else 0,
+                math.ceil(cpu_cores / (t.cpu_milli / 1000)) if cpu_cores > 0 else 0,
+            )
+            return need, {"method": "capacity_division", "sku": t.sku, "total_nodes": need}
+        if not has_cpu_pods:
+            grow_c = 0.0  # the GPU pods sampled bring their CPU with them
+        rng = np.random.default_rng(self.config.seed)
+        growth = sample_pods(batch, rng, gpu_milli=grow_g * GPU_MILLI, cpu_milli=grow_c * 1000)
+        left = fill.place(snapshot, growth, self.config.packing_policy, self.config.seed)
+        est: Estimate = NodeCountEstimator(
+            skus, self.config.packing_policy, seed=self.config.seed, order="random"
+        ).estimate(PodBatch.of(left))
+        need = len(fill.busy_rows) + est.total_nodes
+        evidence = {
+            "method": "allocator_packing",
+            **fill.to_dict(),
+            "growth_gpus": round(grow_g, 4),
+            "growth_cpu_cores": round(grow_c, 4),
+            "growth_pods": len(growth),
+            "growth_on_busy_nodes": len(growth) - len(left),
+            **est.to_dict(),
+            "total_nodes": need,
+        }
+        return need, evidence
 
     def _size(
         self,
         pool: str,
         nodes: Sequence[NodeSpec],
         pd: PoolDemand,
+        snapshot: ClusterSnapshot,
         pods_by_node: Mapping[str, Sequence[PodRequest]],
         by_risk: Mapping[str, FailureRisk],
         fleet: FleetState,
@@ -209,7 +247,7 @@ class PoolSizingPolicy:
         gpu_peak, gpu_at = _peak(pd.gpus)
         cpu_peak, cpu_at = _peak(pd.cpu_cores)
         mix = [p for n in nodes for p in pods_by_node.get(n.node_id, ())]
-        needed, estimate = self.nodes_for(nodes, mix, gpu_peak, cpu_peak)
+        needed, estimate = self.nodes_for(snapshot, nodes, mix, gpu_peak, cpu_peak)
         exp_fail = 0.0
         for n in nodes:
             r = by_risk.get(n.node_id)
@@ -247,10 +285,13 @@ class PoolSizingPolicy:
             return
         if delta < 0:
             last = fleet.pools.get(pool)
-            last_at = last.last_resize_at if last is not None else None
+            last_at = None
+            if last is not None:
+                last_at = last.last_scale_up_at or last.last_resize_at
             if last_at is not None and now - last_at < cfg.scale_in_cooldown:
                 detail = (
-                    f"last resize at {last_at.isoformat()}; scale-in waits {cfg.scale_in_cooldown}"
+                    f"last scale-up at {last_at.isoformat()}; scale-in waits "
+                    f"{cfg.scale_in_cooldown}"
                 )
                 out.skips.append(Skip("resize_pool", pool, SkipReason.COOLDOWN, detail))
                 return

@@ -10,7 +10,7 @@ import click
 from pipelines.cli_support import emit, json_option, reports
 
 POLICIES = ("reactive", "predictive", "oracle")
-SIZING_EVERY_H = 6
+SIZING_EVERY_H = 1
 
 
 @click.command("simulate-ops")

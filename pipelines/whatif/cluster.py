@@ -274,6 +274,15 @@ class Cluster:
     def pending_pods(self) -> int:
         return int(self.w.members[self.pending].sum()) if self.pending else 0
 
+    def pending_by_pool(self) -> dict[str, int]:
+        """Pods queued now, per pool."""
+        if not self.pending:
+            return {}
+        w = self.w
+        idx = np.asarray(self.pending)
+        counts = np.bincount(w.pool[idx], weights=w.members[idx], minlength=len(w.pools))
+        return {p: int(n) for p, n in zip(w.pools, counts.tolist(), strict=True) if n}
+
     def used(self) -> tuple[float, float]:
         """GPUs and CPU cores held by running pods."""
         run = self.status == RUNNING

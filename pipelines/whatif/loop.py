@@ -66,14 +66,15 @@ FEATURE_HASH = "whatif-hourly"
 class LoopConfig:
     """Knobs of one run. ``reactive_headroom``: the buffer today's practice keeps over
     current usage (10 %); ``sizing_every``: ticks between the engine's pool-sizing
-    rounds (6: the engine sizes for lead + a 6 h hold); ``reactive_sizing_every``:
-    ticks between the reactive autoscaler's rounds (1: it reacts to pending pods)."""
+    rounds (1: the engine sizes for lead + a 1 h hold, ``SizingConfig.hold``);
+    ``reactive_sizing_every``: ticks between the reactive autoscaler's rounds (1: it
+    reacts to pending pods)."""
 
     policy: str
     policy_config: PolicyConfig = field(default_factory=PolicyConfig)
     budgets: Budgets = field(default_factory=Budgets)
     horizon: timedelta = timedelta(hours=24)
-    sizing_every: int = 6
+    sizing_every: int = 1
     reactive_sizing_every: int = 1
     reactive_headroom: float = 0.10
     seed: int = 0
@@ -134,6 +135,7 @@ class Loop:
         self.candidates: set[int] = set()
         self._last_p: np.ndarray | None = None
         self.last_resize: dict[str, datetime] = {}
+        self.last_scale_up: dict[str, datetime] = {}
         self.want: dict[str, int] = {}
         self._topo_key: bytes = b""
         self._topo: Topology | None = None
@@ -346,10 +348,12 @@ class Loop:
             self._topo_key = key
         return self._topo
 
-    def _state(self, row: int, now: datetime) -> NodeState:
+    def _state(self, row: int, now: datetime, *, jobs: bool = True) -> NodeState:
+        """The engine's view of node ``row``; ``jobs=False`` leaves the checkpoint of
+        its jobs unknown (for nodes the engine only counts)."""
         c = self.cluster
         t = (now - self.world.cfg.start).total_seconds()
-        job = c.biggest_job(row)
+        job = c.biggest_job(row) if jobs else None
         last = None
         if job is not None and not math.isnan(c.origin[job]):
             o = float(c.origin[job])
@@ -367,6 +371,19 @@ class Loop:
             checkpoint_interval=self.checkpoint if last is not None else None,
         )
 
+    def _earlier(self, rows: list[int], k: int) -> list[FailureRisk]:
+        """The candidates' scores of the hours before ``k`` that the engine's
+        confirmation reads (``DisruptionConfig.confirm_scores`` - 1 of them)."""
+        assert self.risk is not None
+        out = []
+        for back in range(1, self.pcfg.disruption.confirm_scores):
+            j = k - back
+            if j < self.risk.first_tick:
+                break
+            p = self._p(j)
+            out += [self._risk(r, float(p[r]), j) for r in rows if not math.isnan(p[r])]
+        return out
+
     def _plan(self, k: int, now: datetime, sizing: bool) -> None:
         assert self.risk is not None and self.forecasts is not None
         c = self.cluster
@@ -377,17 +394,25 @@ class Loop:
         rows = set(np.flatnonzero(ok).tolist())
         self.candidates = rows
         risks = [self._risk(r, float(p[r]), k) for r in sorted(rows)]
+        if self.pcfg.disruption.confirm_scores > 1:
+            risks += self._earlier(sorted(rows), k)
         if sizing:
             # the sizing buffer reads every node's risk, not only the drain candidates
             extra = np.flatnonzero(c.active & ~np.isnan(p) & ~ok)
             risks += [self._risk(int(r), float(p[r]), k) for r in extra]
-        stateful = {self.row_of[r.node_id] for r in risks}
-        stateful |= set(np.flatnonzero(c.disrupted() & c.active).tolist())
+        stateful = set(rows) | set(np.flatnonzero(c.disrupted() & c.active).tolist())
+        states = {self.world.node_ids[r]: self._state(r, now) for r in sorted(stateful)}
+        for r in risks:  # the rest only feed the sizing buffer: no checkpoint lookup
+            if r.node_id not in states:
+                states[r.node_id] = self._state(self.row_of[r.node_id], now, jobs=False)
         fleet = FleetState(
             topology=self._topology(),
             observed_at=now,
-            nodes={self.world.node_ids[r]: self._state(r, now) for r in sorted(stateful)},
-            pools={p_: PoolState(p_, at) for p_, at in self.last_resize.items()},
+            nodes=states,
+            pools={
+                p_: PoolState(p_, at, self.last_scale_up.get(p_))
+                for p_, at in self.last_resize.items()
+            },
         )
         forecasts = self.forecasts(now) if sizing else []
         c.sync_schedulable()
@@ -444,6 +469,7 @@ class Loop:
         cur = rows[c.active[rows]]
         short = self._pending_by_model(pool)
         if target > cur.size:
+            self.last_scale_up[pool] = now
             parked = rows[~c.active[rows] & ~c.under_repair[rows]].tolist()
             for _ in range(min(target - cur.size, len(parked))):
                 best = min(parked, key=lambda r: (-short.get(self._model[r], 0.0), r))
@@ -506,7 +532,11 @@ class Loop:
         act = c.active
         busy = c.busy()
         tl.provisioned_node_hours += float(act.sum())
-        tl.idle_node_hours += float((act & c.schedulable() & ~busy).sum())
+        idle = act & c.schedulable() & ~busy
+        tl.idle_node_hours += float(idle.sum())
+        for pool, rows in c.pool_rows.items():
+            tl.idle_node_hours_by_pool[pool] += int(idle[rows].sum())
+        tl.pending_pod_hours_by_pool.update(c.pending_by_pool())
         tl.provisioned_gpu_hours += float(c.gpus[act].sum())
         tl.provisioned_core_hours += float(c.cores[act].sum())
         g, cores = c.used()

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from pipelines.whatif.forecasts import ModelForecasts, TrueForecasts
+from pipelines.whatif.forecasts import ModelForecasts, TrueForecasts, loop_demand
 from pipelines.whatif.loop import POLICIES, Loop, LoopConfig
 from pipelines.whatif.risk import RiskConfig, oracle_risk, predicted_risk
 from pipelines.whatif.world import World, WorldConfig, build_world
@@ -50,7 +50,7 @@ class OpsConfig:
     world: WorldConfig
     policies: tuple[str, ...] = POLICIES
     risk: RiskConfig = field(default_factory=RiskConfig)
-    sizing_every: int = 6
+    sizing_every: int = 1
     reactive_sizing_every: int = 1
     reactive_headroom: float = 0.10
     demand_retrain_every: timedelta = timedelta(days=7)
@@ -128,7 +128,7 @@ def run_policy(world: World, cfg: OpsConfig, policy: str, watch: Stopwatch) -> d
     if policy == "predictive":
         with watch("failure_model"):
             risk = predicted_risk(world, cfg.risk)
-        demand = ModelForecasts(sim.demand_table(), sim.calendar(), cfg.demand_retrain_every)
+        demand = ModelForecasts(loop_demand(world), sim.calendar(), cfg.demand_retrain_every)
         with watch("loop_predictive"):
             tally = Loop(world, _loop_config(cfg, policy), risk, demand.at).run()
         out = tally.to_dict()
@@ -137,7 +137,7 @@ def run_policy(world: World, cfg: OpsConfig, policy: str, watch: Stopwatch) -> d
         return out
     if policy == "oracle":
         risk = oracle_risk(world, cfg.risk.horizon)
-        truth = TrueForecasts(sim.demand_table())
+        truth = TrueForecasts(loop_demand(world))
         with watch("loop_oracle"):
             return Loop(world, _loop_config(cfg, policy), risk, truth.at).run().to_dict()
     with watch("loop_reactive"):

@@ -50,6 +50,8 @@ class Tally:
     provisioned_core_hours: float = 0.0
     used_core_hours: float = 0.0
     pending_pod_hours: float = 0.0
+    pending_pod_hours_by_pool: Counter[str] = field(default_factory=Counter)
+    idle_node_hours_by_pool: Counter[str] = field(default_factory=Counter)
     pods_gave_up: int = 0
     stockout_node_hours: float = 0.0
     resizes: int = 0
@@ -92,6 +94,8 @@ class Tally:
                 "cpu_core_used": round(self.used_core_hours, r),
             },
             "pending_pod_hours": round(self.pending_pod_hours, r),
+            "pending_pod_hours_by_pool": dict(sorted(self.pending_pod_hours_by_pool.items())),
+            "idle_node_hours_by_pool": dict(sorted(self.idle_node_hours_by_pool.items())),
             "pods_gave_up": self.pods_gave_up,
             "stockout_node_hours": round(self.stockout_node_hours, r),
             "resizes": self.resizes,

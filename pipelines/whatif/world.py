@@ -155,7 +155,8 @@ def simulate(cfg: WorldConfig) -> Simulation:
     )
 
 
-def _seconds(col: pl.Series, start: datetime) -> np.ndarray:
+def seconds_since(col: pl.Series, start: datetime) -> np.ndarray:
+    """A datetime column as float seconds from ``start`` (null: NaN)."""
     us = col.dt.epoch("us").cast(pl.Float64).to_numpy()
     out: np.ndarray = (us - start.timestamp() * 1e6) / 1e6
     return out
@@ -165,8 +166,8 @@ def workload_from_pods(pods: pl.DataFrame, cfg: WorldConfig) -> tuple[Workload, 
     """Hour-quantise the trace's pods (see the module docstring); only pods alive at a
     tick of the evaluated period are kept."""
     end_s = cfg.last_tick * HOUR_S
-    created = _seconds(pods["created_at"], cfg.start)
-    deleted = _seconds(pods["deleted_at"], cfg.start)
+    created = seconds_since(pods["created_at"], cfg.start)
+    deleted = seconds_since(pods["deleted_at"], cfg.start)
     deleted = np.where(np.isnan(deleted), np.inf, deleted)
     arrive = np.maximum(np.ceil(created / HOUR_S), cfg.first_tick)
     leave = np.ceil(np.minimum(deleted, end_s + HOUR_S) / HOUR_S)

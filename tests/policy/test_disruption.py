@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -104,6 +105,7 @@ def test_threshold_moves_with_the_costs(fleet20: tuple) -> None:
         ({"under_repair": True}, {}, SkipReason.UNDER_REPAIR),
         ({"cordoned": True, "cordon_owner": "predops"}, {}, SkipReason.ALREADY_CORDONED),
         ({"uncordoned_at": T0 - 2 * H}, {}, SkipReason.HYSTERESIS),
+        ({"repaired_at": T0 - 20 * H}, {}, SkipReason.HYSTERESIS),
     ],
 )
 def test_each_node_guard_skips_with_its_reason(
@@ -122,6 +124,34 @@ def test_hysteresis_lapses_after_min_hold(fleet20: tuple) -> None:
     assert isinstance(
         drain_outcome(run([make_risk("train-r0-n0", 0.95)], snap, fleet), "train-r0-n0"), Drain
     )
+
+
+def test_repair_hold_lapses_after_a_day(fleet20: tuple) -> None:
+    nodes, snap = fleet20
+    fleet = make_fleet(nodes, {"train-r0-n0": make_state("train-r0-n0", repaired_at=T0 - 25 * H)})
+    assert isinstance(
+        drain_outcome(run([make_risk("train-r0-n0", 0.95)], snap, fleet), "train-r0-n0"), Drain
+    )
+
+
+def test_confirmation_needs_consecutive_scores_over_the_threshold(fleet20: tuple) -> None:
+    nodes, snap = fleet20
+    fleet = make_fleet(nodes)
+    cfg = PolicyConfig(disruption=replace(EAGER.disruption, confirm_scores=2))
+
+    def outcome(risks: list) -> Drain | SkipReason:
+        return drain_outcome(plan(risks, [], snap, fleet, Budgets(), clock(), cfg), "train-r0-n0")
+
+    now = make_risk("train-r0-n0", 0.95)
+    assert outcome([now]) is SkipReason.HYSTERESIS  # no earlier score
+    assert outcome([now, make_risk("train-r0-n0", 0.01, as_of=T0 - H)]) is SkipReason.HYSTERESIS
+    # an earlier score too old to be the previous hour's does not confirm
+    assert outcome([now, make_risk("train-r0-n0", 0.9, as_of=T0 - 3 * H)]) is SkipReason.HYSTERESIS
+    assert isinstance(outcome([make_risk("train-r0-n0", 0.9, as_of=T0 - H), now]), Drain)
+    # the default acts on the latest score alone
+    assert isinstance(drain_outcome(run([now], snap, fleet), "train-r0-n0"), Drain)
+    with pytest.raises(ValueError, match="confirm_scores"):
+        DisruptionConfig(confirm_scores=0)
 
 
 def test_unknown_node_and_missing_state(fleet20: tuple) -> None:
@@ -269,7 +299,7 @@ def test_uncordon_after_repair_and_clean_window(fleet20: tuple) -> None:
         "train-r0-n0": "uncordon",
         "train-r1-n0": "uncordon",
         "train-r2-n0": SkipReason.STILL_AT_RISK,
-        "train-r3-n0": SkipReason.HYSTERESIS,
+        "train-r3-n0": "uncordon",  # an inspection that finished is not a flap
         "train-r4-n0": SkipReason.NOT_OWNED,
         "train-r5-n0": SkipReason.UNDER_REPAIR,
         "train-r6-n0": SkipReason.HYSTERESIS,

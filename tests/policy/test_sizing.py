@@ -9,7 +9,7 @@ import numpy as np
 
 from allocator.snapshot import ClusterSnapshot
 from core.actions import LendNodes, Plan, ResizePool, SkipReason
-from policy.config import Budgets
+from policy.config import Budgets, SizingConfig
 from policy.engine import plan
 from policy.fleet import PoolState
 from policy.sizing import window_probability
@@ -60,15 +60,36 @@ def test_scale_up_counts_fragmentation_by_packing() -> None:
     assert r.expected_cost is not None and r.expected_cost > 0
 
 
+def test_growth_fills_the_busy_nodes_before_new_ones() -> None:
+    # 4 nodes run a 2-GPU pod each: 24 GPUs free on them, 2 empty nodes besides
+    nodes, snap = cluster("train", 6, 2, busy=4)
+    fc = [forecast("train/gpus/A100", T0 + H, 20.0, spread=0.0)]
+    r = resize(plan([], fc, snap, make_fleet(nodes), Budgets(), clock()), "train")
+    assert isinstance(r, ResizePool)
+    alloc = r.evidence["allocator"]
+    # 12 more GPUs = 6 two-GPU pods, all on the busy nodes' free room: no new node
+    assert alloc["growth_pods"] == alloc["growth_on_busy_nodes"] == 6
+    assert r.evidence["nodes_for_demand"] == 4 and r.to_nodes == 4
+    before = snap.state()
+    more = [forecast("train/gpus/A100", T0 + H, 60.0, spread=0.0)]
+    r = resize(plan([], more, snap, make_fleet(nodes), Budgets(), clock()), "train")
+    assert isinstance(r, ResizePool) and r.evidence["allocator"]["placed_on_new"] > 0
+    # 52 more GPUs: 24 on the busy nodes, 28 on ceil(28 / 8) = 4 new nodes
+    assert r.evidence["nodes_for_demand"] == 4 + 4
+    assert ClusterSnapshot.same_state(before, snap.state())  # a what-if only
+
+
 def test_buffer_for_expected_failures_and_nodes_in_repair() -> None:
     nodes, snap = cluster("train", 6, 8, busy=2)
     fc = [forecast("train/gpus/A100", T0 + H, 16.0, spread=0.0)]
     risks = [make_risk(n.node_id, 0.5) for n in nodes[:4]]
     fleet = make_fleet(nodes, {"train-5": make_state("train-5", under_repair=True)})
     r = resize(plan(risks, fc, snap, fleet, Budgets(), clock()), "train")
-    expected = 4 * window_probability(0.5, timedelta(hours=24), timedelta(hours=6.5))
+    cfg = SizingConfig()
+    window = cfg.scale_up_lead + cfg.hold
+    expected = 4 * window_probability(0.5, timedelta(hours=24), window)
     assert isinstance(r, ResizePool)
-    # 16 GPUs = 2 nodes, + ceil(0.68) for failures, + 1 in repair = 4 (from 6): a scale-in
+    # 16 GPUs = the 2 busy nodes, + ceil(expected) for failures, + 1 in repair = 4 (from 6)
     assert abs(r.evidence["expected_failures"] - expected) < 1e-3
     assert r.evidence["target"] == 2 + 1 + 1 and r.to_nodes == 4
 
@@ -83,6 +104,11 @@ def test_never_below_usage_and_cooldown() -> None:
     assert isinstance(r, ResizePool) and r.to_nodes == 1 and r.expected_benefit
     recent = make_fleet(idle_nodes, pools={"train": PoolState("train", T0 - H)})
     assert resize(plan([], fc, idle, recent, Budgets(), clock()), "train") is SkipReason.COOLDOWN
+    # the cooldown counts from the last scale-up when the pool state knows it
+    after_in = make_fleet(
+        idle_nodes, pools={"train": PoolState("train", T0 - H, last_scale_up_at=T0 - 3 * H)}
+    )
+    assert isinstance(resize(plan([], fc, idle, after_in, Budgets(), clock()), "train"), ResizePool)
     # a scale-up ignores the cooldown
     big = [forecast("train/gpus/A100", T0 + H, 80.0)]
     assert isinstance(resize(plan([], big, idle, recent, Budgets(), clock()), "train"), ResizePool)

@@ -9,6 +9,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 import numpy as np
+import polars as pl
 import pytest
 from click.testing import CliRunner
 
@@ -16,6 +17,8 @@ from core.actions import Drain
 from core.clock import FixedClock
 from core.contracts import Forecast
 from pipelines.cli import main
+from pipelines.whatif.cluster import PENDING, RUNNING
+from pipelines.whatif.forecasts import loop_demand
 from pipelines.whatif.loop import Loop, LoopConfig, drain_floor, reactive_target
 from pipelines.whatif.risk import RiskConfig, oracle_risk
 from pipelines.whatif.run import OpsConfig, sim_policy_config, simulate_ops
@@ -153,6 +156,21 @@ def test_drain_floor_never_changes_the_plan(world: World) -> None:
 
     assert drains(risks) == drains(keep)
     assert floor == pytest.approx(drain_floor(loop.pcfg.disruption, timedelta(hours=2)))
+
+
+def test_loop_demand_is_what_the_loop_runs_and_queues(world: World) -> None:
+    demand = loop_demand(world)
+    loop = Loop(world, LoopConfig(policy="reactive", policy_config=sim_policy_config()))
+    w, c = world.workload, loop.cluster
+    for k in range(world.cfg.first_tick, world.cfg.first_tick + 6):
+        loop.tick(k)
+        alive = (c.status == RUNNING) | (c.status == PENDING)
+        at = demand.filter(pl.col("ts") == world.cfg.at(k))
+        assert at.height == len(w.pools)
+        for sid, value in zip(at["series_id"], at["value"], strict=True):
+            pool = w.pool == w.pools.index(sid.split("/")[0])
+            held = w.gpus if "/gpus/" in sid else w.cpu_milli / 1000
+            assert value == pytest.approx(float(held[pool & alive].sum()), abs=1e-3), sid
 
 
 def test_reactive_target_sizes_from_usage() -> None:
