@@ -338,6 +338,94 @@ PDBS = FrameSchema(
     time_column="ts",
 )
 
+STOCK = FrameSchema(
+    name="stock",
+    doc="Spare hardware of one SKU in one region at one snapshot time, as a procurement "
+    "or asset system exports it, with what the buy policy needs to size an order. Open "
+    "purchase orders are in ``purchase_orders``; nodes in use and in repair come from "
+    "the inventory and the events.",
+    columns=(
+        Column("ts", UTC_TS, doc="snapshot time"),
+        Column("sku", pl.String(), doc="hardware SKU, as in the inventory's sku column"),
+        Column("region", pl.String(), doc="region, as in the inventory's region column"),
+        Column(
+            "on_hand",
+            pl.Int32(),
+            low=0,
+            doc="spare nodes in the warehouse, ready to rack (not in the inventory)",
+        ),
+        Column(
+            "lead_time_days",
+            pl.Float64(),
+            low=1.0,
+            high=1095.0,
+            doc="supplier lead time in days: order placed to node in service",
+        ),
+        Column(
+            "shortage_cost",
+            pl.Float64(),
+            nullable=True,
+            low=0.01,
+            doc="cost units per node of unmet demand over the order period "
+            "(null: the node's capacity value over the period)",
+        ),
+        Column(
+            "idle_cost",
+            pl.Float64(),
+            nullable=True,
+            low=0.01,
+            doc="cost units per node bought and not needed over the order period "
+            "(null: a quarter of the shortage cost)",
+        ),
+        Column(
+            "order_multiple",
+            pl.Int32(),
+            nullable=True,
+            low=1,
+            high=10000,
+            doc="orders come in multiples of this many nodes (null: 1)",
+        ),
+        Column(
+            "demand_series",
+            pl.String(),
+            nullable=True,
+            doc="the demand series the SKU's demand is read from "
+            "(null: <region>/<sku>/nodes, in nodes)",
+        ),
+        Column(
+            "demand_scale",
+            pl.Float64(),
+            nullable=True,
+            low=1e-9,
+            doc="nodes of this SKU in this region per unit of demand_series (0.125 for a "
+            "GPU series served by 8-GPU nodes; null: 1, the series counts nodes)",
+        ),
+    ),
+    key=("sku", "region", "ts"),
+    time_column="ts",
+)
+
+PO_STATUSES = frozenset({"open", "delivered", "cancelled"})
+
+PURCHASE_ORDERS = FrameSchema(
+    name="purchase_orders",
+    doc="One purchase order of nodes at one export time (a procurement system's open "
+    "order report): an order is on order while its latest row says open; delivered "
+    "nodes are counted in stock.on_hand or the inventory instead.",
+    columns=(
+        Column("ts", UTC_TS, doc="export time"),
+        Column("po_id", pl.String(), doc="purchase order number (one SKU and region each)"),
+        Column("sku", pl.String()),
+        Column("region", pl.String()),
+        Column("nodes", pl.Int32(), low=1, high=100000, doc="nodes ordered"),
+        Column("ordered_at", UTC_TS, nullable=True, doc="when the order was placed"),
+        Column("expected_at", UTC_TS, doc="expected delivery (nodes in service)"),
+        Column("status", pl.String(), allowed=PO_STATUSES),
+    ),
+    key=("po_id", "ts"),
+    time_column="ts",
+)
+
 SCHEMAS: dict[str, FrameSchema] = {
     s.name: s
     for s in (
@@ -351,6 +439,8 @@ SCHEMAS: dict[str, FrameSchema] = {
         SERIES,
         ANOMALY_WINDOWS,
         PDBS,
+        STOCK,
+        PURCHASE_ORDERS,
     )
 }
 

@@ -15,13 +15,26 @@ From the lake, everything as of ``now`` (nothing later is read):
   which pods a PDB covers is not known here; the Eviction API enforces PDBs at run time);
 - **snapshot**: the allocator's cluster with every pod running at ``now`` (scheduled,
   not yet deleted) placed on its node; pods that no longer fit their node (bad data)
-  are counted, not placed.
+  are counted, not placed;
+- **stock** (for inventory buys) when the lake has a ``stock`` table: one
+  :class:`~policy.fleet.StockPosition` per SKU and region from its latest ``stock`` row
+  at or before ``now``. The inventory's ``sku`` and ``region`` columns say which nodes
+  are that SKU: ``in_use`` counts its nodes in service (not under repair; cordoned
+  nodes count, they are still the fleet's), ``in_repair`` those under repair.
+  ``on_order`` holds the orders whose latest ``purchase_orders`` row at or before
+  ``now`` is ``open``, as (nodes, expected_at); an open order past its expected date is
+  late, not lost, and still counts (noted as overdue). Costs left null take documented
+  defaults (:func:`default_costs`). A row whose ``demand_series`` is not in nodes
+  (``demand_scale`` != 1) is bought against ``<region>/<sku>/nodes``, which
+  :func:`node_demand_forecasts` derives from that series' forecasts.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -31,13 +44,20 @@ from allocator.engine import Allocator
 from allocator.policies import make_policy
 from allocator.requests import PodRequest, parse_gpu_spec
 from allocator.snapshot import ClusterSnapshot
-from allocator.topology import Topology
-from core.schemas import INVENTORY
+from allocator.topology import NodeSpec, Topology
+from core.contracts import Forecast
+from core.schemas import INVENTORY, PURCHASE_ORDERS
 from pipelines.lake import Lake
-from policy.fleet import FleetState, NodeState, PdbState, pdbs_from_frame
+from policy.config import BuyConfig, CostModel
+from policy.fleet import FleetState, NodeState, PdbState, StockPosition, pdbs_from_frame
 
 OUT_OF_SERVICE = {"failure": True, "maintenance_start": True, "repair": False}
 BACK_IN_SERVICE = {"maintenance_end"}
+HOUR = timedelta(hours=1)
+IDLE_SHARE = 0.25
+"""Default idle cost of a node as a share of its shortage cost (critical ratio 0.8).
+An assumption: a server bought and not needed costs its owner depreciation, power and
+space, about a quarter of what its capacity is worth to the work that would use it."""
 
 
 @dataclass
@@ -47,6 +67,18 @@ class LakeFleet:
     fleet: FleetState
     snapshot: ClusterSnapshot
     notes: dict[str, Any] = field(default_factory=dict)
+    demand_in_nodes: tuple[DemandInNodes, ...] = ()
+    """Stock positions whose demand is read off a series in other units."""
+
+
+@dataclass(frozen=True, slots=True)
+class DemandInNodes:
+    """A stock position's node demand: ``scale`` nodes per unit of series ``source``,
+    bought against series ``target``."""
+
+    target: str
+    source: str
+    scale: float
 
 
 def _has(lake: Lake, table: str) -> bool:
@@ -186,8 +218,14 @@ def fleet_from_lake(lake: Lake, now: datetime) -> LakeFleet:
         pdbs = pdbs_from_frame(lake.scan("pdbs").filter(pl.col("ts") <= now).collect())
     pods = running_pods(lake, now)
     snap, counts = snapshot_of(topology, pods)
-    fleet = FleetState(topology, max(s.observed_at for s in states.values()), states, pdbs)
-    notes = {
+    observed = max(s.observed_at for s in states.values())
+    fleet = FleetState(topology, observed, states, pdbs)
+    demand_in_nodes: tuple[DemandInNodes, ...] = ()
+    stock_notes: dict[str, Any] | None = None
+    if _has(lake, "stock"):
+        positions, demand_in_nodes, stock_notes = stock_positions(lake, topology, states, now)
+        fleet = replace(fleet, stock=positions)
+    notes: dict[str, Any] = {
         "nodes": len(topology),
         "inventory_at": inv_at.isoformat(),
         "observed_at": fleet.observed_at.isoformat(),
@@ -197,4 +235,198 @@ def fleet_from_lake(lake: Lake, now: datetime) -> LakeFleet:
         "pods": counts,
         "not_in_lake": ["do-not-disrupt labels", "checkpoint schedules", "PDB pod coverage"],
     }
-    return LakeFleet(fleet, snap, notes)
+    if stock_notes is None:
+        notes["not_in_lake"].append("stock (spares, lead times, orders): no stock table")
+    else:
+        notes["stock"] = stock_notes
+    return LakeFleet(fleet, snap, notes, demand_in_nodes)
+
+
+def default_shortage_cost(node: NodeSpec, costs: CostModel, period: timedelta) -> float:
+    """The shortage cost of one node of ``node``'s shape over ``period`` when the stock
+    row gives none, in cost units: its capacity's value for the whole period
+    (``costs.hourly`` of its GPUs and cores). The default idle cost is
+    :data:`IDLE_SHARE` of the shortage cost."""
+    return round(costs.hourly(node.gpus, node.cpu_milli / 1000) * (period / HOUR), 3)
+
+
+def _open_orders(lake: Lake, now: datetime) -> pl.DataFrame:
+    """Orders whose latest export row at or before ``now`` says open."""
+    if not _has(lake, "purchase_orders"):
+        return PURCHASE_ORDERS.empty()
+    return (
+        lake.scan("purchase_orders")
+        .filter(pl.col("ts") <= now)
+        .sort("ts")
+        .group_by("po_id")
+        .last()
+        .filter(pl.col("status") == "open")
+        .sort("expected_at", "po_id")
+        .collect()
+    )
+
+
+def stock_positions(
+    lake: Lake,
+    topology: Topology,
+    states: dict[str, NodeState],
+    now: datetime,
+    *,
+    costs: CostModel | None = None,
+    period: timedelta | None = None,
+) -> tuple[tuple[StockPosition, ...], tuple[DemandInNodes, ...], dict[str, Any]]:
+    """Stock positions, node-demand conversions and notes at ``now`` (module docstring).
+    ``period`` is the order period the default costs cover (the buy policy's review
+    period by default)."""
+    costs = costs or CostModel()
+    period = period or BuyConfig().review_period
+    rows = (
+        lake.scan("stock")
+        .filter(pl.col("ts") <= now)
+        .sort("ts")
+        .group_by("sku", "region")
+        .last()
+        .sort("sku", "region")
+        .collect()
+    )
+    in_use: Counter[tuple[str, str]] = Counter()
+    in_repair: Counter[tuple[str, str]] = Counter()
+    shape: dict[tuple[str, str], NodeSpec] = {}
+    for n in topology.nodes:
+        key = (n.sku, n.region)
+        shape.setdefault(key, n)
+        if states[n.node_id].under_repair:
+            in_repair[key] += 1
+        else:
+            in_use[key] += 1
+    orders = _open_orders(lake, now)
+    on_order: dict[tuple[str, str], list[tuple[int, datetime]]] = {}
+    for sku, region, nodes, at in orders.select("sku", "region", "nodes", "expected_at").rows():
+        on_order.setdefault((sku, region), []).append((int(nodes), at))
+    positions: list[StockPosition] = []
+    conversions: list[DemandInNodes] = []
+    described: list[dict[str, Any]] = []
+    unpriced: list[str] = []
+    for row in rows.iter_rows(named=True):
+        key = (row["sku"], row["region"])
+        shortage, idle = row["shortage_cost"], row["idle_cost"]
+        if shortage is None:
+            if key not in shape:  # no node of the SKU here to value: say so, skip it
+                unpriced.append(f"{key[0]}@{key[1]}")
+                continue
+            shortage = default_shortage_cost(shape[key], costs, period)
+        if idle is None:
+            idle = round(shortage * IDLE_SHARE, 3)
+        scale = row["demand_scale"] if row["demand_scale"] is not None else 1.0
+        series = row["demand_series"]
+        if series is not None and scale != 1.0:
+            target = f"{key[1]}/{key[0]}/nodes"
+            conversions.append(DemandInNodes(target, series, scale))
+            series = target
+        pos = StockPosition(
+            sku=key[0],
+            region=key[1],
+            in_use=in_use[key],
+            lead_time=timedelta(days=row["lead_time_days"]),
+            shortage_cost=float(shortage),
+            idle_cost=float(idle),
+            on_hand=int(row["on_hand"]),
+            on_order=tuple(on_order.get(key, ())),
+            in_repair=in_repair[key],
+            order_multiple=int(row["order_multiple"] or 1),
+            demand_series=series,
+        )
+        positions.append(pos)
+        described.append(
+            {
+                "sku": pos.sku,
+                "region": pos.region,
+                "snapshot_at": row["ts"].isoformat(),
+                "in_use": pos.in_use,
+                "in_repair": pos.in_repair,
+                "on_hand": pos.on_hand,
+                "on_order": [[q, at.isoformat()] for q, at in pos.on_order],
+                "lead_time_days": row["lead_time_days"],
+                "shortage_cost": pos.shortage_cost,
+                "idle_cost": pos.idle_cost,
+                "costs_from": "table"
+                if row["shortage_cost"] is not None and row["idle_cost"] is not None
+                else "default",
+                "order_multiple": pos.order_multiple,
+                "demand_series": pos.series_id,
+                "demand_read_from": row["demand_series"] or pos.series_id,
+                "demand_scale": scale,
+            }
+        )
+    stocked = {(p.sku, p.region) for p in positions}
+    notes: dict[str, Any] = {
+        "positions": described,
+        "purchase_orders_open": orders.height,
+        "purchase_orders_overdue": orders.filter(pl.col("expected_at") <= now).height,
+        "orders_without_stock_row": sorted(
+            f"{s}@{r}" for s, r in on_order if (s, r) not in stocked
+        ),
+        "inventory_skus_without_stock_row": sorted(
+            f"{s}@{r}" for s, r in shape if (s, r) not in stocked
+        ),
+        "unpriced": unpriced,
+    }
+    return tuple(positions), tuple(conversions), notes
+
+
+def node_demand_forecasts(
+    forecasts: Sequence[Forecast], conversions: Sequence[DemandInNodes]
+) -> list[Forecast]:
+    """Each conversion's ``target`` series from its ``source`` forecasts: the same
+    issue and target times, quantiles times ``scale`` (nodes), the same provenance."""
+    by_source: dict[str, list[Forecast]] = {}
+    for f in forecasts:
+        by_source.setdefault(f.series_id, []).append(f)
+    return [
+        Forecast(
+            series_id=c.target,
+            issued_at=f.issued_at,
+            valid_at=f.valid_at,
+            p10=f.p10 * c.scale,
+            p50=f.p50 * c.scale,
+            p90=f.p90 * c.scale,
+            method=f"{f.method} x {c.scale:g} nodes/unit of {c.source}",
+            provenance=f.provenance,
+        )
+        for c in conversions
+        for f in by_source.get(c.source, ())
+    ]
+
+
+def buy_forecast_coverage(
+    fleet: FleetState, forecasts: Sequence[Forecast], now: datetime, review: timedelta
+) -> dict[str, dict[str, Any]]:
+    """Per stock position: the window a buy needs forecasts for (``now`` + lead time to
+    that + ``review``) and how far the given forecasts of its series reach."""
+    reach: dict[str, datetime] = {}
+    for f in forecasts:
+        if f.series_id not in reach or reach[f.series_id] < f.valid_at:
+            reach[f.series_id] = f.valid_at
+    out: dict[str, dict[str, Any]] = {}
+    for p in fleet.stock:
+        need_from, last = now + p.lead_time, reach.get(p.series_id)
+        covered = last is not None and last >= need_from
+        note = "covered"
+        if last is None:
+            note = f"no forecast of {p.series_id}"
+        elif not covered:
+            note = (
+                f"the forecasts of {p.series_id} reach {(last - now) / HOUR:g} h "
+                f"ahead (to {last.isoformat()}); a buy needs them from "
+                f"{need_from.isoformat()} (lead time {p.lead_time.days} days) to "
+                f"{(need_from + review).isoformat()}"
+            )
+        out[f"{p.sku}@{p.region}"] = {
+            "series_id": p.series_id,
+            "needed_from": need_from.isoformat(),
+            "needed_to": (need_from + review).isoformat(),
+            "forecasts_reach": last.isoformat() if last else None,
+            "covered": covered,
+            "note": note,
+        }
+    return out
