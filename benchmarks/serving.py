@@ -8,7 +8,8 @@ store is grown to 10,000 nodes (the simulated nodes' feature rows repeated under
 last sample = now) so the batch request is fleet-sized.
 
 Each server is started in turn on 127.0.0.1 (one process, one worker each) and driven by
-the same load generator in a second process: ``c`` keep-alive connections (asyncio, the
+the same load generator in a second process (after the same unmeasured warm-up of
+``WARMUP_S`` seconds at 4 clients): ``c`` keep-alive connections (asyncio, the
 request bytes prepared once), each sending the next request when the answer arrived, for a
 fixed time and at most a fixed request count. The request is single-node scoring with the
 node's feature vector in the body — the only input ``mlflow models serve`` accepts — and
@@ -48,6 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 PREDOPS = str(Path(PY).with_name("predops"))
 LEVELS = (4, 32)
+WARMUP_S = 3.0
+"""Unmeasured load each server gets before its measured levels (seconds)."""
 BATCH = 10_000
 
 
@@ -369,7 +372,10 @@ def main() -> None:
             agreement = check_same_answer(port_ours, port_mlflow, vec)
         finally:
             results["mlflow_cpu_seconds_start"] = stop(theirs)
-        for c in LEVELS:  # ours first, MLflow after, never both under load at once
+        # ours first, MLflow after, never both under load at once; each server gets the
+        # same unmeasured warm-up first (first requests fill caches and allocate)
+        drive(port_ours, "/v1/failure/score", ours_body, LEVELS[0], WARMUP_S, args.max_requests)
+        for c in LEVELS:
             results["ours"][str(c)] = drive(
                 port_ours, "/v1/failure/score", ours_body, c, args.seconds, args.max_requests
             )
@@ -377,6 +383,7 @@ def main() -> None:
         results["ours_cpu_seconds"] = stop(ours)
         theirs = start_mlflow(ws, port_mlflow, version)
         try:
+            drive(port_mlflow, "/invocations", mlflow_body, LEVELS[0], WARMUP_S, args.max_requests)
             for c in LEVELS:
                 results["mlflow"][str(c)] = drive(
                     port_mlflow, "/invocations", mlflow_body, c, args.seconds, args.max_requests
