@@ -258,6 +258,10 @@ def evaluate_split(
     )
     result["comparison"] = cmp
     result["model"]["best_iteration"] = {k: c.best_iteration_ for k, c in model.classifiers.items()}
+    result["model"]["booster_weight_in_blend"] = {
+        k: c.blend_weight_ for k, c in model.classifiers.items()
+    }
+    result["model"]["slicing"] = {k: c.slicing_ for k, c in model.classifiers.items()}
     clf = next(iter(model.classifiers.values()))
     result["model"]["top_features_by_gain"] = dict(
         sorted(clf.feature_importance().items(), key=lambda kv: -kv[1])[:10]
