@@ -5,11 +5,14 @@ command line.
 states from the lake's events, PDBs (``pdbs`` table), the running pods as the
 allocator's snapshot (:mod:`pipelines.actuators.lake_state`) — adds the failure risk
 of the champion ``node_failure`` model and the champion ``demand`` model's forecasts
-when those exist, runs :func:`policy.engine.plan`, writes the plan to
+when those exist (plus each stock position's node demand derived from its series,
+``lake_state.node_demand_forecasts``), runs :func:`policy.engine.plan`, writes the plan to
 ``<workspace>/plans/<plan_id>.json`` (atomically) with one ``planned`` entry in the
 audit log, and prints one JSON object: the plan (actions with reason, evidence and
 idempotency key; skips with their typed reason), ``inputs`` (what each input was, or
-why it is missing), ``summary`` and ``plan_file``. A missing model is never replaced by
+why it is missing; ``buy_forecasts``: per SKU and region, the window a buy needs
+forecasts for and how far they reach — an alert names each SKU whose lead time the
+forecasts do not reach), ``summary`` and ``plan_file``. A missing model is never replaced by
 invented numbers: the plan runs with no risks / forecasts, says so in ``inputs`` and
 raises an alert.
 
@@ -41,7 +44,11 @@ from core.clock import FixedClock
 from core.contracts import FailureRisk, Forecast, Provenance
 from pipelines.actuators.apply import ActionFailed, Actuator, FleetStateSource, StateSource
 from pipelines.actuators.audit import AuditLog
-from pipelines.actuators.lake_state import fleet_from_lake
+from pipelines.actuators.lake_state import (
+    buy_forecast_coverage,
+    fleet_from_lake,
+    node_demand_forecasts,
+)
 from pipelines.actuators.plan_files import plan_path, read_plan, write_plan
 from pipelines.cli_support import emit, json_option, parse_duration, parse_time, reports
 from pipelines.clock import SystemClock
@@ -170,6 +177,9 @@ def plan_command(at: str | None, as_json: bool) -> None:
     lake_fleet = fleet_from_lake(Lake(settings.lake_dir), now)
     risks, risk_note = failure_risk(settings, now)
     forecasts, forecast_note = demand_forecasts(settings)
+    forecasts += node_demand_forecasts(forecasts, lake_fleet.demand_in_nodes)
+    config = PolicyConfig()
+    coverage = buy_forecast_coverage(lake_fleet, forecasts, now, config.buy.review_period)
     plan = make_plan(
         risks,
         forecasts,
@@ -177,15 +187,22 @@ def plan_command(at: str | None, as_json: bool) -> None:
         lake_fleet.fleet,
         Budgets(),
         FixedClock(now),
-        PolicyConfig(),
+        config,
     )
     alerts = [
         f"{what}: {note['note']} — planned without it"
         for what, note in (("failure risk", risk_note), ("demand forecast", forecast_note))
         if note["status"] != "ok"
     ]
+    if forecast_note["status"] == "ok":  # else the alert above says why there are none
+        alerts += [f"buy {k}: {c['note']}" for k, c in coverage.items() if not c["covered"]]
     plan = replace(plan, alerts=plan.alerts + tuple(alerts))
-    inputs = {"fleet": lake_fleet.notes, "failure_risk": risk_note, "forecasts": forecast_note}
+    inputs = {
+        "fleet": lake_fleet.notes,
+        "failure_risk": risk_note,
+        "forecasts": forecast_note,
+        "buy_forecasts": coverage,
+    }
     path = write_plan(settings.plans_dir, plan, {"inputs": inputs})
     AuditLog(settings.audit_log, who=_who()).append(
         at=SystemClock().now(),

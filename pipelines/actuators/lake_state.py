@@ -399,24 +399,28 @@ def node_demand_forecasts(
 
 
 def buy_forecast_coverage(
-    fleet: FleetState, forecasts: Sequence[Forecast], now: datetime, review: timedelta
+    lake_fleet: LakeFleet, forecasts: Sequence[Forecast], now: datetime, review: timedelta
 ) -> dict[str, dict[str, Any]]:
     """Per stock position: the window a buy needs forecasts for (``now`` + lead time to
     that + ``review``) and how far the given forecasts of its series reach."""
+    read_from = {c.target: c.source for c in lake_fleet.demand_in_nodes}
     reach: dict[str, datetime] = {}
     for f in forecasts:
         if f.series_id not in reach or reach[f.series_id] < f.valid_at:
             reach[f.series_id] = f.valid_at
     out: dict[str, dict[str, Any]] = {}
-    for p in fleet.stock:
+    for p in lake_fleet.fleet.stock:
         need_from, last = now + p.lead_time, reach.get(p.series_id)
+        series = p.series_id
+        if series in read_from:
+            series = f"{series} (read from {read_from[series]})"
         covered = last is not None and last >= need_from
         note = "covered"
         if last is None:
-            note = f"no forecast of {p.series_id}"
+            note = f"no forecast of {series}"
         elif not covered:
             note = (
-                f"the forecasts of {p.series_id} reach {(last - now) / HOUR:g} h "
+                f"the forecasts of {series} reach {(last - now) / HOUR:g} h "
                 f"ahead (to {last.isoformat()}); a buy needs them from "
                 f"{need_from.isoformat()} (lead time {p.lead_time.days} days) to "
                 f"{(need_from + review).isoformat()}"

@@ -37,6 +37,7 @@ from pipelines.synthetic.demand import (
     simulate_demand,
 )
 from pipelines.synthetic.noise import stream
+from pipelines.synthetic.stock import purchase_orders_frame, stock_frame
 from pipelines.synthetic.telemetry import (
     BLOCK_NODES,
     NodeParams,
@@ -49,7 +50,16 @@ from pipelines.synthetic.topology import POOLS, Fleet, build_fleet
 from pipelines.synthetic.workload import simulate_pods
 
 SOURCE = "synthetic"
-TABLES = ("inventory", "telemetry", "events", "pods", "demand", "calendar")
+TABLES = (
+    "inventory",
+    "telemetry",
+    "events",
+    "pods",
+    "demand",
+    "calendar",
+    "stock",
+    "purchase_orders",
+)
 
 
 @dataclass(frozen=True)
@@ -146,6 +156,12 @@ class Simulation:
 
     def calendar(self) -> pl.DataFrame:
         return calendar_frame(self.promotions, self.cfg.start)
+
+    def stock(self) -> pl.DataFrame:
+        return stock_frame(self.fleet, self.demand.specs, self.cfg.start, self.cfg.horizon_s)
+
+    def purchase_orders(self) -> pl.DataFrame:
+        return purchase_orders_frame(self.fleet, self.cfg.start, self.cfg.horizon_s)
 
     def truth(self) -> dict[str, pl.DataFrame]:
         """Ground truth no real source has: which failures had precursors, every episode."""
@@ -383,6 +399,8 @@ def simulate_frames(cfg: SimConfig) -> dict[str, pl.DataFrame]:
         "pods": sim.pods_frame,
         "demand": sim.demand_table(),
         "calendar": sim.calendar(),
+        "stock": sim.stock(),
+        "purchase_orders": sim.purchase_orders(),
     }
 
 
@@ -440,3 +458,5 @@ def _batches(sim: Simulation, progress: bool) -> Iterator[Batch]:
     yield Batch("pods", sim.pods_frame)
     yield Batch("demand", sim.demand_table())
     yield Batch("calendar", sim.calendar())
+    yield Batch("stock", sim.stock())
+    yield Batch("purchase_orders", sim.purchase_orders())

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from core.clock import FixedClock
-from core.contracts import FailureRisk, Provenance, Reason
+from core.contracts import FailureRisk, Forecast, Provenance, Reason
 from pipelines import plan_cli
 from pipelines.cli import main
 from pipelines.ingest.batch import Batch
@@ -134,6 +134,67 @@ def test_plan_with_a_failure_model_proposes_drains_with_evidence(
         "spine:rg-1/rg-1b/rg-1b-sp01": 1,
     }
     assert out["provenance"][0]["model_name"] == "predops.node_failure"
+
+
+def test_plan_without_forecasts_skips_every_stocked_sku_and_shows_the_stock(
+    workspace: Path,
+) -> None:
+    """The simulated lake's stock table reaches the planner: one buy candidate per SKU
+    and region, each a typed skip, the positions and the window a buy needs in inputs."""
+    _, out = _run(workspace, "plan", "--at", AT.isoformat(), "--json")
+    stock = out["inputs"]["fleet"]["stock"]
+    skus = {f"{p['sku']}@{p['region']}" for p in stock["positions"]}
+    assert len(skus) == 5 and stock["purchase_orders_open"] == 1
+    assert sum(p["in_use"] + p["in_repair"] for p in stock["positions"]) == 40
+    buys = {s["target"]: s for s in out["skips"] if s["kind"] == "buy"}
+    assert set(buys) == skus
+    assert {s["reason"] for s in buys.values()} == {"no_forecast"}
+    h800 = out["inputs"]["buy_forecasts"]["gpu-h800-8x@rg-1"]
+    assert h800["needed_from"] == (AT + timedelta(days=84)).isoformat()
+    assert h800["note"] == ("no forecast of rg-1/gpu-h800-8x/nodes (read from training/gpus/H800)")
+
+
+def _weekly(series: str, p10: float, p50: float, p90: float) -> list[Forecast]:
+    """A stand-in weekly (procurement) forecast of ``series``: 26 weeks from AT."""
+    prov = Provenance("predops.demand", "2", "fs-weekly", AT - timedelta(hours=1))
+    week = timedelta(weeks=1)
+    return [
+        Forecast(series, AT - timedelta(hours=1), AT + k * week, p10, p50, p90, "weekly", prov)
+        for k in range(1, 27)
+    ]
+
+
+def test_plan_with_weekly_forecasts_proposes_a_buy_with_its_numbers(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stand-in weekly forecasts of two GPU series (in GPUs): H800 demand of 56 GPUs
+    (7 nodes) exceeds 4 nodes in use + 1 spare -> buy one rack of 4; A100 demand of 64
+    GPUs (8 nodes) is covered by 8 in use + 1 spare + the open order of 4."""
+    fc = _weekly("training/gpus/H800", 40.0, 56.0, 80.0)
+    fc += _weekly("training/gpus/A100-SXM4-80GB", 60.0, 64.0, 72.0)
+    monkeypatch.setattr(plan_cli, "demand_forecasts", lambda s: (fc, {"status": "ok"}))
+    _, out = _run(workspace, "plan", "--at", AT.isoformat(), "--json")
+    (buy,) = [a for a in out["actions"] if a["kind"] == "buy"]
+    assert buy["target"] == "gpu-h800-8x" and buy["params"]["region"] == "rg-1"
+    assert buy["params"]["quantity"] == 4
+    assert buy["params"]["by_date"] == (AT + timedelta(days=84)).date().isoformat()
+    ev = buy["evidence"]
+    assert ev["series_id"] == "rg-1/gpu-h800-8x/nodes"
+    assert (ev["demand_p10"], ev["demand_p50"], ev["demand_p90"]) == (5.0, 7.0, 10.0)
+    assert (ev["in_use"], ev["on_hand"], ev["on_order_by_arrival"], ev["in_repair"]) == (4, 1, 0, 0)
+    # Default costs: 8 GPU-hours + 192 cores x 0.02 per hour, over the 30-day review period.
+    assert ev["shortage_cost"] == pytest.approx((8 + 192 * 0.02) * 720)
+    assert ev["critical_ratio"] == 0.8 and ev["lead_time_days"] == 84.0
+    assert ev["supply"] < ev["target_stock"] and 0 < ev["gap"] <= 4
+    assert ev["provenance"]["model_version"] == "2"
+    a100 = [s for s in out["skips"] if s["target"] == "gpu-a100-8x@rg-1"]
+    assert [s["reason"] for s in a100] == ["not_needed"]
+    # 8 in use + 1 spare + 4 ordered - 0.02 failures lost; 8 + 0.84 x (9 - 8) / 1.28 nodes.
+    assert a100[0]["detail"] == "supply 13.0 covers the 80% quantile 8.7"
+    covered = out["inputs"]["buy_forecasts"]
+    assert covered["gpu-h800-8x@rg-1"]["covered"] and covered["gpu-a100-8x@rg-1"]["covered"]
+    assert covered["gpu-a10-8x@rg-1"]["note"].startswith("no forecast of rg-1/gpu-a10-8x/nodes")
+    assert any(a.startswith("buy gpu-a10-8x@rg-1: no forecast") for a in out["alerts"])
 
 
 def test_apply_dry_run_revalidates_against_the_lake_and_audits(workspace: Path) -> None:

@@ -159,10 +159,12 @@ def test_node_demand_is_derived_and_coverage_reported(lake: Lake) -> None:
     (first, last) = node_demand_forecasts(hourly, got.demand_in_nodes)
     assert (first.series_id, first.p10, first.p50, first.p90) == ("eu/gpu-h8/nodes", 2.0, 3.0, 5.0)
     assert first.provenance == prov and last.valid_at == NOW + 48 * timedelta(hours=1)
-    cover = buy_forecast_coverage(got.fleet, [first, last], NOW, 30 * DAY)
+    cover = buy_forecast_coverage(got, [first, last], NOW, 30 * DAY)
     gpu = cover["gpu-h8@eu"]
     assert gpu["covered"] is False
-    assert gpu["note"].startswith("the forecasts of eu/gpu-h8/nodes reach 48 h ahead")
+    assert gpu["note"].startswith(
+        "the forecasts of eu/gpu-h8/nodes (read from train/gpus/H800) reach 48 h ahead"
+    )
     assert "lead time 84 days" in gpu["note"]
     assert cover["cpu-96@eu"]["note"] == "no forecast of eu/cpu-96/nodes"
 

@@ -37,6 +37,8 @@ def default_frames(default_sim: Simulation) -> dict[str, pl.DataFrame]:
         "pods": default_sim.pods_frame,
         "demand": default_sim.demand_table(),
         "calendar": default_sim.calendar(),
+        "stock": default_sim.stock(),
+        "purchase_orders": default_sim.purchase_orders(),
     }
 
 
