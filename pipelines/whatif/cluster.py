@@ -5,7 +5,8 @@ snapshot.
 physical node and places the workload through the real
 :class:`~allocator.engine.Allocator` (best fit; CPU pods only on their pool's nodes,
 GPU pods by their GPU model, gangs all-or-nothing). A node is schedulable when its
-pool holds it (not parked by a scale-in), it is up, not cordoned and not in
+pool holds it (not parked by a scale-in, and not joining: a node a scale-up brings
+back serves from the next tick, past the lead time), it is up, not cordoned and not in
 maintenance. Jobs checkpoint every ``checkpoint_s`` from their last (re)start; an
 interruption costs a job its GPUs x the time since its last checkpoint, the whole gang
 restarts, and its pods queue again with their original departure time.
@@ -58,6 +59,9 @@ class Cluster:
             explain=False,
         )
         self.active = np.ones(n, dtype=bool)
+        self.joining = np.zeros(n, dtype=bool)
+        """Brought back by a scale-up this hour: in service from the next tick (the
+        scale-up lead time), so not schedulable yet."""
         self.down_until = np.full(n, np.nan)
         self.maint_until = np.full(n, np.nan)
         self.cordon_owner: list[str | None] = [None] * n
@@ -102,7 +106,7 @@ class Cluster:
         return out
 
     def schedulable(self) -> np.ndarray:
-        out: np.ndarray = self.active & ~self.disrupted()
+        out: np.ndarray = self.active & ~self.joining & ~self.disrupted()
         return out
 
     def sync_schedulable(self) -> None:

@@ -8,6 +8,9 @@
 - :class:`TrueForecasts`: the oracle — the demand that will actually arrive, as
   p10 = p50 = p90.
 
+Both hand the engine the demand measured at the tick too (:func:`observed`, valid now),
+so pool sizing covers what is placed and queued now as well as the next hour's p90.
+
 Series (:func:`loop_demand`): per pool, the unconstrained demand *the loop replays* —
 at tick ``k`` the GPUs (GPU pools) or CPU cores (CPU pools) of every pod with
 ``arrive <= k < leave`` under the loop's hour quantisation, placed or pending — over
@@ -118,7 +121,7 @@ class ModelForecasts:
         )
         assert self._fitted_at is not None
         prov = Provenance(DEMAND_MODEL, f"whatif-{self.fits}", model.config_.hash, now)
-        return forecasts_from_frame(frame, prov)
+        return observed(self.demand, now) + forecasts_from_frame(frame, prov)
 
 
 class TrueForecasts:
@@ -131,14 +134,26 @@ class TrueForecasts:
         ahead = self.demand.filter(
             (pl.col("ts") > now) & (pl.col("ts") <= now + timedelta(hours=HOURS_AHEAD))
         )
-        frame = ahead.select(
-            "series_id",
-            pl.lit(now, dtype=pl.Datetime("us", "UTC")).alias("issued_at"),
-            pl.col("ts").alias("valid_at"),
-            pl.col("value").alias("p10"),
-            pl.col("value").alias("p50"),
-            pl.col("value").alias("p90"),
-            pl.lit("truth").alias("method"),
-        )
         prov = Provenance(DEMAND_MODEL, "truth", "truth", now)
-        return forecasts_from_frame(frame, prov)
+        return observed(self.demand, now) + _degenerate(ahead, now, "truth", prov)
+
+
+def observed(demand: pl.DataFrame, now: datetime) -> list[Forecast]:
+    """The demand measured at ``now`` (placed and queued pods), as a forecast valid at
+    ``now`` with p10 = p50 = p90: pool sizing then never holds less than what is asked
+    for already, whatever the model says about the next hour."""
+    prov = Provenance(DEMAND_MODEL, "observed", "observed", now)
+    return _degenerate(demand.filter(pl.col("ts") == now), now, "observed", prov)
+
+
+def _degenerate(rows: pl.DataFrame, now: datetime, method: str, prov: Provenance) -> list[Forecast]:
+    frame = rows.select(
+        "series_id",
+        pl.lit(now, dtype=pl.Datetime("us", "UTC")).alias("issued_at"),
+        pl.col("ts").alias("valid_at"),
+        pl.col("value").alias("p10"),
+        pl.col("value").alias("p50"),
+        pl.col("value").alias("p90"),
+        pl.lit(method).alias("method"),
+    )
+    return forecasts_from_frame(frame, prov)

@@ -192,6 +192,7 @@ class Loop:
     # ------------------------------------------------------------------ lifecycle
     def _lifecycle(self, k: int, t: float) -> None:
         c = self.cluster
+        c.joining[:] = False  # last hour's scale-ups are in service now
         done = np.flatnonzero(c.down_until <= t)
         for row in done.tolist():
             c.repaired_at[row] = c.down_until[row]
@@ -475,6 +476,7 @@ class Loop:
                 best = min(parked, key=lambda r: (-short.get(self._model[r], 0.0), r))
                 parked.remove(best)
                 c.active[best] = True
+                c.joining[best] = True
                 m = self._model[best]
                 short[m] = short.get(m, 0.0) - float(c.gpus[best] or c.cores[best])
         elif target < cur.size:
