@@ -420,7 +420,7 @@ def buy_forecast_coverage(
             note = f"no forecast of {series}"
         elif not covered:
             note = (
-                f"the forecasts of {series} reach {(last - now) / HOUR:g} h "
+                f"the forecasts of {series} reach {(last - now) / HOUR:.0f} h "
                 f"ahead (to {last.isoformat()}); a buy needs them from "
                 f"{need_from.isoformat()} (lead time {p.lead_time.days} days) to "
                 f"{(need_from + review).isoformat()}"

@@ -195,6 +195,13 @@ def test_plan_with_weekly_forecasts_proposes_a_buy_with_its_numbers(
     assert covered["gpu-h800-8x@rg-1"]["covered"] and covered["gpu-a100-8x@rg-1"]["covered"]
     assert covered["gpu-a10-8x@rg-1"]["note"].startswith("no forecast of rg-1/gpu-a10-8x/nodes")
     assert any(a.startswith("buy gpu-a10-8x@rg-1: no forecast") for a in out["alerts"])
+    # Executed, the buy becomes a purchase request procurement picks up.
+    code, ex = _run(
+        workspace, "apply", out["plan_id"], "--at", AT.isoformat(), "--execute", "--json"
+    )
+    assert code == 0 and ex["counts"] == {"done": 1, "unsupported": 1}
+    rows = (workspace / "purchases" / f"{out['plan_id']}.csv").read_text().splitlines()
+    assert len(rows) == 2 and ",gpu-h800-8x,rg-1,4," in rows[1]
 
 
 def test_apply_dry_run_revalidates_against_the_lake_and_audits(workspace: Path) -> None:
