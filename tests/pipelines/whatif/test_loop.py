@@ -173,6 +173,22 @@ def test_loop_demand_is_what_the_loop_runs_and_queues(world: World) -> None:
             assert value == pytest.approx(float(held[pool & alive].sum()), abs=1e-3), sid
 
 
+def test_scaled_up_nodes_serve_from_the_next_tick(world: World) -> None:
+    loop = Loop(world, LoopConfig(policy="reactive", policy_config=sim_policy_config()))
+    c, k = loop.cluster, world.cfg.first_tick
+    loop.tick(k)
+    pool, rows = max(c.pool_rows.items(), key=lambda kv: int((~c.active[kv[1]]).sum()))
+    parked = rows[~c.active[rows]]
+    assert parked.size > 0, "the first tick parks idle nodes"
+    loop._resize(pool, int(c.active[rows].sum()) + parked.size, world.cfg.at(k))
+    assert c.active[parked].all() and not c.schedulable()[parked].any()
+    c.sync_schedulable()
+    assert not c.snapshot.schedulable[parked].any()  # the allocator cannot use them yet
+    loop._lifecycle(k + 1, (k + 1) * HOUR_S)  # the next tick starts: they are in service
+    back = parked[~c.disrupted()[parked]]
+    assert back.size > 0 and c.schedulable()[back].all()
+
+
 def test_reactive_target_sizes_from_usage() -> None:
     assert reactive_target(busy=10, out_of_service=2, pending_nodes=3, headroom=0.1) == 16
     assert reactive_target(busy=0, out_of_service=0, pending_nodes=0, headroom=0.1) == 0
