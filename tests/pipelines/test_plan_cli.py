@@ -225,3 +225,43 @@ def test_apply_of_an_unknown_plan_says_so(workspace: Path) -> None:
     res = CliRunner().invoke(main, ["--workspace", str(workspace), "apply", "plan-x", "--json"])
     assert res.exit_code == 1
     assert "no plan file" in json.loads(res.stdout.splitlines()[0])["error"]
+
+
+@pytest.mark.slow
+def test_plan_buys_from_a_real_weekly_demand_model(tmp_path: Path) -> None:
+    """End to end, no stand-ins: 150 simulated days (enough weekly history for the
+    procurement configuration), the weekly demand model trained and registered, then
+    ``predops plan``: every stocked SKU is bought or skipped as not needed, each buy with
+    the numbers that produced it."""
+    ws = tmp_path / "ws"
+    start, days = datetime(2026, 1, 5, tzinfo=UTC), 150
+    at = start + timedelta(days=days) - timedelta(hours=1)
+    cfg = SimConfig(nodes=30, days=days, interval=timedelta(hours=1), seed=5, start=start)
+    simulate_to_lake(Lake(ws / "lake"), cfg, clock=FixedClock(at), progress=False)
+    code, trained = _run(
+        ws, "train", "demand", "--config", "weekly", "--backtest-cutoffs", "0", "--json"
+    )
+    assert code == 0 and trained["config"] == "weekly"
+    code, out = _run(ws, "plan", "--at", at.isoformat(), "--json")
+    assert code == 0
+    coverage = out["inputs"]["buy_forecasts"]
+    assert len(coverage) == 5 and all(c["covered"] for c in coverage.values())
+    positions = {
+        f"{p['sku']}@{p['region']}": p for p in out["inputs"]["fleet"]["stock"]["positions"]
+    }
+    buys = {
+        f"{a['target']}@{a['params']['region']}": a for a in out["actions"] if a["kind"] == "buy"
+    }
+    skips = {s["target"]: s for s in out["skips"] if s["kind"] == "buy"}
+    assert buys and set(buys) | set(skips) == set(positions) and not set(buys) & set(skips)
+    assert {s["reason"] for s in skips.values()} <= {"not_needed"}
+    for key, buy in buys.items():
+        pos, ev = positions[key], buy["evidence"]
+        assert buy["params"]["quantity"] % pos["order_multiple"] == 0
+        assert buy["params"]["quantity"] >= ev["gap"] > 0
+        assert ev["lead_time_days"] == pos["lead_time_days"]
+        by = datetime.fromisoformat(out["created_at"]) + timedelta(days=pos["lead_time_days"])
+        assert buy["params"]["by_date"] == by.date().isoformat()
+        assert (ev["in_use"], ev["on_hand"]) == (pos["in_use"], pos["on_hand"])
+        assert ev["demand_p10"] <= ev["demand_p50"] <= ev["demand_p90"]
+        assert ev["provenance"]["model_name"] == "predops.demand"
