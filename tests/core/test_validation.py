@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.schemas import SCHEMAS, TELEMETRY, schema_for
+from core.schemas import PURCHASE_ORDERS, SCHEMAS, STOCK, TELEMETRY, schema_for
 from core.validation import SchemaError, validate
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
@@ -95,3 +95,44 @@ def test_rows_are_numbered_from_first_row() -> None:
     res = validate(frame, TELEMETRY, first_row=101)
     assert res.quarantined["row"].to_list() == [102]
     assert res.quarantined["field"].to_list() == ["ts"]
+
+
+def test_stock_and_purchase_order_rows_are_checked_field_by_field() -> None:
+    stock = pl.DataFrame(
+        {
+            "ts": [NOW] * 4,
+            "sku": ["a", "b", "c", "d"],
+            "region": ["eu"] * 4,
+            "on_hand": [1, 1, 1, 1],
+            "lead_time_days": [70.0, 0.5, 70.0, 70.0],
+            "shortage_cost": [None, 10.0, 0.0, 10.0],
+            "order_multiple": [None, 1, 1, 0],
+        }
+    )
+    res = validate(stock, STOCK, now=NOW)
+    assert res.good["sku"].to_list() == ["a"]
+    assert res.good["idle_cost"].to_list() == [None]  # optional columns may be absent
+    bad = {r["row"]: (r["field"], r["reason"]) for r in res.quarantined.iter_rows(named=True)}
+    assert bad == {
+        2: ("lead_time_days", "value 0.5 below minimum 1.0"),
+        3: ("shortage_cost", "value 0.0 below minimum 0.01"),
+        4: ("order_multiple", "value 0 below minimum 1"),
+    }
+    orders = pl.DataFrame(
+        {
+            "ts": [NOW, NOW],
+            "po_id": ["po-1", "po-2"],
+            "sku": ["a", "a"],
+            "region": ["eu", "eu"],
+            "nodes": [4, 4],
+            "expected_at": [NOW + timedelta(days=90), None],
+            "status": ["open", "open"],
+        }
+    )
+    res = validate(orders, PURCHASE_ORDERS, now=NOW)
+    assert res.good["po_id"].to_list() == ["po-1"]
+    assert res.quarantined.select("row", "field", "reason").row(0) == (
+        2,
+        "expected_at",
+        "missing value",
+    )

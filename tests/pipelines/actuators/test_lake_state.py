@@ -9,6 +9,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from core.clock import FixedClock
 from core.contracts import Forecast, Provenance
@@ -112,6 +113,13 @@ def lake(tmp_path: Path) -> Lake:
     report = ingest(lake, "test", batches, clock=FixedClock(NOW + 2 * DAY), input_name="hand")
     assert report.rows_quarantined == 0
     return lake
+
+
+def test_stock_and_orders_round_trip_through_the_lake(lake: Lake) -> None:
+    for schema, sent in ((STOCK, _stock()), (PURCHASE_ORDERS, _orders())):
+        keys = list(schema.key)
+        stored = lake.scan(schema.name).select(schema.names).sort(keys).collect()
+        assert_frame_equal(stored, sent.cast(schema.polars_schema()).sort(keys))  # type: ignore[arg-type]
 
 
 def test_stock_positions_from_a_hand_made_lake(lake: Lake) -> None:
