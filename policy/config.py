@@ -177,6 +177,10 @@ class SizingConfig:
     - ``scale_in_cooldown`` 2 h: no scale-in within that long of the last scale-up;
     - ``deadband_nodes`` 1: changes this small are not worth an action;
     - ``packing_policy`` 'best_fit': the allocator policy the estimate packs with;
+    - ``max_packed_pods`` 200: pods of a demand increase packed onto new nodes one by
+      one; beyond them the node count is scaled by the resource (a sample's packing
+      ratio holds for the rest; packing thousands of queued pods every hour cost
+      seconds per pool);
     - ``lend_min_anticorrelation`` 0.5: pools whose hourly p50 profiles correlate below
       -0.5 over the next day have opposite peaks and may lend nodes to each other.
     """
@@ -186,6 +190,7 @@ class SizingConfig:
     scale_in_cooldown: timedelta = timedelta(hours=2)
     deadband_nodes: int = 1
     packing_policy: str = "best_fit"
+    max_packed_pods: int = 200
     seed: int = 0
     max_forecast_age: timedelta = timedelta(hours=6)
     lend_min_anticorrelation: float = 0.5

@@ -10,8 +10,9 @@ arrives after the lead time and must cover the demand until the next sizing roun
    running now stay where the scheduler packed them on the live snapshot; only the
    increase over them is sampled from the pool's pod mix, placed by the allocator onto
    the free room of the busy nodes, and the rest packed onto new nodes by the
-   allocator's estimator (:class:`~allocator.estimator.NodeCountEstimator`) — cheap
-   enough to run every hour;
+   allocator's estimator (:class:`~allocator.estimator.NodeCountEstimator`; at most
+   ``max_packed_pods`` of them, the new nodes scaled by the resource of the rest) —
+   cheap enough to run every hour;
 3. plus a buffer for the failures the risk model expects in the window (p_fail scaled
    to the window, summed, rounded up) and the nodes already cordoned / in repair;
 4. never below current usage (nodes hosting pods, plus those out of service): a
@@ -119,6 +120,17 @@ def _templates(nodes: Sequence[NodeSpec]) -> list[NodeSpec]:
     ]
 
 
+def _resource_ratio(pods: Sequence[PodRequest], part: Sequence[PodRequest]) -> float:
+    """How many times ``part`` the pods ``pods`` are, by GPUs (CPU cores when none)."""
+    if len(part) == len(pods):
+        return 1.0
+    gpu = sum(p.total_gpu_milli for p in part)
+    if gpu > 0:
+        return sum(p.total_gpu_milli for p in pods) / gpu
+    cpu = sum(p.cpu_milli for p in part)
+    return sum(p.cpu_milli for p in pods) / cpu if cpu > 0 else 1.0
+
+
 class PoolSizingPolicy:
     """Node counts per pool and lending between pools; see the module docstring."""
 
@@ -214,10 +226,15 @@ class PoolSizingPolicy:
         rng = np.random.default_rng(self.config.seed)
         growth = sample_pods(batch, rng, gpu_milli=grow_g * GPU_MILLI, cpu_milli=grow_c * 1000)
         left = fill.place(snapshot, growth, self.config.packing_policy, self.config.seed)
+        # Pack at most ``max_packed_pods`` of them (in the sample's random order) and
+        # scale the new nodes by the binding resource of all over the packed ones.
+        packed = left[: self.config.max_packed_pods]
         est: Estimate = NodeCountEstimator(
             skus, self.config.packing_policy, seed=self.config.seed, order="random"
-        ).estimate(PodBatch.of(left))
-        need = len(fill.busy_rows) + est.total_nodes
+        ).estimate(PodBatch.of(packed))
+        scale = _resource_ratio(left, packed)
+        new_nodes = math.ceil(est.total_nodes * scale - 1e-9)
+        need = len(fill.busy_rows) + new_nodes
         evidence = {
             "method": "allocator_packing",
             **fill.to_dict(),
@@ -226,6 +243,8 @@ class PoolSizingPolicy:
             "growth_pods": len(growth),
             "growth_on_busy_nodes": len(growth) - len(left),
             **est.to_dict(),
+            "packed_pods": len(packed),
+            "new_nodes": new_nodes,
             "total_nodes": need,
         }
         return need, evidence

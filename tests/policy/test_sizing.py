@@ -9,7 +9,7 @@ import numpy as np
 
 from allocator.snapshot import ClusterSnapshot
 from core.actions import LendNodes, Plan, ResizePool, SkipReason
-from policy.config import Budgets, SizingConfig
+from policy.config import Budgets, PolicyConfig, SizingConfig
 from policy.engine import plan
 from policy.fleet import PoolState
 from policy.sizing import window_probability
@@ -77,6 +77,11 @@ def test_growth_fills_the_busy_nodes_before_new_ones() -> None:
     # 52 more GPUs: 24 on the busy nodes, 28 on ceil(28 / 8) = 4 new nodes
     assert r.evidence["nodes_for_demand"] == 4 + 4
     assert ClusterSnapshot.same_state(before, snap.state())  # a what-if only
+    # packing only 8 of the 14 pods left and scaling by their GPUs gives the same count
+    capped = PolicyConfig(sizing=SizingConfig(max_packed_pods=8))
+    r = resize(plan([], more, snap, make_fleet(nodes), Budgets(), clock(), capped), "train")
+    assert isinstance(r, ResizePool) and r.evidence["allocator"]["packed_pods"] == 8
+    assert r.evidence["nodes_for_demand"] == 4 + 4
 
 
 def test_buffer_for_expected_failures_and_nodes_in_repair() -> None:
