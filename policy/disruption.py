@@ -13,7 +13,8 @@ is known and near.
 Per cordoned node: uncordon when a repair or inspection finished after the cordon, or
 when its current risk is low and a clean window has passed since the cordon (not
 within ``min_hold`` of the cordon: hysteresis), never a node someone else cordoned. A
-node back from a repair or inspection is not drained again for ``repair_hold``.
+node back from a repair or inspection is not drained again for ``repair_hold`` (off by
+default).
 """
 
 from __future__ import annotations

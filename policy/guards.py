@@ -107,8 +107,8 @@ def no_flapping(c: NodeCandidate, cfg: DisruptionConfig) -> Verdict | None:
 
 
 def not_just_repaired(c: NodeCandidate, cfg: DisruptionConfig) -> Verdict | None:
-    """No drain within ``repair_hold`` of a finished repair or inspection: the node was
-    just looked at, and the risk still reads the telemetry from before it."""
+    """No drain within ``repair_hold`` of a finished repair or inspection (off when 0):
+    the node was just looked at, and the risk still reads the telemetry from before it."""
     st = c.state
     if st is not None and st.repaired_at is not None and c.now - st.repaired_at < cfg.repair_hold:
         return Verdict(

@@ -105,7 +105,6 @@ def test_threshold_moves_with_the_costs(fleet20: tuple) -> None:
         ({"under_repair": True}, {}, SkipReason.UNDER_REPAIR),
         ({"cordoned": True, "cordon_owner": "predops"}, {}, SkipReason.ALREADY_CORDONED),
         ({"uncordoned_at": T0 - 2 * H}, {}, SkipReason.HYSTERESIS),
-        ({"repaired_at": T0 - 20 * H}, {}, SkipReason.HYSTERESIS),
     ],
 )
 def test_each_node_guard_skips_with_its_reason(
@@ -126,12 +125,19 @@ def test_hysteresis_lapses_after_min_hold(fleet20: tuple) -> None:
     )
 
 
-def test_repair_hold_lapses_after_a_day(fleet20: tuple) -> None:
+def test_repair_hold_when_set(fleet20: tuple) -> None:
     nodes, snap = fleet20
-    fleet = make_fleet(nodes, {"train-r0-n0": make_state("train-r0-n0", repaired_at=T0 - 25 * H)})
-    assert isinstance(
-        drain_outcome(run([make_risk("train-r0-n0", 0.95)], snap, fleet), "train-r0-n0"), Drain
-    )
+    held = PolicyConfig(disruption=replace(EAGER.disruption, repair_hold=24 * H))
+    risk = [make_risk("train-r0-n0", 0.95)]
+
+    def outcome(repaired_ago: int, cfg: PolicyConfig) -> Drain | SkipReason:
+        state = make_state("train-r0-n0", repaired_at=T0 - repaired_ago * H)
+        fleet = make_fleet(nodes, {"train-r0-n0": state})
+        return drain_outcome(plan(risk, [], snap, fleet, Budgets(), clock(), cfg), "train-r0-n0")
+
+    assert outcome(20, held) is SkipReason.HYSTERESIS
+    assert isinstance(outcome(25, held), Drain)
+    assert isinstance(outcome(1, EAGER), Drain)  # off by default
 
 
 def test_confirmation_needs_consecutive_scores_over_the_threshold(fleet20: tuple) -> None:
