@@ -143,10 +143,10 @@ def test_a_purge_longer_than_the_span_holds_out_whole_entities() -> None:
     sides = [set(groups[idx]) for idx in (train, val, cal)]
     assert not sides[0] & sides[1] and not sides[0] & sides[2] and not sides[1] & sides[2]
     # A purge that spares the training slice but swallows the validation slice
-    # (validation would start 7.5 h before calibration, the purge is 10 h) also cuts
-    # by entity: early stopping needs its slice.
+    # (validation would start 7.5 h before calibration, the purge is 10 h) keeps the
+    # time cut: the booster trains unstopped rather than on a handful of entities.
     short = NodeFailureClassifier(**FAST, purge=10 * 3600.0, negative_rate=None)
-    assert short.fit(X, y, time=secs, groups=groups).slicing_ == "groups"
+    assert short.fit(X, y, time=secs, groups=groups).slicing_ == "time"
     # Without groups the same input trains on everything before calibration, unstopped.
     plain = NodeFailureClassifier(**FAST, purge=7 * 86400.0, negative_rate=None).fit(
         X, y, time=secs
