@@ -94,6 +94,11 @@ def resample_demand(
 ) -> pl.LazyFrame:
     """Each series on a complete ``freq`` grid up to its last bucket (or ``cutoff``).
 
+    A bucket is only emitted once its label has been reached: a trailing bucket labelled
+    after the newest sample (data to 13:25 -> the bucket ``(13:00, 14:00]``) is still
+    filling, and would both stamp features and forecasts with a time the data has not
+    reached and pass a part of an hour off as the whole of it.
+
     Values in a bucket are averaged (``agg='mean'``) or their peak kept (``'max'``);
     ``value`` is unconstrained demand (running + pending) as the lake stores it.
     ``value_last`` is the bucket's latest sample: at a step change (a job of 64 GPUs
@@ -104,6 +109,7 @@ def resample_demand(
         lf = lf.filter(pl.col("ts") <= cutoff)
     every = polars_every(spec.freq)
     end = (pl.col("ts") - timedelta(microseconds=1)).dt.truncate(every).dt.offset_by(every)
+    lf = lf.filter(end <= pl.col("ts").max())  # complete buckets only (see above)
     keys = [SERIES, "pool", "resource", "gpu_model"]
     b = (
         lf.with_columns(end.alias("__end"))

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,11 @@ def test_demo_trains_scores_plans_then_serves(tmp_path: Path) -> None:
     ws, port = tmp_path / "ws", _free_port()
     log = tmp_path / "demo.err"
     cmd = [str(PREDOPS), "--workspace", str(ws), "demo", "--nodes", "30", "--days", "12"]
-    cmd += ["--seed", "5", "--port", str(port), "--json"]
+    # The data ends at minute 25 of the last hour, mid-bucket: the plan's next hours must
+    # still find a forecast (see the plan check below).
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    start = hour - timedelta(days=12, minutes=35)
+    cmd += ["--seed", "5", "--port", str(port), "--start", start.isoformat(), "--json"]
     env = {**os.environ, "OMP_WAIT_POLICY": "passive"}
     out = tmp_path / "demo.json"
     with out.open("wb") as stdout, log.open("wb") as stderr:
@@ -73,6 +78,17 @@ def test_demo_trains_scores_plans_then_serves(tmp_path: Path) -> None:
     assert report["jobs"]["pipeline"]["steps"]["score"]["rows"] == 30
     plan_file = Path(report["jobs"]["pipeline"]["plan"]["plan_file"])
     assert plan_file.is_file() and plan_file.is_relative_to(ws)
+    # Every pool is sized from the fresh forecast (a forecast stamped after the data's
+    # end once left the next hours without one: every pool skipped as no_forecast).
+    plan = json.loads(plan_file.read_text())
+    sized = {a["target"] for a in plan["actions"] if a["kind"] == "resize_pool"} | {
+        s["target"]
+        for s in plan["skips"]
+        if s["kind"] == "resize_pool" and s["reason"] != "no_forecast"
+    }
+    assert sized and not [
+        s for s in plan["skips"] if s["kind"] == "resize_pool" and s["reason"] == "no_forecast"
+    ], plan["skips"]
     runs = RunStore(ws / "scheduler.db").runs()
     assert sorted(r["job"] for r in runs) == ["pipeline", "retrain"]
     assert all(r["status"] == "done" for r in runs)
