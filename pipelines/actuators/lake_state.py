@@ -85,19 +85,18 @@ def _has(lake: Lake, table: str) -> bool:
     return bool(lake.files(table))
 
 
+def latest_as_of(lake: Lake, table: str, now: datetime, *keys: str) -> pl.LazyFrame:
+    """Each key's latest row of ``table`` at or before ``now``, sorted by the keys."""
+    return (
+        lake.scan(table).filter(pl.col("ts") <= now).sort("ts").group_by(*keys).last().sort(*keys)
+    )
+
+
 def topology_at(lake: Lake, now: datetime) -> tuple[Topology, datetime]:
     """Latest inventory row per node at or before ``now``, and the newest row's time."""
     if not _has(lake, "inventory"):
         raise ValueError("the lake has no inventory; run `predops simulate` or ingest one")
-    inv = (
-        lake.scan("inventory")
-        .filter(pl.col("ts") <= now)
-        .sort("ts")
-        .group_by("node_id")
-        .last()
-        .sort("node_id")
-        .collect()
-    )
+    inv = latest_as_of(lake, "inventory", now, "node_id").collect()
     if inv.height == 0:
         raise ValueError(f"the lake's inventory has no row at or before {now.isoformat()}")
     return Topology.from_inventory(inv.select(INVENTORY.names)), inv["ts"].max()  # type: ignore[return-value]
@@ -255,11 +254,7 @@ def _open_orders(lake: Lake, now: datetime) -> pl.DataFrame:
     if not _has(lake, "purchase_orders"):
         return PURCHASE_ORDERS.empty()
     return (
-        lake.scan("purchase_orders")
-        .filter(pl.col("ts") <= now)
-        .sort("ts")
-        .group_by("po_id")
-        .last()
+        latest_as_of(lake, "purchase_orders", now, "po_id")
         .filter(pl.col("status") == "open")
         .sort("expected_at", "po_id")
         .collect()
@@ -280,15 +275,7 @@ def stock_positions(
     period by default)."""
     costs = costs or CostModel()
     period = period or BuyConfig().review_period
-    rows = (
-        lake.scan("stock")
-        .filter(pl.col("ts") <= now)
-        .sort("ts")
-        .group_by("sku", "region")
-        .last()
-        .sort("sku", "region")
-        .collect()
-    )
+    rows = latest_as_of(lake, "stock", now, "sku", "region").collect()
     in_use: Counter[tuple[str, str]] = Counter()
     in_repair: Counter[tuple[str, str]] = Counter()
     shape: dict[tuple[str, str], NodeSpec] = {}

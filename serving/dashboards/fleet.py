@@ -10,6 +10,7 @@ from typing import Any
 
 import polars as pl
 
+from pipelines.actuators.lake_state import latest_as_of
 from pipelines.lake import Lake
 from serving.dashboards.risk import FleetRisk
 
@@ -22,16 +23,7 @@ def inventory_at(lake_dir: Path, now: datetime) -> pl.DataFrame:
     lake = Lake(lake_dir)
     if not lake.files("inventory"):
         return pl.DataFrame(schema=dict.fromkeys(PLACEMENT, pl.String))
-    return (
-        lake.scan("inventory")
-        .filter(pl.col("ts") <= now)
-        .sort("ts")
-        .group_by("node_id")
-        .last()
-        .select(PLACEMENT)
-        .sort("node_id")
-        .collect()
-    )
+    return latest_as_of(lake, "inventory", now, "node_id").select(PLACEMENT).collect()
 
 
 @dataclass(frozen=True, slots=True)
