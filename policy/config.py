@@ -92,8 +92,13 @@ class CostModel:
       the job holds its resources meanwhile; a drain is announced and pays nothing;
     - ``inspection_window`` 4 h: a drained node is out for inspection that long; this
       is lost only if the node was healthy, i.e. with weight ``1 - p_fail``;
-    - ``capacity_value`` 1.0: the fraction of a lost node-hour that hurts (lower it for
-      pools with idle headroom).
+    - ``capacity_value`` 1.0: the fraction of a lost node-hour that hurts when nothing
+      replaces the node; the engine prices the window by the pool's headroom
+      (:mod:`policy.headroom`): 0 when an idle node of the same kind is spare beyond the
+      forecast, ``replacement_lead / inspection_window`` when a parked node can be
+      brought back, the full value when the pool is full;
+    - ``replacement_lead`` 30 min: a parked node a scale-up brings back serves after that
+      long (the scale-up lead time).
     """
 
     gpu_hour: float = 1.0
@@ -103,6 +108,7 @@ class CostModel:
     detection_delay: timedelta = timedelta(minutes=30)
     inspection_window: timedelta = timedelta(hours=4)
     capacity_value: float = 1.0
+    replacement_lead: timedelta = timedelta(minutes=30)
 
     def __post_init__(self) -> None:
         for name in ("gpu_hour", "cpu_core_hour", "capacity_value"):

@@ -6,7 +6,9 @@ loses the work since its last checkpoint, the time until the failure is noticed 
 job torn down, and a restart. A drain restarts the same jobs (losing no work when it
 waits for their checkpoint, else the same work since the last one) and takes the node
 out for an inspection window — a cost only when the node was healthy, so it counts
-with weight ``1 - p_fail`` (a failing node is out for repair either way). Drain when
+with weight ``1 - p_fail`` (a failing node is out for repair either way), and only as
+far as the pool cannot replace the node (:mod:`policy.headroom`: the capacity share,
+0 with an idle node spare, the scale-up lead with a parked one, 1 in a full pool). Drain when
 ``p_fail x failure cost`` exceeds ``margin x drain cost``. All figures are in cost
 units (see :mod:`policy.config`).
 """
@@ -22,6 +24,7 @@ from allocator.requests import PodRequest
 from allocator.topology import GPU_MILLI, NodeSpec
 from policy.config import CostModel
 from policy.fleet import NodeState
+from policy.headroom import FULL_PRICE, CapacityPrice
 
 HOUR = timedelta(hours=1)
 
@@ -46,6 +49,7 @@ class NodeEconomics:
     inspection_cost: float
     migration_cost: float
     not_before: datetime
+    capacity: CapacityPrice = FULL_PRICE
 
     @property
     def expected_benefit(self) -> float:
@@ -70,6 +74,8 @@ class NodeEconomics:
             "drain_lost_work_h": round(self.drain_lost_work_h, 4),
             "inspection_cost": round(self.inspection_cost, 4),
             "migration_cost": round(self.migration_cost, 4),
+            "capacity_share": round(self.capacity.share, 4),
+            "capacity": self.capacity.to_dict(),
         }
 
 
@@ -119,8 +125,10 @@ def node_economics(
     now: datetime,
     costs: CostModel,
     max_checkpoint_wait: timedelta,
+    capacity: CapacityPrice = FULL_PRICE,
 ) -> NodeEconomics:
-    """Failure and drain cost of ``spec`` running ``pods`` now."""
+    """Failure and drain cost of ``spec`` running ``pods`` now; ``capacity`` prices the
+    inspection window's lost capacity (default: in full)."""
     lost_h = lost_work(state, now, costs) / HOUR
     restart_h = costs.restart_overhead / HOUR
     detect_h = costs.detection_delay / HOUR
@@ -133,12 +141,7 @@ def node_economics(
     rate = [sum(pod_hourly(p, costs) for p in job) for job in jobs]
     failure = sum(r * (lost_h + detect_h + restart_h) for r in rate)
     migration = sum(r * (drain_lost_h + restart_h) for r in rate)
-    inspection = (
-        (1.0 - p_fail)
-        * costs.hourly(spec.gpus, spec.cpu_milli / 1000)
-        * (costs.inspection_window / HOUR)
-        * costs.capacity_value
-    )
+    inspection = inspection_cost(spec, p_fail, costs, capacity.share)
     gpus = sum(p.total_gpu_milli / GPU_MILLI for job in jobs for p in job)
     gpu_h = gpus * (lost_h + detect_h + restart_h)
     return NodeEconomics(
@@ -153,4 +156,18 @@ def node_economics(
         inspection_cost=inspection,
         migration_cost=migration,
         not_before=not_before,
+        capacity=capacity,
+    )
+
+
+def inspection_cost(spec: NodeSpec, p_fail: float, costs: CostModel, share: float) -> float:
+    """Cost units of the inspection window of a healthy node (weight ``1 - p_fail``):
+    its capacity value over the window x ``capacity_value`` x the ``share`` its pool
+    cannot replace."""
+    return (
+        (1.0 - p_fail)
+        * costs.hourly(spec.gpus, spec.cpu_milli / 1000)
+        * (costs.inspection_window / HOUR)
+        * costs.capacity_value
+        * share
     )

@@ -1,14 +1,17 @@
 """Proactive cordon / drain and uncordon, decided under guards and budgets.
 
 Per scored node (latest risk per node): the node guards (:mod:`policy.guards`), then
-the cost threshold (:mod:`policy.costs`). Nodes that pass are counted per pool for the
+the cost threshold (:mod:`policy.costs`), with the inspection window's capacity priced
+by the pool's headroom (:mod:`policy.headroom`: idle or parked nodes of the same kind
+beyond the demand forecast replace the node). Nodes that pass are counted per pool for the
 storm breaker: if more than ``storm_fraction`` of a pool crosses at once, none of them
 is drained and the plan raises an alert (that is usually bad data or a shared cause, a
 job for a human). The rest are taken best net benefit first (node id breaks ties) and
 each must pass the PDB headroom, the disruption budgets and the allocator check that the
 pods of every accepted drain — gangs whole, in their rack / spine — still fit on the
-schedulable rest of the cluster. A drain waits for the node's next checkpoint when it
-is known and near.
+schedulable rest of the cluster; a drain priced on spare capacity that earlier drains of
+the plan took is priced again and may fall below the threshold. A drain waits for the
+node's next checkpoint when it is known and near.
 
 Per cordoned node: uncordon when a repair or inspection finished after the cordon, or
 when its current risk is low and a clean window has passed since the cordon (not
@@ -31,12 +34,13 @@ from allocator.policies import make_policy
 from allocator.requests import PodRequest
 from allocator.snapshot import ClusterSnapshot
 from core.actions import Action, Drain, Skip, SkipReason, Uncordon
-from core.contracts import FailureRisk, Provenance
+from core.contracts import FailureRisk, Forecast, Provenance
 from policy.budgets import BudgetLedger
 from policy.config import Budgets, DisruptionConfig
 from policy.costs import NodeEconomics, break_even_floor, node_economics
 from policy.fleet import FleetState, NodeState
 from policy.guards import NodeCandidate, PdbLedger, Verdict, first_objection
+from policy.headroom import Kind, PoolHeadroom, kind_of, size_of
 
 TOP_REASONS = 3
 
@@ -110,6 +114,14 @@ def _fit_evidence(check: DrainCheck) -> dict[str, Any]:
     return {"fits": check.fits, "moves": moves, "gangs": gangs, "unplaced": dict(check.unplaced)}
 
 
+def _below(econ: NodeEconomics) -> str:
+    return (
+        f"p_fail {econ.p_fail:.3f} x failure cost {econ.failure_cost:.2f} = "
+        f"{econ.expected_benefit:.2f} <= drain cost {econ.drain_cost:.2f} (capacity priced "
+        f"at {econ.capacity.share:.0%}: {econ.capacity.basis})"
+    )
+
+
 class CordonDrainPolicy:
     """Decides drains and uncordons; see the module docstring."""
 
@@ -123,12 +135,16 @@ class CordonDrainPolicy:
         snapshot: ClusterSnapshot,
         fleet: FleetState,
         now: datetime,
+        forecasts: Sequence[Forecast] = (),
     ) -> Decisions:
+        """Drains and uncordons at ``now``; ``forecasts`` (demand) price a drain's
+        capacity by its pool's headroom (none: every pool is taken as full)."""
         cfg = self.config
         out = Decisions()
         by_node = latest_risk(risks)
         history = earlier_scores(risks, by_node)
         pods_on, gangs = self._pods(snapshot)
+        headroom = PoolHeadroom.assess(snapshot, fleet, forecasts, now, cfg.costs)
         passed: list[tuple[NodeCandidate, NodeEconomics]] = []
         for node_id in sorted(by_node):
             risk = by_node[node_id]
@@ -153,35 +169,18 @@ class CordonDrainPolicy:
                 )
                 out.skips.append(Skip("drain", node_id, SkipReason.BELOW_THRESHOLD, detail))
                 continue
-            econ = node_economics(
-                cand.spec,
-                cand.pods,
-                gangs,
-                cand.state,
-                risk.p_fail,
-                now,
-                cfg.costs,
-                cfg.max_checkpoint_wait,
-            )
+            econ = self._economics(cand, gangs, risk.p_fail, headroom, {})
             if econ.expected_benefit <= cfg.benefit_margin * econ.drain_cost:
-                out.skips.append(
-                    Skip(
-                        "drain",
-                        node_id,
-                        SkipReason.BELOW_THRESHOLD,
-                        f"p_fail {risk.p_fail:.3f} x failure cost {econ.failure_cost:.2f} = "
-                        f"{econ.expected_benefit:.2f} <= drain cost {econ.drain_cost:.2f}",
-                    )
-                )
+                out.skips.append(Skip("drain", node_id, SkipReason.BELOW_THRESHOLD, _below(econ)))
                 continue
-            unconfirmed = self._unconfirmed(cand, gangs, history.get(node_id, ()), now)
+            unconfirmed = self._unconfirmed(cand, gangs, history.get(node_id, ()), headroom)
             if unconfirmed is not None:
                 out.skips.append(Skip("drain", node_id, SkipReason.HYSTERESIS, unconfirmed))
                 continue
             passed.append((cand, econ))
 
         passed = self._storm_breaker(passed, fleet, out)
-        self._accept(passed, snapshot, fleet, gangs, now, out)
+        self._accept(passed, snapshot, fleet, gangs, headroom, now, out)
         self._uncordons(by_node, fleet, now, out)
         seen: set[tuple[str, str, str]] = set()
         for r in by_node.values():
@@ -192,12 +191,34 @@ class CordonDrainPolicy:
         return out
 
     # ------------------------------------------------------------------ pieces
+    def _economics(
+        self,
+        cand: NodeCandidate,
+        gangs: Mapping[str, Sequence[PodRequest]],
+        p_fail: float,
+        headroom: PoolHeadroom,
+        taken: Mapping[Kind, float],
+    ) -> NodeEconomics:
+        cfg = self.config
+        assert cand.spec is not None and cand.state is not None
+        return node_economics(
+            cand.spec,
+            cand.pods,
+            gangs,
+            cand.state,
+            p_fail,
+            cand.now,
+            cfg.costs,
+            cfg.max_checkpoint_wait,
+            headroom.price(cand.spec, taken),
+        )
+
     def _unconfirmed(
         self,
         cand: NodeCandidate,
         gangs: Mapping[str, Sequence[PodRequest]],
         earlier: Sequence[FailureRisk],
-        now: datetime,
+        headroom: PoolHeadroom,
     ) -> str | None:
         """Why the risk is not yet confirmed (None: it is): with ``confirm_scores`` N > 1
         the N - 1 scores before the latest, each within ``confirm_gap`` of the next,
@@ -211,16 +232,7 @@ class CordonDrainPolicy:
         for k, r in enumerate(earlier[:need]):
             if at - r.as_of > cfg.confirm_gap:
                 break
-            e = node_economics(
-                cand.spec,
-                cand.pods,
-                gangs,
-                cand.state,
-                r.p_fail,
-                now,
-                cfg.costs,
-                cfg.max_checkpoint_wait,
-            )
+            e = self._economics(cand, gangs, r.p_fail, headroom, {})
             if e.expected_benefit <= cfg.benefit_margin * e.drain_cost:
                 return (
                     f"not confirmed: the score at {r.as_of.isoformat()} (p_fail "
@@ -288,10 +300,12 @@ class CordonDrainPolicy:
         snapshot: ClusterSnapshot,
         fleet: FleetState,
         gangs: Mapping[str, Sequence[PodRequest]],
+        headroom: PoolHeadroom,
         now: datetime,
         out: Decisions,
     ) -> None:
         cfg = self.config
+        taken: dict[Kind, float] = {}
         disrupted = [n for n, st in fleet.nodes.items() if st.disrupted]
         ledger = BudgetLedger(self.budgets, fleet.topology.nodes, disrupted)
         pdbs = PdbLedger(fleet.pdbs, fleet.pdb_pods)
@@ -309,6 +323,14 @@ class CordonDrainPolicy:
         )
         for cand, econ in order:
             node_id = cand.node_id
+            assert cand.spec is not None
+            kind = kind_of(cand.spec)
+            if taken.get(kind) and econ.capacity.share < 1.0:
+                econ = self._economics(cand, gangs, econ.p_fail, headroom, taken)
+                if econ.expected_benefit <= cfg.benefit_margin * econ.drain_cost:
+                    detail = _below(econ) + "; the pool's spare went to earlier drains of this plan"
+                    out.skips.append(Skip("drain", node_id, SkipReason.BELOW_THRESHOLD, detail))
+                    continue
             v: Verdict | None = pdbs.blocked(node_id)
             if v is None:
                 why = ledger.blocked(node_id)
@@ -339,6 +361,7 @@ class CordonDrainPolicy:
             assert check is not None
             ledger.take(node_id)
             pdbs.take(node_id)
+            taken[kind] = taken.get(kind, 0.0) + size_of(cand.spec)
             accepted.append(node_id)
             out.actions.append(self._drain(cand, econ, check, ledger, pdbs, gangs, now))
         out.budgets_used.update(ledger.used())
@@ -362,6 +385,7 @@ class CordonDrainPolicy:
         )
         if timed:
             reason += f"; timed to the next checkpoint at {econ.not_before.isoformat()}"
+        reason += f"; capacity priced at {econ.capacity.share:.0%} ({econ.capacity.basis})"
         evidence: dict[str, Any] = {
             "risk": _risk_evidence(r),
             "economics": econ.to_dict(),

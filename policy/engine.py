@@ -44,7 +44,7 @@ def plan(
     cfg = config or PolicyConfig()
     now = clock.now()
     parts: list[Decisions] = [
-        CordonDrainPolicy(cfg.disruption, budgets).decide(risk, snapshot, inventory, now),
+        CordonDrainPolicy(cfg.disruption, budgets).decide(risk, snapshot, inventory, now, forecast),
         PoolSizingPolicy(cfg.sizing).decide(forecast, risk, snapshot, inventory, now),
         InventoryBuyPolicy(cfg.buy).decide(forecast, risk, inventory, now),
     ]

@@ -79,11 +79,14 @@ class PdbState:
 class PoolState:
     """A pool's resize history (for the scale-in cooldown): the last resize, and the
     last scale-up when known (the cooldown then counts from it, as a cluster
-    autoscaler's scale-down delay after an add)."""
+    autoscaler's scale-down delay after an add). ``max_nodes``: the most nodes the pool
+    can hold (node-group maximum, or its physical nodes); the room above the nodes it
+    holds is parked capacity a scale-up can bring back (None: unknown, no room)."""
 
     pool: str
     last_resize_at: datetime | None = None
     last_scale_up_at: datetime | None = None
+    max_nodes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from core.actions import Action, Cordon, Drain, SkipReason, Uncordon
 from core.contracts import FailureRisk
 from policy.budgets import BudgetLedger
 from policy.config import Budgets, DisruptionConfig
-from policy.costs import HOUR
+from policy.costs import inspection_cost
 from policy.fleet import NodeState, PdbState
 from policy.guards import PdbLedger, Verdict
 
@@ -135,8 +135,9 @@ def _disruption(
 
 def _still_at_risk(action: Action, view: CurrentView, cfg: DisruptionConfig) -> Verdict | None:
     """A drain planned on a risk that has since fallen below the cost threshold is
-    dropped; the planned economics supply the costs, the node's capacity the inspection
-    window's value at the current p_fail."""
+    dropped; the planned economics supply the costs and the capacity share the pool's
+    headroom gave, the node's capacity the inspection window's value at the current
+    p_fail."""
     r = view.risk
     econ: Any = action.evidence.get("economics")
     if r is None or r.provenance is None or not isinstance(econ, Mapping):
@@ -148,14 +149,12 @@ def _still_at_risk(action: Action, view: CurrentView, cfg: DisruptionConfig) -> 
         migration = float(econ["migration_cost"])
     except (KeyError, TypeError, ValueError):
         return None
+    try:
+        share = float(econ.get("capacity_share", 1.0))
+    except (TypeError, ValueError):
+        share = 1.0
     spec = view.topology.node(r.node_id)
-    costs = cfg.costs
-    inspection = (
-        (1.0 - r.p_fail)
-        * costs.hourly(spec.gpus, spec.cpu_milli / 1000)
-        * (costs.inspection_window / HOUR)
-        * costs.capacity_value
-    )
+    inspection = inspection_cost(spec, r.p_fail, cfg.costs, share)
     drain_cost = migration + inspection
     if r.p_fail * failure <= cfg.benefit_margin * drain_cost:
         return Verdict(

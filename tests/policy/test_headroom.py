@@ -1,0 +1,132 @@
+"""A drain's capacity priced by its pool's headroom: idle, parked or no spare node."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from allocator.snapshot import ClusterSnapshot
+from core.actions import Drain, Plan, SkipReason
+from core.contracts import Forecast
+from policy.config import Budgets, PolicyConfig
+from policy.engine import plan
+from policy.fleet import FleetState, PoolState
+from policy.headroom import PoolHeadroom, series_kind
+from tests.policy.factories import T0, H, busy_snapshot, clock, forecast, make_fleet, make_risk
+from tests.policy.factories import rack_nodes as racks
+from tests.policy.test_disruption import drain_outcome
+
+NODE = "train-r0-n0"
+SERIES = "train/gpus/A100"
+
+
+def _cluster(idle: int) -> tuple[list, ClusterSnapshot]:
+    """20 8-GPU training nodes, one per rack; each runs a 4-GPU pod except the last
+    ``idle`` nodes, which are empty."""
+    nodes = racks("train", racks=20, per_rack=1)
+    per = {n.node_id: (0 if i >= len(nodes) - idle else 4) for i, n in enumerate(nodes)}
+    return nodes, busy_snapshot(nodes, per)
+
+
+def _demand(snap: ClusterSnapshot, extra_gpus: float = 0.0) -> list[Forecast]:
+    """Observed demand now (what runs) and the same plus ``extra_gpus`` in 2 h."""
+    placed = snap.used_gpu_milli / 1000
+    return [
+        forecast(SERIES, T0, placed, spread=0.0),
+        forecast(SERIES, T0 + 2 * H, placed + extra_gpus, spread=0.0),
+    ]
+
+
+def _econ(p: Plan, node_id: str = NODE) -> dict:
+    for a in p.actions:
+        if a.kind == "drain" and a.target == node_id:
+            return dict(a.evidence["economics"])
+    raise AssertionError(f"no drain of {node_id}")
+
+
+def _run(
+    risks: list,
+    snap: ClusterSnapshot,
+    fleet: FleetState,
+    forecasts: list[Forecast],
+) -> Plan:
+    return plan(risks, forecasts, snap, fleet, Budgets(), clock(), PolicyConfig())
+
+
+def test_series_kind_parses_gpu_and_cpu_series() -> None:
+    assert series_kind("train/gpus/A100") == ("train", "A100")
+    assert series_kind("bigdata/cpu_cores") == ("bigdata", None)
+    assert series_kind("train/memory") is None
+
+
+def test_spare_pool_drains_where_a_full_pool_does_not() -> None:
+    """Same node, same risk: the threshold is lower when an idle node takes the work,
+    in between when a parked node can be brought back, highest in a full pool."""
+    risk = [make_risk(NODE, 0.8)]
+    thresholds = {}
+    for case, idle, parked in (("idle", 2, None), ("parked", 0, 22), ("full", 0, None)):
+        nodes, snap = _cluster(idle)
+        pools = {"train": PoolState("train", max_nodes=parked)}
+        fleet = make_fleet(nodes, pools=pools)
+        cheap = plan([make_risk(NODE, 0.99)], _demand(snap), snap, fleet, Budgets(), clock(), None)
+        econ = _econ(cheap)
+        thresholds[case] = econ["break_even_p"]
+        assert econ["capacity"]["basis"] == {"idle": "idle_node", "parked": "parked_node"}.get(
+            case, "pool_full"
+        )
+        outcome = drain_outcome(_run(risk, snap, fleet, _demand(snap)), NODE)
+        if case == "idle":
+            assert isinstance(outcome, Drain)
+            assert "capacity priced at 0%" in outcome.reason
+        else:
+            assert outcome is SkipReason.BELOW_THRESHOLD
+    assert thresholds["idle"] < thresholds["parked"] < thresholds["full"]
+    assert _econ(_run([make_risk(NODE, 0.99)], *_full_parked()))["capacity_share"] == 0.125
+
+
+def _full_parked() -> tuple[ClusterSnapshot, FleetState, list[Forecast]]:
+    nodes, snap = _cluster(0)
+    fleet = make_fleet(nodes, pools={"train": PoolState("train", max_nodes=21)})
+    return snap, fleet, _demand(snap)
+
+
+def test_forecast_growth_uses_up_the_idle_nodes() -> None:
+    """Two idle 8-GPU nodes, but the forecast needs 16 more GPUs within the window."""
+    nodes, snap = _cluster(2)
+    fleet = make_fleet(nodes)
+    econ = _econ(_run([make_risk(NODE, 0.99)], snap, fleet, _demand(snap, extra_gpus=16)))
+    assert econ["capacity"]["basis"] == "pool_full"
+    assert econ["capacity"]["forecast_need"] == 16
+    # growth beyond the window does not count
+    late = [*_demand(snap), forecast(SERIES, T0 + 5 * H, 500.0, spread=0.0)]
+    econ = _econ(_run([make_risk(NODE, 0.99)], snap, fleet, late))
+    assert econ["capacity"]["basis"] == "idle_node"
+
+
+def test_no_forecast_prices_the_window_in_full() -> None:
+    nodes, snap = _cluster(2)
+    econ = _econ(_run([make_risk(NODE, 0.99)], snap, make_fleet(nodes), []))
+    assert (econ["capacity"]["basis"], econ["capacity_share"]) == ("unknown", 1.0)
+
+
+def test_earlier_drains_of_the_plan_use_up_the_spare() -> None:
+    """One idle node: the better of two risky nodes gets it; the other is priced again
+    on a full pool and falls below the threshold."""
+    nodes, snap = _cluster(1)
+    fleet = make_fleet(nodes)
+    other = "train-r1-n0"
+    p = _run([make_risk(NODE, 0.8), make_risk(other, 0.85)], snap, fleet, _demand(snap))
+    assert isinstance(drain_outcome(p, other), Drain)
+    assert drain_outcome(p, NODE) is SkipReason.BELOW_THRESHOLD
+    skip = next(s for s in p.skips if s.target == NODE)
+    assert "earlier drains" in skip.detail
+
+
+def test_headroom_counts_only_schedulable_empty_undisrupted_nodes() -> None:
+    nodes, snap = _cluster(2)
+    idle = [n.node_id for n in nodes[-2:]]
+    snap.set_schedulable([idle[0]], False)
+    fleet = make_fleet(nodes)
+    head = PoolHeadroom.assess(snap, fleet, _demand(snap), T0, PolicyConfig().disruption.costs)
+    assert head.idle == {("train", "A100"): 8.0}
+    assert head.need == {("train", "A100"): 0.0}
+    assert head.window == timedelta(hours=4)
