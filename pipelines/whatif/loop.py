@@ -48,7 +48,7 @@ from core.clock import FixedClock
 from core.contracts import FailureRisk, Forecast, Provenance
 from pipelines.whatif.cluster import OWNER_MAINTENANCE, OWNER_REPAIR, Cluster
 from pipelines.whatif.risk import RiskTable
-from pipelines.whatif.tally import BudgetAuditor, Tally
+from pipelines.whatif.tally import BudgetAuditor, Tally, unreplaced
 from pipelines.whatif.world import HOUR_S, World
 from policy.config import Budgets, DisruptionConfig, PolicyConfig
 from policy.engine import plan as make_plan
@@ -140,7 +140,13 @@ class Loop:
         self._topo_key: bytes = b""
         self._topo: Topology | None = None
         self.row_of = {n: i for i, n in enumerate(world.node_ids)}
+        n = len(world.specs)
+        self.charged_until = np.full(n, np.nan)
+        """Needless drains: the time up to which the unreplaced count assessed the node."""
+        self.unreplaced_h = np.zeros(n)
+        """Needless drains: value-hours the node's pool could not replace so far."""
         self._model: list[str | None] = [s.gpu_model for s in world.specs]
+        self._kind = [(s.pool, s.gpu_model) for s in world.specs]
         self.value = np.array([dcfg.costs.hourly(s.gpus, s.cpu_milli / 1000) for s in world.specs])
         w = world.workload
         self._arrive = _by_tick(w.arrive)
@@ -186,7 +192,7 @@ class Loop:
         else:
             self._plan(k, now, sizing)
         c.place_pending(t)
-        self._account()
+        self._account(t)
         self._strike(k, t)
 
     # ------------------------------------------------------------------ lifecycle
@@ -304,6 +310,8 @@ class Loop:
         else:
             self.tally.drains_needless += 1
             c.needless[row] = True
+            self.charged_until[row] = at
+            self.unreplaced_h[row] = 0.0
             c.down_until[row] = at + self.pcfg.disruption.costs.inspection_window.total_seconds()
 
     def _p(self, k: int) -> np.ndarray:
@@ -411,8 +419,13 @@ class Loop:
             observed_at=now,
             nodes=states,
             pools={
-                p_: PoolState(p_, at, self.last_scale_up.get(p_))
-                for p_, at in self.last_resize.items()
+                p_: PoolState(
+                    p_,
+                    self.last_resize.get(p_),
+                    self.last_scale_up.get(p_),
+                    max_nodes=int((c.active[rows] | ~c.under_repair[rows]).sum()),
+                )
+                for p_, rows in sorted(c.pool_rows.items())
             },
         )
         forecasts = self.forecasts(now) if sizing else []
@@ -449,6 +462,7 @@ class Loop:
                 self.tally.needless_out_gpu_hours += (
                     self.value[row] * (t - c.drained_at[row]) / HOUR_S
                 )
+                self.tally.needless_out_unreplaced_gpu_hours += self.unreplaced_h[row]
                 c.needless[row] = False
             c.uncordon(row, t)
             self.tally.uncordons += 1
@@ -528,9 +542,10 @@ class Loop:
                 self._resize(pool, target, now)
 
     # ------------------------------------------------------------------ figures
-    def _account(self) -> None:
+    def _account(self, t: float) -> None:
         c = self.cluster
         tl = self.tally
+        self._charge_unreplaced(t)
         act = c.active
         busy = c.busy()
         tl.provisioned_node_hours += float(act.sum())
@@ -547,6 +562,27 @@ class Loop:
         tl.pending_pod_hours += c.pending_pods()
         for pool, want in self.want.items():
             tl.stockout_node_hours += max(0, want - c.pool_rows[pool].size)
+
+    def _charge_unreplaced(self, t: float) -> None:
+        """The hour ``[t, t + 1 h)`` of each needlessly drained node still out (from the
+        drain on, for the first), when its pool cannot replace it
+        (:func:`~pipelines.whatif.tally.unreplaced`)."""
+        c = self.cluster
+        out = np.flatnonzero(c.needless)
+        if out.size == 0:
+            return
+        kinds = self._kind
+        wanted = {
+            (pool, m)
+            for pool in sorted({kinds[r][0] for r in out.tolist()})
+            for m, v in self._pending_by_model(pool).items()
+            if v > 0
+        }
+        spare = (c.schedulable() & ~c.busy()) | (~c.active & ~c.under_repair)
+        bit = unreplaced(out, kinds, spare, wanted)
+        span = (t + HOUR_S - self.charged_until[out]) / HOUR_S
+        self.unreplaced_h[out] += np.where(bit, self.value[out] * span, 0.0)
+        self.charged_until[out] = t + HOUR_S
 
 
 def _opt(loop: Loop, seconds: float) -> datetime | None:

@@ -1,16 +1,19 @@
 """What a what-if run counts, and the independent disruption-budget check.
 
 :class:`Tally` accumulates the run's figures (GPU-hours, node-hours, counts). Units are
-in the names. :class:`BudgetAuditor` re-counts disrupted nodes per pool / rack / spine
-from the loop's own node state each time the policy disrupts a node, without the
-engine's ledger or guards, and records a violation whenever the disruption takes a
-domain past what ``policy.config.Budgets`` allows — so a bug in a guard, or a
-fleet state handed to the engine wrongly, shows up as a non-zero count.
+in the names; :func:`unreplaced` says which needlessly drained nodes their pool could
+not replace in an hour (the drain cost that bit). :class:`BudgetAuditor` re-counts
+disrupted nodes per pool / rack / spine from the loop's own node state each time the
+policy disrupts a node, without the engine's ledger or guards, and records a violation
+whenever the disruption takes a domain past what ``policy.config.Budgets`` allows — so a
+bug in a guard, or a fleet state handed to the engine wrongly, shows up as a non-zero
+count.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +41,10 @@ class Tally:
     needless_out_gpu_hours: float = 0.0
     """Node GPU-hours (CPU nodes: cost units) a needless drain kept out of service,
     from the drain to the uncordon."""
+    needless_out_unreplaced_gpu_hours: float = 0.0
+    """The part of ``needless_out_gpu_hours`` its pool could not replace: hours in which
+    the pool had pending pods a node of its kind could run and no spare node of that
+    kind (:func:`unreplaced`)."""
     capacity_value: float = 1.0
     """The engine's ``CostModel.capacity_value``: the share of an out-of-service
     node-hour that hurts, used to price needless drains as the engine does."""
@@ -68,6 +75,7 @@ class Tally:
         r = 4
         full_cost = self.needless_out_gpu_hours + self.drain_lost_gpu_hours
         cost = self.capacity_value * self.needless_out_gpu_hours + self.drain_lost_gpu_hours
+        bit = self.needless_out_unreplaced_gpu_hours + self.drain_lost_gpu_hours
         return {
             "failures": self.failures,
             "failures_on_busy_nodes": self.failures_on_busy_nodes,
@@ -83,6 +91,10 @@ class Tally:
             "needless_drain_out_gpu_hours": round(self.needless_out_gpu_hours, r),
             "drain_cost_gpu_hours": round(cost, r),
             "drain_cost_gpu_hours_full_capacity": round(full_cost, r),
+            "needless_drain_out_unreplaced_gpu_hours": round(
+                self.needless_out_unreplaced_gpu_hours, r
+            ),
+            "drain_cost_gpu_hours_unreplaced": round(bit, r),
             "uncordons": self.uncordons,
             "budget_violations": self.budget_violations,
             "provisioned_node_hours": round(self.provisioned_node_hours, r),
@@ -106,6 +118,29 @@ class Tally:
             "alerts": self.alerts,
             "missed_failures_by_reason": dict(sorted(self.missed.items())),
         }
+
+
+def unreplaced(
+    out: np.ndarray,
+    kinds: Sequence[tuple[str, str | None]],
+    spare: np.ndarray,
+    wanted: set[tuple[str, str | None]],
+) -> np.ndarray:
+    """Which of the out-of-service node rows ``out`` their pool could not replace this
+    hour (a bool per row of ``out``). A node's kind is (pool, GPU model; None for CPU
+    nodes). Per kind, the out nodes are replaced one each by the ``spare`` rows of that
+    kind (idle in service, or parked and healthy) in row order; the ones left over
+    count only when the pool had pending pods a node of that kind could run
+    (``wanted`` kinds) — otherwise nobody was waiting for the node."""
+    free = Counter(kinds[i] for i in np.flatnonzero(spare).tolist())
+    bit = np.zeros(out.size, dtype=bool)
+    for j in np.argsort(out, kind="stable").tolist():
+        k = kinds[int(out[j])]
+        if free[k] > 0:
+            free[k] -= 1
+        elif k in wanted:
+            bit[j] = True
+    return bit
 
 
 def _domains(spec: NodeSpec) -> dict[str, tuple[str, str]]:
