@@ -40,7 +40,7 @@ from policy.config import Budgets, DisruptionConfig
 from policy.costs import NodeEconomics, break_even_floor, node_economics
 from policy.fleet import FleetState, NodeState
 from policy.guards import NodeCandidate, PdbLedger, Verdict, first_objection
-from policy.headroom import Kind, PoolHeadroom, kind_of, size_of
+from policy.headroom import Kind, PoolHeadroom, size_of
 
 TOP_REASONS = 3
 
@@ -324,7 +324,7 @@ class CordonDrainPolicy:
         for cand, econ in order:
             node_id = cand.node_id
             assert cand.spec is not None
-            kind = kind_of(cand.spec)
+            kind = headroom.kind(cand.spec)
             if taken.get(kind) and econ.capacity.share < 1.0:
                 econ = self._economics(cand, gangs, econ.p_fail, headroom, taken)
                 if econ.expected_benefit <= cfg.benefit_margin * econ.drain_cost:

@@ -1,7 +1,8 @@
 """What a drained node's capacity costs its pool: priced by the pool's headroom.
 
 A node taken out for an inspection window costs its pool nothing when the pool has an
-idle node of the same kind (same GPU model; CPU pools: any node) beyond what the demand
+idle node of the same kind (same GPU model, or the models one demand series of the pool
+covers together; CPU pools: any node) beyond what the demand
 forecast needs over the window — the work the node would have run goes there; it costs
 the scale-up lead when a parked node (room below the pool's ``PoolState.max_nodes``)
 can be brought back instead; and it costs its full capacity for the window when the
@@ -38,11 +39,8 @@ from policy.config import CostModel
 from policy.fleet import FleetState
 
 Kind = tuple[str, str | None]
-"""(pool, GPU model); CPU nodes have model None."""
-
-
-def kind_of(spec: NodeSpec) -> Kind:
-    return (spec.pool, spec.gpu_model if spec.gpus > 0 else None)
+"""(pool, GPU models): a GPU model, or the ``+``-joined models one demand series covers
+together; CPU nodes have None."""
 
 
 def size_of(spec: NodeSpec) -> float:
@@ -51,13 +49,21 @@ def size_of(spec: NodeSpec) -> float:
 
 
 def series_kind(series_id: str) -> Kind | None:
-    """``pool/gpus/<model>`` -> (pool, model); ``pool/cpu_cores`` -> (pool, None)."""
+    """``pool/gpus/<models>`` -> (pool, models); ``pool/cpu_cores`` -> (pool, None)."""
     parts = series_id.split("/")
     if len(parts) == 3 and parts[1] == "gpus":
         return (parts[0], parts[2])
     if len(parts) == 2 and parts[1] == "cpu_cores":
         return (parts[0], None)
     return None
+
+
+def node_kind(spec: NodeSpec, groups: Mapping[tuple[str, str], str]) -> Kind:
+    """A node's kind: its pool and the GPU models its pool's demand series covers
+    (``groups``: (pool, model) -> joined models; else its own model); CPU: None."""
+    if spec.gpus <= 0 or spec.gpu_model is None:
+        return (spec.pool, None)
+    return (spec.pool, groups.get((spec.pool, spec.gpu_model), spec.gpu_model))
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +92,11 @@ class PoolHeadroom:
     parked_nodes: Mapping[str, int]
     window: timedelta
     lead_share: float
+    groups: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    """(pool, GPU model) -> the ``+``-joined models of the series that covers it."""
+
+    def kind(self, spec: NodeSpec) -> Kind:
+        return node_kind(spec, self.groups)
 
     @classmethod
     def assess(
@@ -97,6 +108,11 @@ class PoolHeadroom:
         costs: CostModel,
     ) -> PoolHeadroom:
         window = costs.inspection_window
+        groups: dict[tuple[str, str], str] = {}
+        for f in forecasts:
+            sk = series_kind(f.series_id)
+            if sk is not None and sk[1] is not None:
+                groups.update({(sk[0], m): sk[1] for m in sk[1].split("+")})
         idle: dict[Kind, float] = {}
         placed: dict[Kind, float] = {}
         held: dict[str, int] = {}
@@ -107,7 +123,7 @@ class PoolHeadroom:
                 i = snapshot.index_of(spec.node_id)
             except KeyError:
                 continue
-            k = kind_of(spec)
+            k = node_kind(spec, groups)
             st = fleet.nodes.get(spec.node_id)
             out = st is not None and st.disrupted
             if not snapshot.pods_on[i] and bool(sched[i]) and not out:
@@ -134,12 +150,12 @@ class PoolHeadroom:
             if st.max_nodes is not None
         }
         lead = min(1.0, costs.replacement_lead / window) if window > timedelta(0) else 0.0
-        return cls(idle, need, parked, window, lead)
+        return cls(idle, need, parked, window, lead, groups)
 
     def price(self, spec: NodeSpec, taken: Mapping[Kind, float]) -> CapacityPrice:
         """The capacity share a drain of ``spec`` costs, after the drains already
         accepted in this plan took ``taken`` (capacity per kind) of the spare."""
-        k = kind_of(spec)
+        k = self.kind(spec)
         size = size_of(spec)
         if k not in self.need:
             return CapacityPrice(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from allocator.snapshot import ClusterSnapshot
@@ -130,3 +131,19 @@ def test_headroom_counts_only_schedulable_empty_undisrupted_nodes() -> None:
     assert head.idle == {("train", "A100"): 8.0}
     assert head.need == {("train", "A100"): 0.0}
     assert head.window == timedelta(hours=4)
+
+
+def test_a_series_of_several_models_pools_their_nodes() -> None:
+    """A pool of A100 and H100 nodes forecast as one series ``train/gpus/A100+H100``:
+    an idle H100 node is spare for a drained A100 node."""
+    nodes = racks("train", racks=20, per_rack=1)
+    nodes[-1] = replace(nodes[-1], gpu_model="H100")
+    per = {n.node_id: (0 if n is nodes[-1] else 4) for n in nodes}
+    snap = busy_snapshot(nodes, per)
+    placed = snap.used_gpu_milli / 1000
+    joined = [forecast("train/gpus/A100+H100", T0, placed, spread=0.0)]
+    econ = _econ(_run([make_risk(NODE, 0.99)], snap, make_fleet(nodes), joined))
+    assert econ["capacity"]["basis"] == "idle_node"
+    alone = [forecast("train/gpus/A100", T0, placed, spread=0.0)]
+    econ = _econ(_run([make_risk(NODE, 0.99)], snap, make_fleet(nodes), alone))
+    assert econ["capacity"]["basis"] == "pool_full"
