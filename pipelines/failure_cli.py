@@ -64,6 +64,11 @@ def _finite(obj: Any) -> Any:
 @click.option("--horizon", default=None, help="Backblaze label horizon (default 30d).")
 @click.option("--stride", default=None, help="Backblaze row spacing (default 1d daily, 7d hds).")
 @click.option(
+    "--validation",
+    is_flag=True,
+    help="Backblaze: evaluate on a window inside each split's training rows (for tuning).",
+)
+@click.option(
     "--compare-strategies",
     is_flag=True,
     help="Synthetic: also fit one stacked model (horizon as a feature) and compare.",
@@ -78,6 +83,7 @@ def eval_failure(
     seed: int,
     horizon: str | None,
     stride: str | None,
+    validation: bool,
     compare_strategies: bool,
     as_json: bool,
 ) -> None:
@@ -111,6 +117,7 @@ def eval_failure(
             clock=clock,
             horizon=parse_duration(horizon) if horizon else fe.DRIVE_HORIZON,
             stride=parse_duration(stride) if stride else None,
+            validation=validation,
         )
     emit(_finite({"source": source, "path": path, **report}), as_json, _human)
 

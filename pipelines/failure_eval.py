@@ -341,18 +341,33 @@ def node_targets(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def evaluate_drives(
+@dataclass(frozen=True)
+class DriveData:
+    """Drive-day rows of one Backblaze input and what they were built from."""
+
+    frame: pl.DataFrame
+    events: pl.DataFrame
+    smart_ids: tuple[int, ...]
+    cutoff: datetime
+    stride: timedelta
+    input: dict[str, Any]
+    seconds: float
+
+    @property
+    def failures(self) -> pl.DataFrame:
+        return _failures(self.events)
+
+
+def drive_data(
     source: str,
     path: str,
     *,
     clock: Clock,
     horizon: timedelta = DRIVE_HORIZON,
     stride: timedelta | None = None,
-    budgets: tuple[int, ...] = (10, 50),
-    params: dict[str, Any] | None = None,
-    cohort_share: float = 0.3,
-) -> dict[str, Any]:
-    """Model vs logistic vs SMART rule on Backblaze drive-days (see module doc)."""
+) -> DriveData:
+    """Read ``path`` with the ``source`` adapter and build its drive-day rows (every
+    ``stride`` days; default 7 for hds, 1 for the daily files)."""
     tables, bad = read_validated(source, path, clock=clock)
     smart = tables.get("drive_smart", DRIVE_SMART.empty())
     events = tables.get("events", EVENTS.empty())
@@ -366,45 +381,37 @@ def evaluate_drives(
     frame = drive_features(
         smart, events, stride=step, horizons=(horizon,), smart_ids=ids, cutoff=cutoff
     )
-    defs = drive_feature_defs(ids)
-    out: dict[str, Any] = {
-        "input": {
-            "drive_smart_rows": smart.height,
-            "drives": smart["node_id"].n_unique(),
-            "failures": int((events["kind"] == "failure").sum()),
-            "quarantined": bad,
-            "from": smart["ts"].min(),
-            "to": smart["ts"].max(),
-        },
-        "rows": {
-            "stride_days": step.total_seconds() / 86400,
-            "drive_days": frame.height,
-            "seconds": round(time.perf_counter() - t0, 1),
-            "note": "false-alarm rates are per drive-day: with a stride of k days each row "
-            "is a uniform sample of drive-days, so the rates are unbiased",
-        },
-        "horizon_days": horizon.total_seconds() / 86400,
-        "features": [d.name for d in defs],
-        "rule": {
-            "columns": [f"{c}__last" for c in DRIVE_RULE_COLUMNS if _has(frame, c)],
-            "fires_when": "any SMART 5/187/197/198 raw value > 0",
-        },
-        "splits": {},
+    info = {
+        "drive_smart_rows": smart.height,
+        "drives": smart["node_id"].n_unique(),
+        "failures": int((events["kind"] == "failure").sum()),
+        "quarantined": bad,
+        "from": smart["ts"].min(),
+        "to": smart["ts"].max(),
     }
-    fails = _failures(events)
+    return DriveData(frame, events, ids, cutoff, step, info, time.perf_counter() - t0)
+
+
+def drive_splits(
+    data: DriveData, *, horizon: timedelta = DRIVE_HORIZON, cohort_share: float = 0.3
+) -> tuple[list[Split], dict[str, str]]:
+    """The time-ordered split (when the input is long enough for a purged one) and the
+    drive-cohort split of ``data``; the second value names infeasible splits and why."""
+    frame, cutoff = data.frame, data.cutoff
     split_at = default_split_at(frame, horizon=horizon, label_cutoff=cutoff)
     split_list: list[Split] = []
+    errors: dict[str, str] = {}
     time_cut = time_split(frame, horizon=horizon, split_at=split_at, label_cutoff=cutoff)
     time_ok = bool(time_cut.train.height and time_cut.train[label_name(horizon)].sum() > 0)
     if time_ok:
         split_list.append(time_cut)
     else:
         span = frame["ts"].max() - frame["ts"].min()  # type: ignore[operator]
-        out["splits"]["time"] = {
-            "error": f"infeasible: the input spans {span}, too short for a purged time "
+        errors["time"] = (
+            f"infeasible: the input spans {span}, too short for a purged time "
             f"split at a {_d(horizon)} horizon (training labels must be decided before "
             "the test period starts); only the drive-cohort split is reported"
-        }
+        )
     # Without a feasible purged time split the cohorts are not purged either (no test
     # drive is in training, so overlapping label windows cannot leak).
     split_list.append(
@@ -417,6 +424,82 @@ def evaluate_drives(
             label_cutoff=cutoff,
         )
     )
+    return split_list, errors
+
+
+def validation_split(
+    split: Split, *, horizon: timedelta = DRIVE_HORIZON, cohort_share: float = 0.3
+) -> Split:
+    """A split of ``split``'s training rows alone, cut the same way (a purged time cut;
+    for cohorts, other drives of the training cohort held out), with only the labels
+    the training rows had: settings are chosen on it, never on the test period."""
+    rows, cutoff = split.train, split.train_label_cutoff
+    at = default_split_at(rows, horizon=horizon, label_cutoff=cutoff)
+    if split.name == "time":
+        return time_split(rows, horizon=horizon, split_at=at, label_cutoff=cutoff)
+    return cohort_split(
+        rows,
+        horizon=horizon,
+        split_at=at,
+        test_share=cohort_share,
+        purge=split.purge > timedelta(0),
+        label_cutoff=cutoff,
+        salt="validation",
+    )
+
+
+def drive_rule_columns(frame: pl.DataFrame) -> list[str]:
+    """The SMART rule's feature columns that carry values in ``frame``."""
+    return [f"{c}__last" for c in DRIVE_RULE_COLUMNS if _has(frame, c)]
+
+
+def drive_model_params(source: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``DRIVE_PARAMS``, then the ``source``'s own settings, then ``params``."""
+    return {**DRIVE_PARAMS, **DRIVE_SOURCE_PARAMS.get(source, {}), **(params or {})}
+
+
+def evaluate_drives(
+    source: str,
+    path: str,
+    *,
+    clock: Clock,
+    horizon: timedelta = DRIVE_HORIZON,
+    stride: timedelta | None = None,
+    budgets: tuple[int, ...] = (10, 50),
+    params: dict[str, Any] | None = None,
+    cohort_share: float = 0.3,
+    validation: bool = False,
+) -> dict[str, Any]:
+    """Model vs logistic vs SMART rule on Backblaze drive-days (see module doc).
+    ``validation``: each split's :func:`validation_split` instead (for choosing
+    settings; the test period is never read)."""
+    data = drive_data(source, path, clock=clock, horizon=horizon, stride=stride)
+    frame = data.frame
+    defs = drive_feature_defs(data.smart_ids)
+    out: dict[str, Any] = {
+        "input": data.input,
+        "rows": {
+            "stride_days": data.stride.total_seconds() / 86400,
+            "drive_days": frame.height,
+            "seconds": round(data.seconds, 1),
+            "note": "false-alarm rates are per drive-day: with a stride of k days each row "
+            "is a uniform sample of drive-days, so the rates are unbiased",
+        },
+        "horizon_days": horizon.total_seconds() / 86400,
+        "features": [d.name for d in defs],
+        "rule": {
+            "columns": drive_rule_columns(frame),
+            "fires_when": "any SMART 5/187/197/198 raw value > 0",
+        },
+        "splits": {},
+    }
+    split_list, errors = drive_splits(data, horizon=horizon, cohort_share=cohort_share)
+    if validation:
+        split_list = [
+            validation_split(s, horizon=horizon, cohort_share=cohort_share) for s in split_list
+        ]
+        out["validation"] = "splits of the training rows only; the test period is not read"
+    out["splits"].update({name: {"error": why} for name, why in errors.items()})
     for split in split_list:
         t1 = time.perf_counter()
         res, _ = evaluate_split(
@@ -425,8 +508,8 @@ def evaluate_drives(
             feature_defs=defs,
             feature_set_hash=f"drive-v2-{len(defs)}",
             rule_columns=out["rule"]["columns"],
-            failures=fails,
-            model_params={**DRIVE_PARAMS, **DRIVE_SOURCE_PARAMS.get(source, {}), **(params or {})},
+            failures=data.failures,
+            model_params=drive_model_params(source, params),
             anomaly=False,
             budgets=budgets,
         )

@@ -23,12 +23,18 @@ fixed origin, so all drives share the days), holding
 - ``drive__power_on_hours`` (at the last snapshot, plus the calendar hours since: a
   drive in the fleet is powered on), ``drive__days_observed``, ``drive__capacity_tb``,
   and the categoricals ``drive__model`` and ``drive__family`` (the vendor prefix of the
-  model name: ``ST``, ``WDC``, ``Hitachi``...).
+  model name: ``ST``, ``WDC``, ``Hitachi``...);
+- ``fleet__model_afr_90d``: the fleet's recent annualised failure rate of the drive's
+  model, failures of drives of that model in ``(t - 90 d, t]`` per drive-year on the
+  grid in that window (a bad batch shows here before its next drive fails; the model
+  category alone learns only the training period's rate). Fleet rows count drives of
+  the frame being built, so a frame of one cohort sees that cohort's failures only.
 
-A row at day ``t`` uses only snapshots with ``ts <= t``. Labels come from
-:func:`features.labels.add_failure_labels` (failures strictly after ``t``; null past the
-label cutoff; rows on or after a drive's failure are unusable). Grid days run from a
-drive's first snapshot to its failure or last snapshot, whichever is first.
+A row at day ``t`` uses only snapshots with ``ts <= t`` and failures at or before ``t``.
+Labels come from :func:`features.labels.add_failure_labels` (failures strictly after
+``t``; null past the label cutoff; rows on or after a drive's failure are unusable).
+Grid days run from a drive's first snapshot to its failure or last snapshot, whichever
+is first.
 
 This is a feature transform, kept beside the model that uses it until ``features/``
 grows a drive feature set.
@@ -62,6 +68,8 @@ SMART_NAMES: dict[int, str] = {
 }
 LAGS = (timedelta(days=1), timedelta(days=7), timedelta(days=30))
 GROWTH_WINDOWS = (timedelta(days=30), timedelta(days=90))
+FLEET_WINDOW = timedelta(days=90)
+DAYS_PER_YEAR = 365.25
 # Cumulative counters grow; temperature and the read-error rate do not, so only the
 # counters get increase features.
 COUNTER_IDS = (5, 10, 12, 187, 188, 189, 196, 197, 198)
@@ -166,8 +174,63 @@ def drive_feature_defs(smart_ids: tuple[int, ...]) -> list[FeatureDef]:
         FeatureDef("drive__capacity_tb", ("capacity_bytes",), "last", None, "float32"),
         FeatureDef("drive__model", ("model",), "category", None, "category"),
         FeatureDef("drive__family", ("model",), "category", None, "category"),
+        FeatureDef(
+            f"fleet__model_afr_{FLEET_WINDOW.days}d",
+            ("model", "failure"),
+            "rate",
+            FLEET_WINDOW,
+            "float32",
+            doc=f"failures per drive-year of this drive model in the fleet over the last "
+            f"{FLEET_WINDOW.days} days",
+        ),
     ]
     return defs
+
+
+def model_failure_rate(
+    rows: pl.DataFrame, events: pl.DataFrame, *, stride: timedelta
+) -> pl.DataFrame:
+    """``fleet__model_afr_90d`` for the grid ``rows`` (``node_id``, ``ts``, ``model``): per
+    model and grid day ``t``, failures at ``(t - 90 d, t]`` of drives of that model over
+    the drive-years of its grid rows in that window (each row stands for ``stride``).
+    A failure counts from the first grid day at or after it, never before."""
+    name = f"fleet__model_afr_{FLEET_WINDOW.days}d"
+    days = sorted(rows["ts"].unique().to_list())
+    models = rows.group_by(DRIVE).agg(pl.col("model").last())
+    fails = (
+        events.filter(pl.col("kind") == "failure")
+        .group_by(DRIVE)
+        .agg(pl.col("at").min())
+        .join(models, on=DRIVE, how="inner")
+        .sort("at")
+        .join_asof(
+            pl.DataFrame({"ts": days}, schema={"ts": rows.schema["ts"]}),
+            left_on="at",
+            right_on="ts",
+            strategy="forward",
+        )
+        .drop_nulls("ts")
+        .group_by("model", "ts")
+        .agg(pl.len().cast(pl.Float64).alias("__fails"))
+    )
+    per_day = (
+        rows.group_by("model", "ts")
+        .agg(pl.len().cast(pl.Float64).alias("__alive"))
+        .join(fails, on=["model", "ts"], how="full", coalesce=True)
+        .with_columns(pl.col("__alive", "__fails").fill_null(0.0))
+        .sort("model", "ts")
+    )
+    window = f"{FLEET_WINDOW.days}d"
+    rolled = per_day.with_columns(
+        pl.col("__alive").rolling_sum_by("ts", window).over("model").alias("__alive_w"),
+        pl.col("__fails").rolling_sum_by("ts", window).over("model").alias("__fails_w"),
+    )
+    years = pl.col("__alive_w") * (stride.total_seconds() / 86400 / DAYS_PER_YEAR)
+    return rolled.select(
+        "model",
+        "ts",
+        pl.when(years > 0).then(pl.col("__fails_w") / years).cast(pl.Float32).alias(name),
+    )
 
 
 def model_family(model: pl.Expr) -> pl.Expr:
@@ -375,8 +438,11 @@ def drive_features(
         pl.col("model").cast(pl.Categorical).alias("drive__model"),
         model_family(pl.col("model")).alias("drive__family"),
     ]
+    out = out.with_columns(exprs)
+    fleet = model_failure_rate(out.select(DRIVE, "ts", "model"), events, stride=stride)
+    out = out.join(fleet, on=["model", "ts"], how="left")
     names = [d.name for d in drive_feature_defs(ids)]
-    feats = out.with_columns(exprs).select(DRIVE, "ts", *names)
+    feats = out.select(DRIVE, "ts", *names)
     labelled = add_failure_labels(
         feats.lazy(), events.lazy(), horizons=horizons, label_cutoff=cutoff
     ).collect()

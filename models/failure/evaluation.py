@@ -104,15 +104,17 @@ def cohort_split(
     time: str = "ts",
     purge: bool = True,
     label_cutoff: datetime | None = None,
+    salt: str = "predops",
 ) -> Split:
     """Time cut plus disjoint entity cohorts. ``purge=False`` lets training label
     windows overlap the test period (harmless here: no test entity is in training) for
-    inputs too short to hold two full horizons."""
+    inputs too short to hold two full horizons. ``salt`` seeds the cohort hash (a
+    validation split inside a training cohort needs a different one)."""
     base = time_split(
         frame, horizon=horizon, split_at=split_at, time=time, label_cutoff=label_cutoff
     )
     ids = frame.select(entity).unique()
-    test_ids = ids.filter(pl.Series(in_cohort(ids[entity], test_share)))[entity]
+    test_ids = ids.filter(pl.Series(in_cohort(ids[entity], test_share, salt)))[entity]
     rows = observed(frame, horizon, label_cutoff=label_cutoff, time_column=time)
     train_rows = base.train if purge else rows.filter(pl.col(time) < split_at)
     train = train_rows.filter(~pl.col(entity).is_in(test_ids.implode()))

@@ -134,3 +134,29 @@ def test_model_family_is_the_vendor_prefix() -> None:
     models = pl.Series("m", ["ST4000DM000", "WDC WD30EFRX", "Hitachi HDS5C3030ALA630", None])
     fam = pl.select(model_family(pl.lit(models))).to_series().cast(pl.String).to_list()
     assert fam == ["ST", "WDC", "Hitachi", None]
+
+
+def test_fleet_model_failure_rate_counts_only_failures_seen_so_far() -> None:
+    # A, B, C are one model, D another; A fails on day 40.
+    s = smart([(d, day, 0, 0) for d in "ABCD" for day in (0, 60)]).with_columns(
+        pl.when(pl.col("node_id") == "D")
+        .then(pl.lit("WDC WD30EFRX"))
+        .otherwise(pl.col("model"))
+        .alias("model")
+    )
+    s = s.filter(~((pl.col("node_id") == "A") & (pl.col("ts") > D0 + timedelta(days=40))))
+    f = drive_features(s, failures([("A", 40)]), stride=timedelta(days=1))
+    rate = "fleet__model_afr_90d"
+    assert row(f, "B", 39)[rate] == 0
+    # Day 40: one failure over 3 drives x 41 grid days of the model.
+    assert row(f, "B", 40)[rate] == pytest.approx(365.25 / 123, rel=1e-5)
+    assert row(f, "C", 60)[rate] == pytest.approx(365.25 / (41 + 61 + 61), rel=1e-5)
+    assert row(f, "D", 50)[rate] == 0
+    # A failure after the day never shows: the same fleet with A failing on day 55.
+    later = drive_features(
+        smart([(d, day, 0, 0) for d in "ABC" for day in (0, 60)]),
+        failures([("A", 55)]),
+        stride=timedelta(days=1),
+    )
+    for day in range(0, 55):
+        assert row(later, "B", day)[rate] == 0, day
