@@ -184,6 +184,11 @@ class SizingConfig:
       a longer hold sizes for a longer peak and holds more idle nodes);
     - ``scale_in_cooldown`` 2 h: no scale-in within that long of the last scale-up;
     - ``deadband_nodes`` 1: changes this small are not worth an action;
+    - ``failure_service_level`` 0.9: the failure buffer covers the window's failures
+      with this probability (a Poisson quantile; the p90 of the demand's convention);
+    - ``anchor_history`` 7 days: the measured demand of this trailing window, when the
+      caller hands it in, anchors the next hour (:mod:`policy.anchoring`; 0 turns it
+      off); ``anchor_min_changes`` 24: fewer hourly changes keep the model's forecast;
     - ``packing_policy`` 'best_fit': the allocator policy the estimate packs with;
     - ``max_packed_pods`` 200: pods of a demand increase packed onto new nodes one by
       one; beyond them the node count is scaled by the resource (a sample's packing
@@ -197,6 +202,9 @@ class SizingConfig:
     hold: timedelta = timedelta(hours=1)
     scale_in_cooldown: timedelta = timedelta(hours=2)
     deadband_nodes: int = 1
+    failure_service_level: float = 0.9
+    anchor_history: timedelta = timedelta(days=7)
+    anchor_min_changes: int = 24
     packing_policy: str = "best_fit"
     max_packed_pods: int = 200
     seed: int = 0

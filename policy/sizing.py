@@ -13,13 +13,22 @@ arrives after the lead time and must cover the demand until the next sizing roun
    allocator's estimator (:class:`~allocator.estimator.NodeCountEstimator`; at most
    ``max_packed_pods`` of them, the new nodes scaled by the resource of the rest) —
    cheap enough to run every hour;
-3. plus a buffer for the failures the risk model expects in the window (p_fail scaled
-   to the window, summed, rounded up) and the nodes already cordoned / in repair;
+3. plus a buffer for the failures in the window — the ``failure_service_level``
+   quantile (0.9) of a Poisson count whose mean is the nodes' p_fail rescaled to the
+   window and summed (failures of different nodes are rare and near independent; the
+   Poisson bounds their Poisson-binomial count from above) — and the nodes already
+   cordoned / in repair;
 4. never below current usage (nodes hosting pods, plus those out of service): a
    prediction alone never takes away nodes that run work;
 5. a scale-in waits ``scale_in_cooldown`` after the last scale-up (the last resize
    when the pool state does not tell them apart); changes within ``deadband_nodes`` are
    not worth an action.
+
+When the caller hands in the recent measured demand (``method == "observed"``
+forecasts, :mod:`policy.anchoring`), the first step after now is the demand measured
+now plus the p90 of the trailing week's hour-to-hour changes instead of the model's
+p90 (``anchor_history``; a persistence forecast beat the forecaster's next hour on
+every pool of the simulated fleet).
 
 Series ids are ``<pool>/gpus/<gpu_model>`` and ``<pool>/cpu_cores`` (the demand
 contract's series naming). Lending: two pools of the same GPU model whose hourly p50
@@ -44,6 +53,7 @@ from allocator.snapshot import ClusterSnapshot
 from allocator.topology import GPU_MILLI, NodeSpec
 from core.actions import LendNodes, ResizePool, Skip, SkipReason
 from core.contracts import FailureRisk, Forecast, Provenance
+from policy.anchoring import ANCHORED, anchor_next_hour
 from policy.config import SizingConfig
 from policy.disruption import Decisions, latest_risk
 from policy.fleet import FleetState
@@ -108,6 +118,20 @@ def window_probability(p: float, horizon: timedelta, window: timedelta) -> float
     return float(1.0 - (1.0 - p) ** (window / horizon))
 
 
+def poisson_quantile(mean: float, level: float) -> int:
+    """The smallest ``k`` with ``P(N <= k) >= level`` for ``N ~ Poisson(mean)``."""
+    if not (math.isfinite(mean) and mean >= 0) or not 0.0 < level < 1.0:
+        raise ValueError(f"poisson_quantile: mean {mean} must be >= 0, level {level} in (0, 1)")
+    if mean == 0:
+        return 0
+    k, cdf = 0, 0.0
+    while True:  # pmf in log space: no underflow for a large mean
+        cdf += math.exp(-mean + k * math.log(mean) - math.lgamma(k + 1))
+        if cdf >= level - 1e-12:
+            return k
+        k += 1
+
+
 def _templates(nodes: Sequence[NodeSpec]) -> list[NodeSpec]:
     """One template node per SKU of ``nodes``, the most common SKU first."""
     counts = Counter(n.sku or n.node_id for n in nodes)
@@ -148,7 +172,8 @@ class PoolSizingPolicy:
         cfg = self.config
         out = Decisions()
         window = cfg.scale_up_lead + cfg.hold
-        demand = pool_demand(forecasts, now, now + window)
+        anchored = anchor_next_hour(forecasts, now, cfg.anchor_history, cfg.anchor_min_changes)
+        demand = pool_demand(anchored, now, now + window)
         by_risk = latest_risk(risks)
         pools = fleet.pool_nodes()
         pods_by_node: dict[str, list[PodRequest]] = {}
@@ -279,7 +304,8 @@ class PoolSizingPolicy:
         )
         busy = {n.node_id for n in nodes if pods_by_node.get(n.node_id)}
         floor = len(busy | set(out_of_service))
-        target = needed + math.ceil(exp_fail - 1e-9) + len(out_of_service)
+        fail_buffer = poisson_quantile(exp_fail, cfg.failure_service_level)
+        target = needed + fail_buffer + len(out_of_service)
         current = len(nodes)
         to = max(target, floor)
         evidence: dict[str, Any] = {
@@ -291,6 +317,8 @@ class PoolSizingPolicy:
             "allocator": estimate,
             "nodes_for_demand": needed,
             "expected_failures": round(exp_fail, 4),
+            "failure_buffer": fail_buffer,
+            "anchored": sorted(f.series_id for f in pd.forecasts if f.method == ANCHORED),
             "out_of_service": len(out_of_service),
             "usage_floor": floor,
             "target": target,
@@ -318,8 +346,8 @@ class PoolSizingPolicy:
         node_h = cfg.costs.hourly(template.gpus, template.cpu_milli / 1000) * (cfg.hold / HOUR)
         reason = (
             f"p90 peak {gpu_peak:g} GPUs / {cpu_peak:g} cores in the next {window / HOUR:g} h "
-            f"needs {needed} nodes by packing, + {math.ceil(exp_fail - 1e-9)} for expected "
-            f"failures + {len(out_of_service)} out of service"
+            f"needs {needed} nodes by packing, + {fail_buffer} for failures "
+            f"(expected {exp_fail:.2f}) + {len(out_of_service)} out of service"
         )
         if to != target:
             reason += f"; held at usage floor {floor}"

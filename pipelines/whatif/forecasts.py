@@ -10,6 +10,10 @@
 
 Both hand the engine the demand measured at the tick too (:func:`observed`, valid now),
 so pool sizing covers what is placed and queued now as well as the next hour's p90.
+:class:`ModelForecasts` also hands in the trailing week of measurements (one per hour,
+each issued at its own time), from which the sizing anchors the next hour on the
+demand now plus the p90 of the week's hour-to-hour changes (:mod:`policy.anchoring`);
+the oracle's next hour is the truth and gets no history.
 
 Series (:func:`loop_demand`): per pool, the unconstrained demand *the loop replays* —
 at tick ``k`` the GPUs (GPU pools) or CPU cores (CPU pools) of every pod with
@@ -33,10 +37,13 @@ from core.contracts import Forecast, Provenance
 from models.demand.forecaster import DemandForecaster
 from pipelines.demand_jobs import forecasts_from_frame
 from pipelines.whatif.world import HOUR_S, World, seconds_since
+from policy.config import SizingConfig
 
 DEMAND_MODEL = "demand"
 HOURS_AHEAD = 8
 """Forecast steps handed to the engine: pool sizing reads lead (30 min) + hold (6 h)."""
+MEASURED_HISTORY = SizingConfig().anchor_history
+"""Trailing measurements handed in with the forecasts: what the sizing anchors on."""
 
 
 def loop_demand(world: World) -> pl.DataFrame:
@@ -88,8 +95,10 @@ class ModelForecasts:
         *,
         seed: int = 0,
         n_estimators: int = 200,
+        history: timedelta = MEASURED_HISTORY,
     ) -> None:
         self.demand = demand.select("series_id", "ts", "value").sort("series_id", "ts")
+        self.history = history
         self.calendar = calendar
         self.retrain_every = retrain_every
         self.seed = seed
@@ -121,7 +130,7 @@ class ModelForecasts:
         )
         assert self._fitted_at is not None
         prov = Provenance(DEMAND_MODEL, f"whatif-{self.fits}", model.config_.hash, now)
-        return observed(self.demand, now) + forecasts_from_frame(frame, prov)
+        return observed(self.demand, now, self.history) + forecasts_from_frame(frame, prov)
 
 
 class TrueForecasts:
@@ -138,18 +147,28 @@ class TrueForecasts:
         return observed(self.demand, now) + _degenerate(ahead, now, "truth", prov)
 
 
-def observed(demand: pl.DataFrame, now: datetime) -> list[Forecast]:
-    """The demand measured at ``now`` (placed and queued pods), as a forecast valid at
-    ``now`` with p10 = p50 = p90: pool sizing then never holds less than what is asked
-    for already, whatever the model says about the next hour."""
+def observed(
+    demand: pl.DataFrame, now: datetime, history: timedelta = timedelta(0)
+) -> list[Forecast]:
+    """The demand measured at ``now`` (placed and queued pods) and at every hour of the
+    ``history`` before it, each as a forecast issued and valid at its own time with
+    p10 = p50 = p90 (method ``observed``): pool sizing then never holds less than what
+    is asked for already, whatever the model says about the next hour, and can anchor
+    the next hour on the recent measurements (:mod:`policy.anchoring`)."""
     prov = Provenance(DEMAND_MODEL, "observed", "observed", now)
-    return _degenerate(demand.filter(pl.col("ts") == now), now, "observed", prov)
+    rows = demand.filter((pl.col("ts") <= now) & (pl.col("ts") >= now - history))
+    return _degenerate(rows, None, "observed", prov)
 
 
-def _degenerate(rows: pl.DataFrame, now: datetime, method: str, prov: Provenance) -> list[Forecast]:
+def _degenerate(
+    rows: pl.DataFrame, issued: datetime | None, method: str, prov: Provenance
+) -> list[Forecast]:
+    """``rows`` as forecasts with p10 = p50 = p90 = value, issued at ``issued`` (None:
+    at each row's own time)."""
+    at = pl.col("ts") if issued is None else pl.lit(issued, dtype=pl.Datetime("us", "UTC"))
     frame = rows.select(
         "series_id",
-        pl.lit(now, dtype=pl.Datetime("us", "UTC")).alias("issued_at"),
+        at.alias("issued_at"),
         pl.col("ts").alias("valid_at"),
         pl.col("value").alias("p10"),
         pl.col("value").alias("p50"),
