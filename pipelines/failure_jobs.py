@@ -80,8 +80,11 @@ At most 600 rounds bounds scoring cost (10,000 nodes x 3 horizons in about a sec
 2 cores); early stopping on the 2,000-node fleet stopped at 147-415 rounds anyway."""
 
 DRIVE_PARAMS: dict[str, Any] = {**MODEL_PARAMS, "n_estimators": 3000}
-"""Backblaze drives (evaluation only, not served): early stopping found 1,000-1,200
-rounds on the hds table, so they keep the higher cap."""
+"""Backblaze drives (evaluation only, never served): the node settings with room for
+more boosting rounds, since scoring latency does not bind here. Early stopping ends far
+below the cap (validation windows inside training: hds 694 rounds on the time cut and
+247 on the cohort cut, daily 187). Each source's own settings go on top
+(``pipelines.failure_eval.DRIVE_SOURCE_PARAMS``)."""
 
 
 def node_model_defs() -> list[FeatureDef]:
