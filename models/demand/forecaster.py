@@ -221,7 +221,8 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         settings) with ``every``, else (pairs,) with each series' chosen setting."""
         k = smoothing.kernels_for(cfg.ets_season, cfg.stack_window, cfg.max_horizon)
         first = panel.starts[:-1][panel.series_index()[o]]
-        values = smoothing.filled(panel.value, panel.starts)
+        # An outage is a gap to the smoothing, not demand (see panel.fleet_outages).
+        values = smoothing.filled(np.where(panel.outage, np.nan, panel.value), panel.starts)
         if every:
             return smoothing.forecasts(values, first, o, h, k)
         pick = np.array(
@@ -246,8 +247,8 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
     ) -> None:
         """Each series' Holt-Winters setting: the smallest absolute error over its
         training pairs (all of the fit data, as ETS estimates on all of it; choosing on
-        the targets before the held-out windows only was worse on the validation
-        cutoffs, see the README)."""
+        the targets before the held-out windows only, or on the pairs issued in them
+        only, was not better on the validation cutoffs, see the README)."""
         if o.size > SMOOTHING_CHOICE_ROWS:  # a random subset decides (the cost is per pair)
             rng = np.random.default_rng(int(self.random_state) + 100)
             keep = np.sort(rng.choice(o.size, size=SMOOTHING_CHOICE_ROWS, replace=False))

@@ -69,6 +69,7 @@ class Panel:
     issue_names: list[str]
     observed: np.ndarray  # int64, observed buckets so far in the series (inclusive)
     noise: np.ndarray  # float64, trailing mean |y[t] - y[t-m]| (m: shortest season), > 0
+    outage: np.ndarray  # bool, the bucket lies in a fleet-wide outage (see fleet_outages)
 
     @property
     def n_rows(self) -> int:
@@ -193,7 +194,38 @@ def build_panel(
         issue_names=[*norm, *raw],
         observed=df["__observed"].to_numpy().astype(np.int64),
         noise=noise,
+        outage=fleet_outages(starts, ts_us, value),
     )
+
+
+FLEET_MIN_SERIES = 3
+"""Series that must report a bucket for an all-zero bucket to count as an outage."""
+OUTAGE_MIN_STEPS = 3
+"""Consecutive all-zero buckets that make an outage (shorter runs are idle hours)."""
+
+
+def fleet_outages(starts: np.ndarray, ts_us: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Rows in a fleet-wide outage: a run of at least ``OUTAGE_MIN_STEPS`` consecutive
+    bucket times at which every series reporting (at least ``FLEET_MIN_SERIES``) reads
+    exactly 0. Unconstrained demand (running + pending) of a whole fleet does not drop
+    to nothing for hours; the trace stopped (the Helios trace reads 0 jobs, running or
+    pending, in every VC for all of 10 May 2020). Such buckets are not read as last
+    week's (or yesterday's) demand at the same hour."""
+    out = np.zeros(value.size, dtype=bool)
+    if len(starts) - 1 < FLEET_MIN_SERIES or value.size == 0:
+        return out
+    times, inv = np.unique(ts_us, return_inverse=True)
+    seen = np.isfinite(value)
+    present = np.bincount(inv, weights=seen, minlength=times.size)
+    zero = np.bincount(inv, weights=seen & (value == 0), minlength=times.size)
+    down = (present >= FLEET_MIN_SERIES) & (zero == present)
+    # Runs of consecutive down times (one grid step apart) at least OUTAGE_MIN_STEPS long.
+    step = np.min(np.diff(times)) if times.size > 1 else 1
+    run_id = np.cumsum(np.concatenate([[True], ~(down[1:] & down[:-1]) | (np.diff(times) != step)]))
+    run_len = np.bincount(run_id, weights=down)
+    long_down = down & (run_len[run_id] >= OUTAGE_MIN_STEPS)
+    out[:] = long_down[inv]
+    return out
 
 
 def lookback_steps(config: ForecastConfig) -> int:
@@ -312,7 +344,7 @@ def design(
         src = origins + h - m * np.ceil(h / m).astype(np.int64)
         inside = src >= first
         vals = np.full(n, np.nan)
-        vals[inside] = panel.value[src[inside]]
+        vals[inside] = np.where(panel.outage[src[inside]], np.nan, panel.value[src[inside]])
         x[:, col] = vals / scale
         col += 1
     tnames = target_feature_names(config)
