@@ -43,13 +43,27 @@ How the loop counts (all per evaluated hour):
   for the 4 h inspection and back when the engine uncordons it (at the first plan after
   the inspection ends). Drain cost = the work its evictions lost + the capacity a
   needless drain kept out (node GPU-hours; CPU nodes in cost units, 1/50 of a GPU-hour
-  per core-hour), reported twice: ``drain_cost_gpu_hours_full_capacity`` counts every
-  out-of-service hour in full; ``drain_cost_gpu_hours`` at the engine's
-  ``capacity_value`` (0.1). The full count is the honest one: it does not depend on a
-  knob that also sets the drain threshold (lowering ``capacity_value`` makes the engine
-  drain more *and* its own valuation call those drains cheaper), and it is what the
-  fleet paid for and could not use; the engine valuation is a lower bound for pools
-  with spare nodes.
+  per core-hour), reported three ways:
+
+  - ``drain_cost_gpu_hours_full_capacity`` counts every out-of-service hour in full,
+    from the drain to the uncordon: the upper bound, what the fleet held and could not
+    use whether or not anyone needed it;
+  - ``drain_cost_gpu_hours_unreplaced`` counts the capacity cost that bit: the eviction
+    losses + a needless drain's out-of-service hours only in the hours its pool could
+    not replace it. Exactly: at each evaluated hour ``[t, t + 1 h)`` (for the first,
+    from the drain on) each needlessly drained node still out is charged its value for
+    the span when (a) its pool had pending pods a node of its kind (pool, GPU model;
+    CPU nodes: the pool) could run — the loop's per-model pending demand of the pool —
+    and (b) no spare node of that kind was left for it: spare = in service,
+    schedulable and empty, or parked and healthy; each spare node replaces one out node
+    of its kind (rows in order). Summed per drain and added at the uncordon, like the
+    full count (``tally.unreplaced``; ``needless_drain_out_unreplaced_gpu_hours``). It
+    depends on no engine knob; it does not charge hours in which the pool had spare it
+    did not use (the sizing's miss, not the drain's), and per-pod fit on a node of the
+    kind is not checked (a pool's nodes of one model are alike here);
+  - ``drain_cost_gpu_hours`` at the engine's ``capacity_value`` (the full count x
+    ``capacity_value`` + the evictions; the simulator used 0.1 until the engine priced
+    headroom itself, and now uses the default 1.0, so this equals the full count).
 - budget violations: :class:`~pipelines.whatif.tally.BudgetAuditor` re-counts, at
   each drain, the disrupted nodes (cordoned, in repair or inspection, in maintenance)
   of the node's pool, rack and spine from the loop's own state.
@@ -96,10 +110,14 @@ What is approximated, and why:
   series the forecaster learns are the loop's own (``forecasts.loop_demand``): the
   synthetic fleet's demand table also counted the pods invisible at hourly resolution
   and its own queueing, 25-40 % off the loop's demand per hour on big-data.
-- engine configuration (``run.SIM_COSTS``): the documented ``CostModel`` defaults
-  except ``capacity_value`` 0.1, because the loop's pools are elastic and hold parked
-  nodes — a drained node's hour costs a fraction of an hour of work (a threshold
-  setting; the drain cost is reported in full beside it, see above).
+- engine configuration (``run.SIM_COSTS``): the documented ``CostModel`` defaults. The
+  engine prices a drained node's inspection window by its pool's headroom
+  (``policy.headroom``): nothing with an idle node of its kind spare beyond the demand
+  forecast (p50 over the window, the observed demand included), the 30 min scale-up
+  lead with a parked node (the loop hands each pool its physical size as
+  ``PoolState.max_nodes``), in full in a full pool. Runs 1 and 2 below used a flat
+  ``capacity_value`` 0.1 for every pool instead (a threshold setting that also
+  discounted the engine's own valuation).
 - the failure model scores one horizon (24 h) and trains on rows every 2 h of a
   trailing 21-day window with at most 300 rounds (speed); everything else is the
   production ``MODEL_PARAMS``.
@@ -153,6 +171,30 @@ forecaster's p50 on every series). A drain confirmed over two hourly scores
 19 needless, 11 caught, and 28 failures missed on a ``hysteresis`` skip — it is not
 the simulator's setting. At 500 nodes the failure model averts 2 failures: the lost
 GPU-hours there move with where jobs happen to run, not with drains.
+
+Drain pricing by pool headroom (``policy.headroom``) and the count that bit, seed 11,
+1,000 nodes x 21 days (203 failures on busy nodes under reactive, 5,424 lost GPU-h),
+reactive + predictive in one process each run, with the pool sizing before commit
+557fbbd:
+
+| predictive | flat 0.1 (before) | headroom, 1.0 (now) | headroom, 0.1 | headroom, 1.0, margin 1.5 |
+|---|---|---|---|---|
+| failures averted / on busy nodes | 20 / 184 | 31 / 179 | 35 / 173 | 17 / 180 |
+| lost GPU-h avoided | 29.5 % | 29.4 % | 24.8 % | 24.6 % |
+| drains (needless) | 62 (42) | 127 (96) | 137 (102) | 58 (41) |
+| drain cost GPU-h: full / unreplaced | 1,809 / 295 | 3,936 / 418 | 4,138 / 461 | 1,750 / 159 |
+| ... over the GPU-h saved | 1.13 / 0.18 | 2.47 / 0.26 | 3.08 / 0.34 | 1.31 / 0.12 |
+| run CPU s (user + sys) | 188 | 210 | 190 | 187 |
+
+Pricing by headroom catches 55 % more failures at the documented defaults, but the
+lost GPU-hours do not follow: at this size they move with which jobs a failure happens
+to hit (35 averted saved less than 20), so the savings are within the noise of a
+paired run; the averted count is the steadier signal (about 27 lost GPU-h per failure on
+a busy node). Of the needless drains' out-of-service hours only 9-16 % bit (the pool
+had work waiting and no spare node of the kind), yet the extra drains are the
+over-eager ones (76 % needless against 68 % before), each costing its evictions and
+the hours that did bite. No setting tried moved both the catch and the cost the right
+way; the defaults are kept (no knob that also discounts the valuation).
 
 Seed 7, 2,000 nodes x 60 days (8,000 GPUs, 1,699 failures in the period; nine weekly
 retrains of each model), ``benchmarks/whatif.py --jobs 3`` under ``nice`` at load 7-14:

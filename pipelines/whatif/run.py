@@ -26,15 +26,15 @@ from pipelines.whatif.risk import RiskConfig, oracle_risk, predicted_risk
 from pipelines.whatif.world import World, WorldConfig, build_world
 from policy.config import CostModel, DisruptionConfig, PolicyConfig, SizingConfig
 
-SIM_COSTS = CostModel(capacity_value=0.1)
-"""The engine's cost model for the simulated fleet: the documented defaults except
-``capacity_value`` 0.1 ("lower it for pools with idle headroom"). The engine drains a
-node only when the allocator re-places all its pods on the rest of the cluster, and
-the loop's pools are elastic (parked nodes come back within the hour), so an hour of a
-drained healthy node is spare capacity, not lost work. With the default 1.0 a node
-running one 8-GPU job is drained only above p_fail 0.74 (0.30 at 0.1; a node of a
-16-node gang: 0.25 / 0.16), and the failure model's 24 h risk never exceeded 0.45 in
-the day before any failure of a 400-node, 20-day test fleet."""
+SIM_COSTS = CostModel()
+"""The engine's cost model for the simulated fleet: the documented defaults. The loop's
+pools are elastic (parked nodes come back within the hour, and the predictive sizing
+holds idle nodes), which the engine now prices itself from each pool's headroom
+(:mod:`policy.headroom`): a drained node's window costs nothing with an idle node of its
+kind spare beyond the forecast, the 30 min scale-up lead with a parked one, and in full
+in a full pool. Until this change the simulator set ``capacity_value`` 0.1 for every
+pool instead (a node running one 8-GPU job drained above p_fail 0.30; now 0.14 / 0.33 /
+0.74 with an idle / a parked / no spare node)."""
 
 
 def sim_policy_config() -> PolicyConfig:
@@ -161,18 +161,23 @@ def compare(figures: dict[str, dict[str, Any]]) -> dict[str, Any]:
         saved = base["lost_gpu_hours"] - f["lost_gpu_hours"]
         cost = f["drain_cost_gpu_hours"]
         full = f["drain_cost_gpu_hours_full_capacity"]
+        bit = f["drain_cost_gpu_hours_unreplaced"]
         idle_cut = _share(base["idle_node_hours"] - f["idle_node_hours"], base["idle_node_hours"])
         out[name] = {
             "lost_gpu_hours_avoided_share": _share(saved, base["lost_gpu_hours"]),
             "lost_gpu_hours_saved": round(saved, 4),
             "drain_cost_over_savings": _share(cost, saved) if saved > 0 else None,
             "drain_cost_full_capacity_over_savings": _share(full, saved) if saved > 0 else None,
+            "drain_cost_unreplaced_over_savings": _share(bit, saved) if saved > 0 else None,
             "budget_violations": f["budget_violations"],
             "pending_pod_hours_ratio": _share(f["pending_pod_hours"], base["pending_pod_hours"]),
             "idle_node_hours_reduction": idle_cut,
             "targets_met": {
                 "avoid_40pct_lost_gpu_hours": bool(saved >= 0.4 * base["lost_gpu_hours"]),
                 "needless_drains_under_25pct_of_savings": bool(saved > 0 and cost < 0.25 * saved),
+                "drain_cost_unreplaced_under_25pct_of_savings": bool(
+                    saved > 0 and bit < 0.25 * saved
+                ),
                 "zero_budget_violations": f["budget_violations"] == 0,
                 "pending_not_higher": bool(f["pending_pod_hours"] <= base["pending_pod_hours"]),
                 "idle_15pct_lower": bool(idle_cut is not None and idle_cut >= 0.15),
