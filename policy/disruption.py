@@ -144,7 +144,7 @@ class CordonDrainPolicy:
         by_node = latest_risk(risks)
         history = earlier_scores(risks, by_node)
         pods_on, gangs = self._pods(snapshot)
-        headroom = PoolHeadroom.assess(snapshot, fleet, forecasts, now, cfg.costs)
+        headroom: PoolHeadroom | None = None  # assessed for the first node that needs it
         passed: list[tuple[NodeCandidate, NodeEconomics]] = []
         for node_id in sorted(by_node):
             risk = by_node[node_id]
@@ -169,6 +169,8 @@ class CordonDrainPolicy:
                 )
                 out.skips.append(Skip("drain", node_id, SkipReason.BELOW_THRESHOLD, detail))
                 continue
+            if headroom is None:
+                headroom = PoolHeadroom.assess(snapshot, fleet, forecasts, now, cfg.costs)
             econ = self._economics(cand, gangs, risk.p_fail, headroom, {})
             if econ.expected_benefit <= cfg.benefit_margin * econ.drain_cost:
                 out.skips.append(Skip("drain", node_id, SkipReason.BELOW_THRESHOLD, _below(econ)))
@@ -300,7 +302,7 @@ class CordonDrainPolicy:
         snapshot: ClusterSnapshot,
         fleet: FleetState,
         gangs: Mapping[str, Sequence[PodRequest]],
-        headroom: PoolHeadroom,
+        headroom: PoolHeadroom | None,
         now: datetime,
         out: Decisions,
     ) -> None:
@@ -323,7 +325,7 @@ class CordonDrainPolicy:
         )
         for cand, econ in order:
             node_id = cand.node_id
-            assert cand.spec is not None
+            assert cand.spec is not None and headroom is not None
             kind = headroom.kind(cand.spec)
             if taken.get(kind) and econ.capacity.share < 1.0:
                 econ = self._economics(cand, gangs, econ.p_fail, headroom, taken)
