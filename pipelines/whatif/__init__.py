@@ -158,6 +158,18 @@ sizing's count does not say which model to bring back; sizing per GPU model need
 per-model demand. Restricting the loop's scale-up to the models of the pending pods
 while pods pend was tried and left out (500 x 21: idle 13,296 but pending 9,514, and
 the reactive autoscaler's big-data pending doubled: it stops the headroom too).
+Then the simulator's scale-in cooldown went from 2 h to one sizing round
+(``run.SIM_SCALE_IN_COOLDOWN``): 500 x 21 idle 14,724 -> 12,684 (-19 % vs reactive),
+pending 7,026 -> 7,109 (0.81x); training 9,689, big-data 2,489, online 182, inference
+324. 1,000 x 21: idle 22,775 -> 19,674 (-32 %), pending 15,235 -> 15,576 (0.87x);
+training 13,359, big-data 5,146, online 669, inference 500. These rounds ran on the
+drain settings before ``policy.headroom`` (flat ``capacity_value`` 0.1). The drains
+barely moved (1,000 x 21: 62 / 75 / 64 drains, 20 / 19 / 17 failures averted, 184 /
+183 failures on busy nodes before / round 3 / cooldown) but the lost GPU-hours did
+(3,825 / 4,981 / 4,149; reactive 5,424): which jobs the same failures hit moves with
+placement (a 16-node gang loses its whole work), and tighter pools are placed
+differently. The headroom pricing reads the idle spare the sizing leaves, so fewer
+idle nodes make drains dearer there; the two were not measured together.
 
 Where the idle hours are (before round 3; reactive / predictive / oracle): training 5,478 /
 11,345 / 5,373, big-data 2,295 / 4,950 / 504, online 4,619 / 1,175 / 225, inference
