@@ -98,7 +98,9 @@ class CostModel:
       forecast, ``replacement_lead / inspection_window`` when a parked node can be
       brought back, the full value when the pool is full;
     - ``replacement_lead`` 30 min: a parked node a scale-up brings back serves after that
-      long (the scale-up lead time).
+      long (the scale-up lead time);
+    - ``price_by_headroom`` True: False prices the window at ``capacity_value`` in every
+      pool, whatever its headroom (flat).
     """
 
     gpu_hour: float = 1.0
@@ -109,6 +111,7 @@ class CostModel:
     inspection_window: timedelta = timedelta(hours=4)
     capacity_value: float = 1.0
     replacement_lead: timedelta = timedelta(minutes=30)
+    price_by_headroom: bool = True
 
     def __post_init__(self) -> None:
         for name in ("gpu_hour", "cpu_core_hour", "capacity_value"):

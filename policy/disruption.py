@@ -40,7 +40,7 @@ from policy.config import Budgets, DisruptionConfig
 from policy.costs import NodeEconomics, break_even_floor, node_economics
 from policy.fleet import FleetState, NodeState
 from policy.guards import NodeCandidate, PdbLedger, Verdict, first_objection
-from policy.headroom import Kind, PoolHeadroom, size_of
+from policy.headroom import FLAT_PRICE, Kind, PoolHeadroom, size_of
 
 TOP_REASONS = 3
 
@@ -169,7 +169,7 @@ class CordonDrainPolicy:
                 )
                 out.skips.append(Skip("drain", node_id, SkipReason.BELOW_THRESHOLD, detail))
                 continue
-            if headroom is None:
+            if headroom is None and cfg.costs.price_by_headroom:
                 headroom = PoolHeadroom.assess(snapshot, fleet, forecasts, now, cfg.costs)
             econ = self._economics(cand, gangs, risk.p_fail, headroom, {})
             if econ.expected_benefit <= cfg.benefit_margin * econ.drain_cost:
@@ -198,7 +198,7 @@ class CordonDrainPolicy:
         cand: NodeCandidate,
         gangs: Mapping[str, Sequence[PodRequest]],
         p_fail: float,
-        headroom: PoolHeadroom,
+        headroom: PoolHeadroom | None,
         taken: Mapping[Kind, float],
     ) -> NodeEconomics:
         cfg = self.config
@@ -212,7 +212,7 @@ class CordonDrainPolicy:
             cand.now,
             cfg.costs,
             cfg.max_checkpoint_wait,
-            headroom.price(cand.spec, taken),
+            FLAT_PRICE if headroom is None else headroom.price(cand.spec, taken),
         )
 
     def _unconfirmed(
@@ -220,7 +220,7 @@ class CordonDrainPolicy:
         cand: NodeCandidate,
         gangs: Mapping[str, Sequence[PodRequest]],
         earlier: Sequence[FailureRisk],
-        headroom: PoolHeadroom,
+        headroom: PoolHeadroom | None,
     ) -> str | None:
         """Why the risk is not yet confirmed (None: it is): with ``confirm_scores`` N > 1
         the N - 1 scores before the latest, each within ``confirm_gap`` of the next,
@@ -325,9 +325,9 @@ class CordonDrainPolicy:
         )
         for cand, econ in order:
             node_id = cand.node_id
-            assert cand.spec is not None and headroom is not None
-            kind = headroom.kind(cand.spec)
-            if taken.get(kind) and econ.capacity.share < 1.0:
+            assert cand.spec is not None
+            kind = headroom.kind(cand.spec) if headroom is not None else (cand.spec.pool, None)
+            if headroom is not None and taken.get(kind) and econ.capacity.share < 1.0:
                 econ = self._economics(cand, gangs, econ.p_fail, headroom, taken)
                 if econ.expected_benefit <= cfg.benefit_margin * econ.drain_cost:
                     detail = _below(econ) + "; the pool's spare went to earlier drains of this plan"

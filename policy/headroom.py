@@ -80,6 +80,7 @@ class CapacityPrice:
 
 
 FULL_PRICE = CapacityPrice(1.0, "unknown", {"why": "pool headroom not assessed"})
+FLAT_PRICE = CapacityPrice(1.0, "flat", {"why": "CostModel.price_by_headroom is off"})
 
 
 @dataclass(frozen=True)

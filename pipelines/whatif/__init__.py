@@ -62,8 +62,8 @@ How the loop counts (all per evaluated hour):
     did not use (the sizing's miss, not the drain's), and per-pod fit on a node of the
     kind is not checked (a pool's nodes of one model are alike here);
   - ``drain_cost_gpu_hours`` at the engine's ``capacity_value`` (the full count x
-    ``capacity_value`` + the evictions; the simulator used 0.1 until the engine priced
-    headroom itself, and now uses the default 1.0, so this equals the full count).
+    ``capacity_value`` + the evictions; ``capacity_value`` is 0.1 in the simulator, a
+    knob that also sets the drain threshold).
 - budget violations: :class:`~pipelines.whatif.tally.BudgetAuditor` re-counts, at
   each drain, the disrupted nodes (cordoned, in repair or inspection, in maintenance)
   of the node's pool, rack and spine from the loop's own state.
@@ -110,14 +110,14 @@ What is approximated, and why:
   series the forecaster learns are the loop's own (``forecasts.loop_demand``): the
   synthetic fleet's demand table also counted the pods invisible at hourly resolution
   and its own queueing, 25-40 % off the loop's demand per hour on big-data.
-- engine configuration (``run.SIM_COSTS``): the documented ``CostModel`` defaults. The
-  engine prices a drained node's inspection window by its pool's headroom
-  (``policy.headroom``): nothing with an idle node of its kind spare beyond the demand
-  forecast (p50 over the window, the observed demand included), the 30 min scale-up
-  lead with a parked node (the loop hands each pool its physical size as
-  ``PoolState.max_nodes``), in full in a full pool. Runs 1 and 2 below used a flat
-  ``capacity_value`` 0.1 for every pool instead (a threshold setting that also
-  discounted the engine's own valuation).
+- engine configuration (``run.SIM_COSTS``): the documented ``CostModel`` defaults
+  except a flat ``capacity_value`` 0.1 in every pool (``price_by_headroom`` off): the
+  loop's pools are elastic and hold parked nodes, so a drained node's hour costs a
+  fraction of an hour of work (a threshold setting; the drain cost is reported in full
+  and as the cost that bit beside it). The engine's default prices the window by the
+  pool's headroom instead (``policy.headroom``; the loop hands each pool its physical
+  size as ``PoolState.max_nodes``); on seed 11 it averted more failures but saved no
+  more GPU-hours (below), so it is not the simulator's setting.
 - the failure model scores one horizon (24 h) and trains on rows every 2 h of a
   trailing 21-day window with at most 300 rounds (speed); everything else is the
   production ``MODEL_PARAMS``.
@@ -189,7 +189,7 @@ Drain pricing by pool headroom (``policy.headroom``) and the count that bit, see
 reactive + predictive in one process each run, with the pool sizing before commit
 557fbbd:
 
-| predictive | flat 0.1 (before) | headroom, 1.0 (now) | headroom, 0.1 | headroom, 1.0, margin 1.5 |
+| predictive | flat 0.1 (kept) | headroom, 1.0 | headroom, 0.1 | headroom, 1.0, margin 1.5 |
 |---|---|---|---|---|
 | failures averted / on busy nodes | 20 / 184 | 31 / 179 | 35 / 173 | 17 / 180 |
 | lost GPU-h avoided | 29.5 % | 29.4 % | 24.8 % | 24.6 % |
@@ -198,15 +198,21 @@ reactive + predictive in one process each run, with the pool sizing before commi
 | ... over the GPU-h saved | 1.13 / 0.18 | 2.47 / 0.26 | 3.08 / 0.34 | 1.31 / 0.12 |
 | run CPU s (user + sys) | 188 | 210 | 190 | 187 |
 
-Pricing by headroom catches 55 % more failures at the documented defaults, but the
-lost GPU-hours do not follow: at this size they move with which jobs a failure happens
-to hit (35 averted saved less than 20), so the savings are within the noise of a
-paired run; the averted count is the steadier signal (about 27 lost GPU-h per failure on
-a busy node). Of the needless drains' out-of-service hours only 9-16 % bit (the pool
-had work waiting and no spare node of the kind), yet the extra drains are the
-over-eager ones (76 % needless against 68 % before), each costing its evictions and
-the hours that did bite. No setting tried moved both the catch and the cost the right
-way; the defaults are kept (no knob that also discounts the valuation).
+At 500 x 21 (99 failures on busy nodes under reactive, 1,921 lost GPU-h): flat 0.1 /
+headroom 1.0 / headroom 1.0 margin 1.5 averted 4 / 22 / 10 failures, avoided 24.9 / 15.0
+/ 7.9 % of the lost GPU-h with 33 (29) / 207 (185) / 50 (40) drains (needless), drain
+cost over the savings full 2.35 / 19.5 / 7.15, unreplaced 0.14 / 0.99 / 0.51; run CPU s
+114 / 105 / 107.
+
+Pricing by headroom catches more failures (at 1,000 nodes 55 % more at the documented
+defaults), but the lost GPU-hours do not follow: in every setting tried on seed 11
+fewer failures hit busy nodes, yet the lost GPU-hours per such failure rose (500 x 21:
+15.9 flat, 21.2 and 21.1 with the headroom price; 1,000 x 21: 20.8 flat, 21.4 to 23.6),
+so more drains saved no more GPU-hours. Whether that is the loop (evicted gangs
+re-placed where the next failure hits, say) or chance is open. Of the needless drains'
+out-of-service hours only 4-16 % bit (the pool had work waiting and no spare node of
+the kind); the extra drains are the over-eager ones (76 % needless against 68 %). The
+flat setting is kept.
 
 Seed 7, 2,000 nodes x 60 days (8,000 GPUs, 1,699 failures in the period; nine weekly
 retrains of each model), ``benchmarks/whatif.py --jobs 3`` under ``nice`` at load 7-14:

@@ -8,7 +8,7 @@ from datetime import timedelta
 from allocator.snapshot import ClusterSnapshot
 from core.actions import Drain, Plan, SkipReason
 from core.contracts import Forecast
-from policy.config import Budgets, PolicyConfig
+from policy.config import Budgets, CostModel, PolicyConfig
 from policy.engine import plan
 from policy.fleet import FleetState, PoolState
 from policy.headroom import PoolHeadroom, series_kind
@@ -147,3 +147,26 @@ def test_a_series_of_several_models_pools_their_nodes() -> None:
     alone = [forecast("train/gpus/A100", T0, placed, spread=0.0)]
     econ = _econ(_run([make_risk(NODE, 0.99)], snap, make_fleet(nodes), alone))
     assert econ["capacity"]["basis"] == "pool_full"
+
+
+def test_flat_pricing_ignores_the_headroom() -> None:
+    flat = PolicyConfig(
+        disruption=replace(
+            PolicyConfig().disruption, costs=CostModel(capacity_value=0.1, price_by_headroom=False)
+        )
+    )
+    shares = set()
+    for idle in (2, 0):
+        nodes, snap = _cluster(idle)
+        p = plan(
+            [make_risk(NODE, 0.99)],
+            _demand(snap),
+            snap,
+            make_fleet(nodes),
+            Budgets(),
+            clock(),
+            flat,
+        )
+        econ = _econ(p)
+        shares.add((econ["capacity"]["basis"], econ["capacity_share"], econ["drain_cost"]))
+    assert len(shares) == 1 and next(iter(shares))[:2] == ("flat", 1.0)
