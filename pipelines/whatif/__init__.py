@@ -186,8 +186,8 @@ GPU-hours there move with where jobs happen to run, not with drains.
 
 Drain pricing by pool headroom (``policy.headroom``) and the count that bit, seed 11,
 1,000 nodes x 21 days (203 failures on busy nodes under reactive, 5,424 lost GPU-h),
-reactive + predictive in one process each run, with the pool sizing before commit
-557fbbd:
+reactive + predictive in one process each run, with the pool sizing before commits
+557fbbd and 22907c1:
 
 | predictive | flat 0.1 (kept) | headroom, 1.0 | headroom, 0.1 | headroom, 1.0, margin 1.5 |
 |---|---|---|---|---|
