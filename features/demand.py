@@ -94,10 +94,12 @@ def resample_demand(
 ) -> pl.LazyFrame:
     """Each series on a complete ``freq`` grid up to its last bucket (or ``cutoff``).
 
-    A bucket is only emitted once its label has been reached: a trailing bucket labelled
-    after the newest sample (data to 13:25 -> the bucket ``(13:00, 14:00]``) is still
-    filling, and would both stamp features and forecasts with a time the data has not
-    reached and pass a part of an hour off as the whole of it.
+    A bucket is only emitted once the data covers it: the newest sample stands for its
+    sampling interval (the median spacing of the distinct sample times), so data to
+    23:59 every minute completes ``(23:00, 00:00]``, while data to 13:25 every 5 minutes
+    leaves ``(13:00, 14:00]`` still filling; such a bucket would both stamp features and
+    forecasts with a time the data has not reached and pass a part of an hour off as the
+    whole of it. With a ``cutoff``, data is known up to it at most.
 
     Values in a bucket are averaged (``agg='mean'``) or their peak kept (``'max'``);
     ``value`` is unconstrained demand (running + pending) as the lake stores it.
@@ -109,7 +111,11 @@ def resample_demand(
         lf = lf.filter(pl.col("ts") <= cutoff)
     every = polars_every(spec.freq)
     end = (pl.col("ts") - timedelta(microseconds=1)).dt.truncate(every).dt.offset_by(every)
-    lf = lf.filter(end <= pl.col("ts").max())  # complete buckets only (see above)
+    step = pl.col("ts").unique().sort().diff().median().fill_null(timedelta(0))
+    known = pl.col("ts").max() + step
+    if cutoff is not None:
+        known = pl.min_horizontal(known, pl.lit(cutoff))
+    lf = lf.filter(end <= known)  # complete buckets only (see above)
     keys = [SERIES, "pool", "resource", "gpu_model"]
     b = (
         lf.with_columns(end.alias("__end"))

@@ -58,6 +58,23 @@ def test_resample_is_a_complete_grid_with_nulls_for_gaps() -> None:
     assert r["value"][0] == pytest.approx(first)
 
 
+def test_a_trailing_bucket_is_emitted_once_the_data_covers_it() -> None:
+    # samples stamped at the start of their minute, to 23:59: the hour (23:00, 00:00] is whole
+    start = demand(48, every_min=1).with_columns(pl.col("ts") - timedelta(minutes=1))
+    r = resample_demand(start.lazy(), HOURLY).collect()
+    assert r["ts"].max() == T0 + timedelta(hours=48)
+    # five-minute samples to 13:25: the hour (13:00, 14:00] is still filling
+    part = demand(48).filter(pl.col("ts") <= T0 + timedelta(hours=13, minutes=25))
+    r = resample_demand(part.lazy(), HOURLY).collect()
+    assert r["ts"].max() == T0 + timedelta(hours=13)
+    # a cutoff is the most that is known: five-minute data to 13:55 completes 14:00 alone
+    near = demand(48).filter(pl.col("ts") <= T0 + timedelta(hours=13, minutes=55))
+    assert resample_demand(near.lazy(), HOURLY).collect()["ts"].max() == T0 + timedelta(hours=14)
+    cut = T0 + timedelta(hours=13, minutes=57)
+    r = resample_demand(near.lazy(), HOURLY, cutoff=cut).collect()
+    assert r["ts"].max() == T0 + timedelta(hours=13)
+
+
 def test_lags_and_rolling_use_only_the_past() -> None:
     r = resample_demand(demand(400).lazy(), HOURLY)
     f = demand_features(r).collect()
