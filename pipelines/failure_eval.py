@@ -67,9 +67,10 @@ days: the 30-day purge leaves no time-later slice inside training, so the classi
 holds out whole drives for early stopping and calibration.
 
 Measured (30-day horizon, model / logistic / SMART rule): hds time split PR-AUC
-0.094 / 0.082 / 0.052, failures caught at the rule's false-alarm rate (2.6 % of
+0.093 / 0.082 / 0.052, failures caught at the rule's false-alarm rate (2.6 % of
 drive-days) 548 / 539 / 465 of 1,014 (1.18x the rule), recall at 0.5 % false alarms
-0.27; daily drive-cohort split PR-AUC 0.245 / 0.209 / 0.074, caught at the rule's rate
+0.27 / 0.27 / 0.24; hds drive-cohort split 0.101 / 0.088 / 0.048, caught 156 / 158 / 136
+of 286 (1.15x); daily drive-cohort split PR-AUC 0.245 / 0.209 / 0.074, caught at the rule's rate
 (9.1 %) 24 / 27 / 21 of 37 (1.14x), recall at 0.5 % 0.32 / 0.37 / 0.19.
 
 Why 1.5x is out of reach here (``benchmarks/failure_ceiling.py``, test rows only): the

@@ -83,7 +83,8 @@ DRIVE_PARAMS: dict[str, Any] = {**MODEL_PARAMS, "n_estimators": 3000}
 """Backblaze drives (evaluation only, never served): the node settings with room for
 more boosting rounds, since scoring latency does not bind here. Early stopping ends far
 below the cap (validation windows inside training: hds 694 rounds on the time cut and
-247 on the cohort cut, daily 187). Each source's own settings go on top
+247 on the cohort cut, daily 187; the evaluation's own fits: hds 681 and 521, daily
+425). Each source's own settings go on top
 (``pipelines.failure_eval.DRIVE_SOURCE_PARAMS``)."""
 
 
