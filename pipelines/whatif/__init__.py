@@ -241,14 +241,45 @@ big-data 24,548 / 45,439, online 48,446 / 10,711, inference 34,068 / 7,044. The
 predictive misses of run 2: 712 failures on busy nodes below the drain threshold, 29
 budget, 17 hysteresis, 9 fit / gang.
 
-Against the targets (run 2, the defaults): lost GPU-hours avoided 34 % (target 40 %;
-run 1's 24 h repair hold: 23 %); drain cost over the savings 3.0 counted in full, 0.33
-at the engine's valuation (target 0.25; 607 of 859 drains needless, 36 GPU-h each in
-full); zero budget violations — met; pending pod-hours 0.75x — met; idle node-hours
--14.8 % (target -15 %): the engine's sizing holds 78 % / 79 % fewer on online and
-inference and 34 % / 85 % more on training and big-data, where the forecaster's next-hour
-p90 runs ~22 % above the demand. The oracle meets every target (-90 %, 0.04, 0.78x,
--71 %): the sizing and the guards are not what limits the predictive policy; the
-failure model's recall at an affordable precision and the demand forecaster's
-next-hour spread are.
+Run 3 (commit 2d2d2bf, this round's defaults: the anchored next hour, the Poisson
+failure buffer, the one-round scale-in cooldown, the flat drain price) ran predictive
+alone (``predops simulate-ops --policy predictive``: 758 CPU s, failure model 161, loop
+572, world 19; 20.7 min wall at load 5-9; peak RSS 6.2 GiB); reactive and oracle
+come from run 3h, ``benchmarks/whatif.py --jobs 3`` on commit 1a5bdc7 with the
+engine's headroom price switched on in the simulator (1,386 CPU s in all, 31.6 min
+wall, peak RSS 6.2 GiB; reactive is unchanged code, and the oracle's p_fail 1 makes
+the inspection price irrelevant):
+
+| figure | reactive | predictive run 3 (default) / run 3h (headroom price) | oracle |
+|---|---|---|---|
+| lost GPU-hours | 21,164 | 14,364 (-32 %) / 14,835 (-30 %) | 1,682 (-92 %) |
+| failures on busy nodes / averted | 1,003 / 0 | 811 / 244; 720 / 319 | 127 / 1,065 |
+| drains (needless) | 0 | 881 (637) / 1,539 (1,220) | 1,065 (0) |
+| drain cost GPU-h: full / engine / unrepl. | 0 | 23,043 / 2,555 / 2,219; 40,238 / - / 4,032 | 628 |
+| ... over the GPU-hours saved | | 3.39 / 0.38 / **0.33**; 6.36 / - / 0.64 | 0.03 |
+| budget violations | 0 | 0 / 0 | 0 |
+| pending pod-hours | 90,374 | 76,898 (0.85x) / 77,492 (0.86x) | 70,524 (0.78x) |
+| idle node-hours | 164,915 | **98,705 (-40.1 %)** / 99,362 (-39.8 %) | 46,374 (-72 %) |
+| provisioned node-hours | 2,084,698 | 2,018,072 / 2,018,113 | 1,957,085 |
+| stock-out node-hours | 34,647 | 36,164 / 36,309 | 23,745 |
+
+Idle node-hours by pool (reactive / run 3): training 57,853 / 63,702, big-data
+24,548 / 29,479, online 48,446 / 2,971, inference 34,068 / 2,553; pending pod-hours
+training 53,157 / 51,816, big-data 34,795 / 20,379, online 2,422 / 3,865. Run 3's
+misses: 739 failures on busy nodes below the drain threshold, 28 budget, 24
+hysteresis, 10 drains scheduled after the failure, 10 fit / gang.
+
+Against the targets (run 3, the defaults): idle node-hours -40.1 % (target -15 %) —
+met, with pending pod-hours 0.85x — met, and zero budget violations — met. Lost
+GPU-hours avoided 32 % (target 40 %) — missed: the drains catch as many failures as
+in run 2 (244 against 252), and the tighter pools put more failures on busy nodes
+(811 against 774; an idle node that fails costs nothing), so the gain the sizing made
+on idle hours paid some of it back in lost work. Drain cost over the savings
+(target 0.25) — missed: 0.33 counted as the capacity that bit (evictions 278 GPU-h +
+1,941 out-of-service GPU-h when the pool had work waiting and no spare), 0.38 at the
+engine's valuation, 3.39 counting every out-of-service hour (637 of 881 drains
+needless). The headroom price drains more and is worse on every drain figure here, as
+on seed 11, so the simulator keeps the flat price. The oracle meets every target
+(-92 %, 0.03, 0.78x, -72 %): the guards do not limit the predictive policy; the
+failure model's recall at an affordable precision does.
 """
