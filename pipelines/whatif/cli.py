@@ -44,6 +44,13 @@ SIZING_EVERY_H = 1
     show_default=True,
     help="Hours between the engine's pool-sizing rounds (the reactive autoscaler: 1).",
 )
+@click.option(
+    "--soft-taint-p",
+    type=click.FloatRange(min=0, max=1, min_open=True),
+    default=None,
+    help="Soft-taint (place last) nodes at or above this p_fail (predictive, oracle). "
+    "Default: off.",
+)
 @json_option
 @reports
 def simulate_ops_command(
@@ -53,6 +60,7 @@ def simulate_ops_command(
     policies: tuple[str, ...],
     seed: int,
     sizing_every: int,
+    soft_taint_p: float | None,
     as_json: bool,
 ) -> None:
     """Replay a simulated fleet through a policy, hour by hour, and report what it cost:
@@ -65,6 +73,7 @@ def simulate_ops_command(
         world=WorldConfig(nodes=nodes, days=days, seed=seed, warmup_days=warmup_days),
         policies=parse_policies(policies),
         sizing_every=sizing_every,
+        soft_taint_p=soft_taint_p,
     )
     emit(simulate_ops(cfg), as_json, _human)
 

@@ -70,6 +70,9 @@ class Cluster:
         self.repaired_at = np.full(n, np.nan)
         self.drained_at = np.full(n, np.nan)
         self.needless = np.zeros(n, dtype=bool)
+        self.soft_taint = np.zeros(n, dtype=bool)
+        """Nodes with a soft taint (``PreferNoSchedule``): placement uses them only for
+        pods that fit nowhere else (:meth:`place_pending`)."""
         self.pool_of = np.array([s.pool for s in specs])
         self.pool_rows = {p: np.flatnonzero(self.pool_of == p) for p in np.unique(self.pool_of)}
         self.gpus = np.array([s.gpus for s in specs], dtype=np.float64)
@@ -109,8 +112,12 @@ class Cluster:
         out: np.ndarray = self.active & ~self.joining & ~self.disrupted()
         return out
 
-    def sync_schedulable(self) -> None:
+    def sync_schedulable(self, avoid: np.ndarray | None = None) -> None:
+        """Set the snapshot's schedulable flags to :meth:`schedulable`, less the rows
+        ``avoid`` marks."""
         ok = self.schedulable()
+        if avoid is not None:
+            ok &= ~avoid
         ids = self.snapshot.node_ids
         cur = self.snapshot.schedulable[: len(ids)]
         on = [ids[i] for i in np.flatnonzero(ok & ~cur)]
@@ -178,9 +185,20 @@ class Cluster:
         return gave_up
 
     def place_pending(self, t: float) -> None:
-        """One pass over the queue in order; a request shape that did not fit is not
-        tried again in the same pass (capacity only shrinks within a pass)."""
+        """Place the queue: with soft-tainted nodes schedulable, a first pass leaves
+        them out and a second places what is left on every schedulable node (the
+        tainted nodes last); without, one pass (:meth:`_place_pass`)."""
+        tainted = self.soft_taint & self.schedulable()
+        if tainted.any():
+            self.sync_schedulable(avoid=tainted)
+            self._place_pass(t)
         self.sync_schedulable()
+        self._place_pass(t)
+
+    def _place_pass(self, t: float) -> None:
+        """One pass over the queue in order on the snapshot's schedulable nodes; a
+        request shape that did not fit is not tried again in the same pass (capacity
+        only shrinks within a pass)."""
         w = self.w
         failed: set[tuple[object, ...]] = set()
         left: list[int] = []

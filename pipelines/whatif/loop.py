@@ -68,7 +68,9 @@ class LoopConfig:
     current usage (10 %); ``sizing_every``: ticks between the engine's pool-sizing
     rounds (1: the engine sizes for lead + a 1 h hold, ``SizingConfig.hold``);
     ``reactive_sizing_every``: ticks between the reactive autoscaler's rounds (1: it
-    reacts to pending pods)."""
+    reacts to pending pods); ``soft_taint_p``: with a risk (``predictive`` /
+    ``oracle``), nodes whose p_fail of the hour is at or above it get a soft taint and
+    are placed last (:meth:`Cluster.place_pending`); None (the default): off."""
 
     policy: str
     policy_config: PolicyConfig = field(default_factory=PolicyConfig)
@@ -77,6 +79,7 @@ class LoopConfig:
     sizing_every: int = 1
     reactive_sizing_every: int = 1
     reactive_headroom: float = 0.10
+    soft_taint_p: float | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -84,6 +87,8 @@ class LoopConfig:
             raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
         if self.sizing_every < 1 or self.reactive_sizing_every < 1:
             raise ValueError("sizing_every and reactive_sizing_every must be >= 1")
+        if self.soft_taint_p is not None and not 0.0 < self.soft_taint_p <= 1.0:
+            raise ValueError(f"soft_taint_p must be in (0, 1], got {self.soft_taint_p}")
 
 
 def drain_floor(cfg: DisruptionConfig, checkpoint: timedelta) -> float:
@@ -156,6 +161,8 @@ class Loop:
         self._m_end = np.ceil((m_end + 600.0) / HOUR_S)
         self._m_node = m_node
         self._fail_tick = np.ceil(f.at / HOUR_S).astype(np.int64) - 1
+        self.soft_tainted_node_hours = 0
+        """Node-hours in service with a soft taint (``LoopConfig.soft_taint_p``)."""
 
     # ------------------------------------------------------------------ run
     def run(self) -> Tally:
@@ -182,8 +189,10 @@ class Loop:
         self._lifecycle(k, t)
         self.tally.pods_gave_up += c.leave(self._leave.get(k, np.zeros(0, np.int64)))
         c.arrive(self._arrive.get(k, np.zeros(0, np.int64)))
-        c.place_pending(t)
         reactive = self.cfg.policy == "reactive"
+        if not reactive and self.cfg.soft_taint_p is not None:
+            self._soft_taint(k)
+        c.place_pending(t)
         every = self.cfg.reactive_sizing_every if reactive else self.cfg.sizing_every
         sizing = (k - self.world.cfg.first_tick) % every == 0
         if reactive:
@@ -216,6 +225,14 @@ class Loop:
             c.maint_until[row] = self._m_end[i] * HOUR_S
             if c.cordon_owner[row] is None:
                 c.cordon(row, OWNER_MAINTENANCE, t)
+
+    def _soft_taint(self, k: int) -> None:
+        """Taint softly the nodes whose p_fail of tick ``k`` (what the engine reads
+        this hour) is at or above ``soft_taint_p``; NaN (no score) is not tainted."""
+        assert self.cfg.soft_taint_p is not None
+        c = self.cluster
+        c.soft_taint = np.nan_to_num(self._p(k), nan=0.0) >= self.cfg.soft_taint_p
+        self.soft_tainted_node_hours += int((c.soft_taint & c.active).sum())
 
     # ------------------------------------------------------------------ failures
     def _strike(self, k: int, t: float) -> None:

@@ -68,6 +68,8 @@ class OpsConfig:
     reactive_sizing_every: int = 1
     reactive_headroom: float = 0.10
     demand_retrain_every: timedelta = timedelta(days=7)
+    soft_taint_p: float | None = None
+    """Soft-taint nodes at or above this p_fail (predictive / oracle); None: off."""
 
     def __post_init__(self) -> None:
         bad = [p for p in self.policies if p not in POLICIES]
@@ -91,6 +93,7 @@ class OpsConfig:
             "reactive_sizing_every_h": self.reactive_sizing_every,
             "reactive_headroom": self.reactive_headroom,
             "demand_retrain_every_days": self.demand_retrain_every / timedelta(days=1),
+            "soft_taint_p": self.soft_taint_p,
             "cost_model": {
                 "capacity_value": SIM_COSTS.capacity_value,
                 "inspection_window_h": SIM_COSTS.inspection_window / timedelta(hours=1),
@@ -133,8 +136,17 @@ def _loop_config(cfg: OpsConfig, policy: str) -> LoopConfig:
         sizing_every=cfg.sizing_every,
         reactive_sizing_every=cfg.reactive_sizing_every,
         reactive_headroom=cfg.reactive_headroom,
+        soft_taint_p=cfg.soft_taint_p,
         seed=cfg.world.seed,
     )
+
+
+def _figures(loop: Loop, cfg: OpsConfig) -> dict[str, Any]:
+    """Run ``loop``; its figures, with the soft-tainted node-hours when the option is on."""
+    out = loop.run().to_dict()
+    if cfg.soft_taint_p is not None and loop.cfg.policy != "reactive":
+        out["soft_tainted_node_hours"] = loop.soft_tainted_node_hours
+    return out
 
 
 def run_policy(world: World, cfg: OpsConfig, policy: str, watch: Stopwatch) -> dict[str, Any]:
@@ -144,8 +156,7 @@ def run_policy(world: World, cfg: OpsConfig, policy: str, watch: Stopwatch) -> d
             risk = predicted_risk(world, cfg.risk)
         demand = ModelForecasts(loop_demand(world), sim.calendar(), cfg.demand_retrain_every)
         with watch("loop_predictive"):
-            tally = Loop(world, _loop_config(cfg, policy), risk, demand.at).run()
-        out = tally.to_dict()
+            out = _figures(Loop(world, _loop_config(cfg, policy), risk, demand.at), cfg)
         out["failure_model_fits"] = risk.fits
         out["demand_model_fits"] = demand.fits
         return out
@@ -153,7 +164,7 @@ def run_policy(world: World, cfg: OpsConfig, policy: str, watch: Stopwatch) -> d
         risk = oracle_risk(world, cfg.risk.horizon)
         truth = TrueForecasts(loop_demand(world))
         with watch("loop_oracle"):
-            return Loop(world, _loop_config(cfg, policy), risk, truth.at).run().to_dict()
+            return _figures(Loop(world, _loop_config(cfg, policy), risk, truth.at), cfg)
     with watch("loop_reactive"):
         return Loop(world, _loop_config(cfg, policy)).run().to_dict()
 

@@ -241,3 +241,20 @@ def test_cli_reports_one_json_object() -> None:
     out = json.loads(res.output)
     assert list(out["policies"]) == ["reactive"]
     assert out["policies"]["reactive"]["drains"] == 0
+
+
+def test_soft_taint_follows_the_risk_and_never_the_reactive(world: World, reactive: Loop) -> None:
+    cfg = LoopConfig(
+        policy="reactive", policy_config=sim_policy_config(), sizing_every=6, soft_taint_p=0.5
+    )
+    again = Loop(world, cfg)
+    assert again.run().to_dict() == reactive.tally.to_dict()
+    assert again.soft_tainted_node_hours == 0 and not again.cluster.soft_taint.any()
+    oracle_cfg = replace(cfg, policy="oracle")
+    tainted = Loop(world, oracle_cfg, oracle_risk(world, cfg.horizon), _no_forecasts)
+    k = world.cfg.first_tick
+    tainted.tick(k)
+    assert np.array_equal(tainted.cluster.soft_taint, tainted._p(k) >= 0.5)
+    assert tainted.soft_tainted_node_hours == int(
+        (tainted.cluster.soft_taint & tainted.cluster.active).sum()
+    )
