@@ -37,6 +37,7 @@ from allocator.topology import GPU_MILLI, NodeSpec
 from core.contracts import Forecast
 from policy.config import CostModel
 from policy.fleet import FleetState
+from policy.forecast_window import latest_in_window
 
 Kind = tuple[str, str | None]
 """(pool, GPU models): a GPU model, or the ``+``-joined models one demand series covers
@@ -134,12 +135,9 @@ class PoolHeadroom:
                 use = pod.total_gpu_milli / GPU_MILLI if spec.gpus > 0 else pod.cpu_milli / 1000
                 placed[k] = placed.get(k, 0.0) + use
         peak: dict[Kind, float] = {}
-        latest: dict[tuple[str, datetime], Forecast] = {}
-        for f in forecasts:
-            if now <= f.valid_at <= now + window and series_kind(f.series_id) is not None:
-                old = latest.get((f.series_id, f.valid_at))
-                if old is None or f.issued_at > old.issued_at:
-                    latest[(f.series_id, f.valid_at)] = f
+        latest = latest_in_window(
+            forecasts, now, now + window, lambda s: series_kind(s) is not None
+        )
         for (series, _), f in latest.items():
             sk = series_kind(series)
             assert sk is not None

@@ -57,6 +57,7 @@ from policy.anchoring import ANCHORED, anchor_next_hour
 from policy.config import SizingConfig
 from policy.disruption import Decisions, latest_risk
 from policy.fleet import FleetState
+from policy.forecast_window import latest_in_window
 from policy.packing import LiveFill
 
 HOUR = timedelta(hours=1)
@@ -84,13 +85,7 @@ def pool_demand(
 ) -> dict[str, PoolDemand]:
     """Forecasts valid in ``[start, end]``, summed per pool, resource and target time.
     When a series has several forecasts for one target time the latest issue wins."""
-    latest: dict[tuple[str, datetime], Forecast] = {}
-    for f in forecasts:
-        if not (start <= f.valid_at <= end) or parse_series(f.series_id) is None:
-            continue
-        k = (f.series_id, f.valid_at)
-        if k not in latest or latest[k].issued_at < f.issued_at:
-            latest[k] = f
+    latest = latest_in_window(forecasts, start, end, lambda s: parse_series(s) is not None)
     out: dict[str, PoolDemand] = {}
     for (sid, at), f in sorted(latest.items()):
         parsed = parse_series(sid)

@@ -211,9 +211,8 @@ def fleet_outages(starts: np.ndarray, ts_us: np.ndarray, value: np.ndarray) -> n
     to nothing for hours; the trace stopped (the Helios trace reads 0 jobs, running or
     pending, in every VC for all of 10 May 2020). Such buckets are not read as last
     week's (or yesterday's) demand at the same hour."""
-    out = np.zeros(value.size, dtype=bool)
     if len(starts) - 1 < FLEET_MIN_SERIES or value.size == 0:
-        return out
+        return np.zeros(value.size, dtype=bool)
     times, inv = np.unique(ts_us, return_inverse=True)
     seen = np.isfinite(value)
     present = np.bincount(inv, weights=seen, minlength=times.size)
@@ -223,9 +222,8 @@ def fleet_outages(starts: np.ndarray, ts_us: np.ndarray, value: np.ndarray) -> n
     step = np.min(np.diff(times)) if times.size > 1 else 1
     run_id = np.cumsum(np.concatenate([[True], ~(down[1:] & down[:-1]) | (np.diff(times) != step)]))
     run_len = np.bincount(run_id, weights=down)
-    long_down = down & (run_len[run_id] >= OUTAGE_MIN_STEPS)
-    out[:] = long_down[inv]
-    return out
+    long_down: np.ndarray = down & (run_len[run_id] >= OUTAGE_MIN_STEPS)
+    return long_down[inv]
 
 
 def lookback_steps(config: ForecastConfig) -> int:
