@@ -22,7 +22,10 @@ arrives after the lead time and must cover the demand until the next sizing roun
    prediction alone never takes away nodes that run work;
 5. a scale-in waits ``scale_in_cooldown`` after the last scale-up (the last resize
    when the pool state does not tell them apart); changes within ``deadband_nodes`` are
-   not worth an action.
+   not worth an action;
+6. a scale-in names the nodes to remove first (``evidence["scale_in_order"]``): the
+   idle nodes in service, the likeliest to fail in the window first (a node that fails
+   out of service interrupts nothing), nodes without a score after the scored ones.
 
 When the caller hands in the recent measured demand (``method == "observed"``
 forecasts, :mod:`policy.anchoring`), the first step after now is the demand measured
@@ -104,6 +107,12 @@ def _peak(table: Mapping[datetime, tuple[float, float, float]]) -> tuple[float, 
         return 0.0, None
     at = max(sorted(table), key=lambda t: table[t][2])
     return table[at][2], at
+
+
+def scale_in_order(idle: Sequence[str], p_window: Mapping[str, float]) -> list[str]:
+    """The idle nodes ``idle`` in the order to remove them: the highest probability of
+    failing in the window first, unscored nodes last, ties by node id."""
+    return sorted(idle, key=lambda n: (n not in p_window, -p_window.get(n, 0.0), n))
 
 
 def window_probability(p: float, horizon: timedelta, window: timedelta) -> float:
@@ -288,10 +297,12 @@ class PoolSizingPolicy:
         mix = [p for n in nodes for p in pods_by_node.get(n.node_id, ())]
         needed, estimate = self.nodes_for(snapshot, nodes, mix, gpu_peak, cpu_peak)
         exp_fail = 0.0
+        p_window: dict[str, float] = {}
         for n in nodes:
             r = by_risk.get(n.node_id)
             if r is not None and r.provenance is not None:
-                exp_fail += window_probability(r.p_fail, r.horizon, window)
+                p_window[n.node_id] = window_probability(r.p_fail, r.horizon, window)
+                exp_fail += p_window[n.node_id]
         out_of_service = sorted(
             n.node_id
             for n in nodes
@@ -337,6 +348,13 @@ class PoolSizingPolicy:
                 )
                 out.skips.append(Skip("resize_pool", pool, SkipReason.COOLDOWN, detail))
                 return
+        if delta < 0:
+            idle = [
+                n.node_id
+                for n in nodes
+                if n.node_id not in busy and n.node_id not in out_of_service
+            ]
+            evidence["scale_in_order"] = scale_in_order(idle, p_window)
         template = nodes[0]
         node_h = cfg.costs.hourly(template.gpus, template.cpu_milli / 1000) * (cfg.hold / HOUR)
         reason = (

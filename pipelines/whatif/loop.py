@@ -36,7 +36,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -484,17 +484,19 @@ class Loop:
             c.uncordon(row, t)
             self.tally.uncordons += 1
         elif isinstance(a, ResizePool):
-            self._resize(a.target, a.to_nodes, now)
+            self._resize(a.target, a.to_nodes, now, a.evidence.get("scale_in_order", ()))
         elif isinstance(a, Buy):
             self.tally.purchases.append({"sku": a.target, "region": a.region, "n": a.quantity})
         elif isinstance(a, LendNodes):
             pass  # lending between pools is not simulated (the pools' GPU models differ)
 
     # ------------------------------------------------------------------ sizing
-    def _resize(self, pool: str, target: int, now: datetime) -> None:
+    def _resize(self, pool: str, target: int, now: datetime, order: Sequence[str] = ()) -> None:
         """Hold ``target`` nodes in ``pool``: bring back parked healthy nodes, GPU models
-        with the most pending demand first (a priority expander), or park empty nodes
-        in service, models with the least pending demand first."""
+        with the most pending demand first (a priority expander), then the lowest p_fail
+        the engine read this hour; or park empty nodes in service, models with the least
+        pending demand first, then in the engine's ``order`` (its ``scale_in_order``:
+        likeliest to fail first). The reactive autoscaler reads no risk."""
         c = self.cluster
         rows = c.pool_rows[pool]
         self.want[pool] = target
@@ -503,8 +505,10 @@ class Loop:
         if target > cur.size:
             self.last_scale_up[pool] = now
             parked = rows[~c.active[rows] & ~c.under_repair[rows]].tolist()
+            p = self._last_p if self.cfg.policy != "reactive" else None
+            risk = {r: 0.0 if p is None or math.isnan(p[r]) else float(p[r]) for r in parked}
             for _ in range(min(target - cur.size, len(parked))):
-                best = min(parked, key=lambda r: (-short.get(self._model[r], 0.0), r))
+                best = min(parked, key=lambda r: (-short.get(self._model[r], 0.0), risk[r], r))
                 parked.remove(best)
                 c.active[best] = True
                 c.joining[best] = True
@@ -513,7 +517,8 @@ class Loop:
         elif target < cur.size:
             busy = c.busy()
             empty = cur[~busy[cur] & ~c.disrupted()[cur]].tolist()
-            empty.sort(key=lambda r: (short.get(self._model[r], 0.0), -r))
+            rank = {self.row_of[n]: i for i, n in enumerate(order)}
+            empty.sort(key=lambda r: (short.get(self._model[r], 0.0), rank.get(r, len(rank)), -r))
             c.active[empty[: cur.size - target]] = False
         self.tally.resizes += 1
         self.last_resize[pool] = now

@@ -99,6 +99,24 @@ def test_buffer_for_expected_failures_and_nodes_in_repair() -> None:
     assert r.evidence["target"] == 2 + 1 + 1 and r.to_nodes == 4
 
 
+def test_scale_in_removes_the_idle_nodes_likeliest_to_fail_first() -> None:
+    # 2 busy nodes, 5 idle (one unscored), 1 in repair; demand fits on the busy two
+    nodes, snap = cluster("train", 8, 8, busy=2)
+    fc = [forecast("train/gpus/A100", T0 + H, 16.0, spread=0.0)]
+    p_fail = {"train-0": 0.9, "train-2": 0.1, "train-3": 0.6, "train-5": 0.3, "train-6": 0.1}
+    risks = [make_risk(n, p) for n, p in p_fail.items()]
+    fleet = make_fleet(nodes, {"train-7": make_state("train-7", under_repair=True)})
+    r = resize(plan(risks, fc, snap, fleet, Budgets(), clock()), "train")
+    assert isinstance(r, ResizePool) and r.to_nodes < r.from_nodes
+    # riskiest idle first, equal risks by id, the unscored node last; never the busy
+    # node (train-0, however risky) nor the node in repair
+    assert r.evidence["scale_in_order"] == ["train-3", "train-5", "train-2", "train-6", "train-4"]
+    # a scale-up names no nodes to remove
+    up = [forecast("train/gpus/A100", T0 + H, 80.0)]
+    r = resize(plan(risks, up, snap, fleet, Budgets(), clock()), "train")
+    assert isinstance(r, ResizePool) and "scale_in_order" not in r.evidence
+
+
 def test_never_below_usage_and_cooldown() -> None:
     nodes, snap = cluster("train", 6, 2)  # every node runs a pod
     fc = [forecast("train/gpus/A100", T0 + H, 2.0)]
