@@ -101,7 +101,10 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
     ``max_train_rows`` one would get); ``stacking`` ("feature", the default, "offset"
     or "none") and ``blend`` (see the module docstring); ``series_band`` (weight of
     each series' own held-out residual quantiles in its band, against the pooled ones;
-    0 = pooled only, the default).
+    0 = pooled only, the default); ``drop_outage_pairs`` (leave out training pairs
+    whose origin or target lies in a fleet-wide outage, :func:`panel.fleet_outages`)
+    and ``outage_window_gaps`` (outage buckets are missing to the window statistics,
+    lags, last sample and scale, not zeros; see :func:`panel.build_panel`).
     """
 
     def __init__(
@@ -123,6 +126,8 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         stacking: str = "feature",
         series_band: float = 0.0,
         blend: bool = False,
+        drop_outage_pairs: bool = False,
+        outage_window_gaps: bool = False,
     ) -> None:
         self.config = config
         self.interval = interval
@@ -141,6 +146,8 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         self.stacking = stacking
         self.series_band = series_band
         self.blend = blend
+        self.drop_outage_pairs = drop_outage_pairs
+        self.outage_window_gaps = outage_window_gaps
 
     # ------------------------------------------------------------------ fit
     def _validate(self) -> ForecastConfig:
@@ -179,14 +186,20 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         cutoff; ``calendar`` holds known-in-advance events (calendar contract)."""
         cfg = self._validate()
         lf = demand_columns(X)
-        panel = build_panel(lf, cfg, calendar=calendar)
+        panel = build_panel(lf, cfg, calendar=calendar, outage_gaps=bool(self.outage_window_gaps))
         rng = np.random.default_rng(self.random_state)
         self.config_ = cfg
         self.stacked_ = self.stacking != "none" and cfg.stack_window > 0
         self.feature_names_ = feature_names(cfg) + ([SMOOTHED] if self.stacked_ else [])
         self.data_cutoff_ = _as_datetime(int(panel.ts_us.max()))
         self.n_series_ = len(panel.series)
-        o, h = training_pairs(panel, cfg, rng, max_rows=int(self.max_train_rows))
+        o, h = training_pairs(
+            panel,
+            cfg,
+            rng,
+            max_rows=int(self.max_train_rows),
+            skip_outages=bool(self.drop_outage_pairs),
+        )
         self.n_train_rows_ = int(o.size)
         self.models_: dict[float, Any] = {}
         self.band_: np.ndarray | None = None
@@ -434,7 +447,12 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         check_is_fitted(self, "config_")
         cfg = self.config_
         cal = self.calendar_ if calendar is None else calendar
-        panel = build_panel(self.tail_ if X is None else X, cfg, calendar=cal)
+        panel = build_panel(
+            self.tail_ if X is None else X,
+            cfg,
+            calendar=cal,
+            outage_gaps=bool(self.outage_window_gaps),
+        )
         hz = np.asarray(cfg.horizons, dtype=np.int64)
         last = panel.last_rows()
         use_model = modelable(panel, cfg)[last] & bool(self.models_)

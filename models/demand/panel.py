@@ -126,13 +126,19 @@ def build_panel(
     config: ForecastConfig,
     *,
     calendar: pl.DataFrame | None = None,
+    outage_gaps: bool = False,
 ) -> Panel:
     """Resample ``demand`` rows onto ``config``'s grid and compute issue-time features.
 
     ``value`` is the unconstrained demand (running + pending) of the contract; rows of
-    other columns are optional (missing ones are null).
+    other columns are optional (missing ones are null). With ``outage_gaps`` the buckets
+    of a fleet-wide outage (:func:`fleet_outages`) are missing to every issue-time
+    feature (window means, peaks and deviations, lags, the last sample, the scale and
+    the seasonal noise), as a gap in the trace is; ``Panel.value`` keeps what was read.
     """
     grid = resample_demand(demand_columns(demand), config.spec)
+    if outage_gaps:
+        grid = _outages_as_gaps(grid)
     feats = demand_features(grid, config.spec, calendar=calendar)
     if config.trend_window:
         feats = add_trend_features(feats, (config.trend_window,))
@@ -151,7 +157,8 @@ def build_panel(
         raise ValueError("no demand rows to build a panel from")
     sizes = df.group_by(SERIES, maintain_order=True).agg(pl.len(), pl.col("pool").first())
     starts = np.concatenate([[0], np.cumsum(sizes["len"].to_numpy())]).astype(np.int64)
-    value = df["value"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+    read = RAW_VALUE if outage_gaps else "value"
+    value = df[read].cast(pl.Float64).fill_null(np.nan).to_numpy()
     level = df[f"value__mean_{config.level_window}"].cast(pl.Float64).fill_null(np.nan).to_numpy()
     last = (
         df.select(pl.col("value_last").forward_fill().over(SERIES))["value_last"]
@@ -194,7 +201,31 @@ def build_panel(
         issue_names=[*norm, *raw],
         observed=df["__observed"].to_numpy().astype(np.int64),
         noise=noise,
-        outage=fleet_outages(starts, ts_us, value),
+        outage=df[OUTAGE].to_numpy() if outage_gaps else fleet_outages(starts, ts_us, value),
+    )
+
+
+RAW_VALUE = "__value_read"
+OUTAGE = "__outage"
+GAP_COLUMNS = ("value", "value_last", "running", "pending")
+"""Columns that read as missing in an outage bucket with ``outage_gaps`` (the quota,
+``capacity``, is still the quota)."""
+
+
+def _outages_as_gaps(grid: pl.LazyFrame) -> pl.LazyFrame:
+    """``grid`` with the demand columns of fleet-outage buckets set missing; the value
+    read is kept in ``RAW_VALUE`` and the outage mask in ``OUTAGE``."""
+    df = grid.sort(SERIES, "ts").collect()
+    sizes = df.group_by(SERIES, maintain_order=True).len()["len"].to_numpy()
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    value = df["value"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+    ts_us = df["ts"].dt.epoch("us").to_numpy().astype(np.int64)
+    down = pl.Series(OUTAGE, fleet_outages(starts, ts_us, value))
+    cols = [c for c in GAP_COLUMNS if c in df.columns]
+    return (
+        df.with_columns(pl.col("value").alias(RAW_VALUE), down)
+        .with_columns(pl.when(~pl.col(OUTAGE)).then(pl.col(c)).alias(c) for c in cols)
+        .lazy()
     )
 
 
@@ -276,12 +307,15 @@ def training_pairs(
     *,
     max_rows: int,
     last_target_us: int | None = None,
+    skip_outages: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(origin row, horizon) pairs with an observed target inside the same series.
 
     With more pairs than ``max_rows``, each origin keeps a random subset of horizons
     (and origins are subsampled if even one horizon each is too many). Targets after
-    ``last_target_us`` are excluded (the calibration split).
+    ``last_target_us`` are excluded (the calibration split). With ``skip_outages`` a
+    pair whose origin or target lies in a fleet-wide outage is left out: the trace
+    stopped there, demand did not drop to nothing.
     """
     hz = np.asarray(config.horizons, dtype=np.int64)
     ok = modelable(panel, config)
@@ -302,6 +336,8 @@ def training_pairs(
     keep = tgt < end
     o, h, tgt = o[keep], h[keep], tgt[keep]
     keep = np.isfinite(panel.value[tgt])
+    if skip_outages:
+        keep &= ~(panel.outage[tgt] | panel.outage[o])
     if last_target_us is not None:
         keep &= panel.ts_us[tgt] <= last_target_us
     return o[keep], h[keep]

@@ -9,7 +9,13 @@ import polars as pl
 
 from models.demand.config import HOURLY_CONFIG
 from models.demand.forecaster import DemandForecaster
-from models.demand.panel import OUTAGE_MIN_STEPS, build_panel, design, feature_names
+from models.demand.panel import (
+    OUTAGE_MIN_STEPS,
+    build_panel,
+    design,
+    feature_names,
+    training_pairs,
+)
 from tests.models.demand.factories import T0, panel
 
 HOURS = 24 * 16
@@ -70,3 +76,53 @@ def test_an_outage_a_week_back_is_not_last_weeks_demand() -> None:
     )
     assert ratio.len() == 4
     assert (ratio > 0.7).all(), ratio.to_list()
+
+
+def test_outage_pairs_can_be_left_out_of_training() -> None:
+    data = _zeroed(panel(np.random.default_rng(5), n_series=4, hours=HOURS), 200, 24)
+    p = build_panel(data, HOURLY_CONFIG)
+    assert p.outage.any()
+    o, h = training_pairs(p, HOURLY_CONFIG, np.random.default_rng(0), max_rows=10**6)
+    hit = p.outage[o + h] | p.outage[o]
+    assert hit.sum() > 0  # kept by default
+    o2, h2 = training_pairs(
+        p, HOURLY_CONFIG, np.random.default_rng(0), max_rows=10**6, skip_outages=True
+    )
+    assert not (p.outage[o2 + h2] | p.outage[o2]).any()
+    # Exactly the outage pairs go: every other pair is still there.
+    np.testing.assert_array_equal(o2, o[~hit])
+    np.testing.assert_array_equal(h2, h[~hit])
+
+
+def test_outage_gaps_leave_the_zeros_out_of_the_window_statistics() -> None:
+    data = _zeroed(panel(np.random.default_rng(6), n_series=4, hours=HOURS), HOURS - 100, 24)
+    plain = build_panel(data, HOURLY_CONFIG)
+    gaps = build_panel(data, HOURLY_CONFIG, outage_gaps=True)
+    # The grid, the values read (targets) and the outage are the same either way.
+    np.testing.assert_array_equal(plain.ts_us, gaps.ts_us)
+    np.testing.assert_array_equal(plain.value, gaps.value)
+    np.testing.assert_array_equal(plain.outage, gaps.outage)
+    assert gaps.outage.sum() >= 4 * 20
+    last = plain.last_rows()
+    mean = plain.issue_names.index("value__mean_168")
+    # The last week's mean at the end, in series units: the week's non-outage buckets.
+    expected = np.array(
+        [
+            np.nanmean(np.where(gaps.outage[a : b + 1], np.nan, gaps.value[a : b + 1]))
+            for a, b in zip(last - 167, last, strict=True)
+        ]
+    )
+    got = gaps.issue[last, mean] * gaps.scale[last]
+    zeros_in = plain.issue[last, mean] * plain.scale[last]
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    assert (zeros_in < 0.9 * got).all()  # the zeros pull the plain mean down
+    # Lags that fall in the outage are unknown, not 0.
+    lag = gaps.issue_names.index("value__lag_24")
+    after = np.flatnonzero(np.roll(gaps.outage, 24) & ~gaps.outage)
+    after = after[gaps.series_index()[after] == gaps.series_index()[after - 24]]
+    assert after.size > 0
+    assert np.isnan(gaps.issue[after, lag]).all()
+    assert (plain.issue[after, lag] == 0).all()
+    fc = DemandForecaster(n_estimators=40, n_jobs=1, outage_window_gaps=True).fit(data).predict()
+    assert fc["method"].unique().to_list() == ["lightgbm"]
+    assert fc.height == 4 * len(HOURLY_CONFIG.horizons)
