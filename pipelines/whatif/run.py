@@ -85,7 +85,11 @@ class OpsConfig:
             "risk": {
                 "horizon_h": self.risk.horizon / timedelta(hours=1),
                 "retrain_every_days": self.risk.retrain_every / timedelta(days=1),
-                "train_window_days": self.risk.train_window / timedelta(days=1),
+                "train_window_days": (
+                    None
+                    if self.risk.train_window is None
+                    else self.risk.train_window / timedelta(days=1)
+                ),
                 "train_row_every_h": self.risk.train_row_every / timedelta(hours=1),
                 "n_estimators": self.risk.params.get("n_estimators"),
             },
