@@ -9,12 +9,13 @@ Each tick ``T`` (one hour):
 3. the policy acts:
 
    - ``reactive``: no drains; every ``reactive_sizing_every`` ticks each pool is
-     sized from current usage (:func:`reactive_target`);
+     sized from current usage (:func:`~pipelines.whatif.scaler.reactive_target`);
    - ``predictive`` / ``oracle``: :func:`policy.engine.plan` with the failure risk
      (model / truth), the live snapshot, the fleet state and, every ``sizing_every``
      ticks, the demand forecasts (model / truth). Drains and uncordons are
      re-validated by :func:`policy.revalidate.revalidate` just before they run (a drain
-     timed to a checkpoint runs at its ``not_before``), resizes apply at once;
+     timed to a checkpoint runs at its ``not_before``), resizes apply at once
+     (:class:`~pipelines.whatif.scaler.PoolScaler`: which nodes are parked or back);
 
 4. the figures of the hour are counted (:class:`~pipelines.whatif.tally.Tally`);
 5. hardware failures of ``(T, T + 1 h]`` strike in time order, between the drains
@@ -36,7 +37,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -48,6 +49,7 @@ from core.clock import FixedClock
 from core.contracts import FailureRisk, Forecast, Provenance
 from pipelines.whatif.cluster import OWNER_MAINTENANCE, OWNER_REPAIR, Cluster
 from pipelines.whatif.risk import RiskTable
+from pipelines.whatif.scaler import PoolScaler
 from pipelines.whatif.tally import BudgetAuditor, Tally, unreplaced
 from pipelines.whatif.world import HOUR_S, World
 from policy.config import Budgets, DisruptionConfig, PolicyConfig
@@ -103,12 +105,6 @@ def drain_floor(cfg: DisruptionConfig, checkpoint: timedelta) -> float:
     return cfg.benefit_margin * (c.restart_overhead / lost) if lost > timedelta(0) else 0.0
 
 
-def reactive_target(busy: int, out_of_service: int, pending_nodes: int, headroom: float) -> int:
-    """Today's practice: the nodes in use, a headroom over them, the nodes out of
-    service, and what the pending pods need (a cluster autoscaler's scale-up)."""
-    return busy + math.ceil(headroom * busy) + out_of_service + pending_nodes
-
-
 class Loop:
     """One policy over one world (module docstring)."""
 
@@ -139,18 +135,15 @@ class Loop:
         self.last_skip: dict[int, str] = {}
         self.candidates: set[int] = set()
         self._last_p: np.ndarray | None = None
-        self.last_resize: dict[str, datetime] = {}
-        self.last_scale_up: dict[str, datetime] = {}
-        self.want: dict[str, int] = {}
         self._topo_key: bytes = b""
         self._topo: Topology | None = None
         self.row_of = {n: i for i, n in enumerate(world.node_ids)}
+        self.scaler = PoolScaler(self.cluster, self.row_of, self.tally)
         n = len(world.specs)
         self.charged_until = np.full(n, np.nan)
         """Needless drains: the time up to which the unreplaced count assessed the node."""
         self.unreplaced_h = np.zeros(n)
         """Needless drains: value-hours the node's pool could not replace so far."""
-        self._model: list[str | None] = [s.gpu_model for s in world.specs]
         self._kind = [(s.pool, s.gpu_model) for s in world.specs]
         self.value = np.array([dcfg.costs.hourly(s.gpus, s.cpu_milli / 1000) for s in world.specs])
         w = world.workload
@@ -197,7 +190,7 @@ class Loop:
         sizing = (k - self.world.cfg.first_tick) % every == 0
         if reactive:
             if sizing:
-                self._reactive_sizing(now)
+                self.scaler.reactive(now, self.cfg.reactive_headroom)
         else:
             self._plan(k, now, sizing)
         c.place_pending(t)
@@ -438,8 +431,8 @@ class Loop:
             pools={
                 p_: PoolState(
                     p_,
-                    self.last_resize.get(p_),
-                    self.last_scale_up.get(p_),
+                    self.scaler.last_resize.get(p_),
+                    self.scaler.last_scale_up.get(p_),
                     max_nodes=int((c.active[rows] | ~c.under_repair[rows]).sum()),
                 )
                 for p_, rows in sorted(c.pool_rows.items())
@@ -484,84 +477,12 @@ class Loop:
             c.uncordon(row, t)
             self.tally.uncordons += 1
         elif isinstance(a, ResizePool):
-            self._resize(a.target, a.to_nodes, now, a.evidence.get("scale_in_order", ()))
+            order = a.evidence.get("scale_in_order", ())
+            self.scaler.resize(a.target, a.to_nodes, now, order=order, p_fail=self._last_p)
         elif isinstance(a, Buy):
             self.tally.purchases.append({"sku": a.target, "region": a.region, "n": a.quantity})
         elif isinstance(a, LendNodes):
             pass  # lending between pools is not simulated (the pools' GPU models differ)
-
-    # ------------------------------------------------------------------ sizing
-    def _resize(self, pool: str, target: int, now: datetime, order: Sequence[str] = ()) -> None:
-        """Hold ``target`` nodes in ``pool``: bring back parked healthy nodes, GPU models
-        with the most pending demand first (a priority expander), then the lowest p_fail
-        the engine read this hour; or park empty nodes in service, models with the least
-        pending demand first, then in the engine's ``order`` (its ``scale_in_order``:
-        likeliest to fail first). The reactive autoscaler reads no risk."""
-        c = self.cluster
-        rows = c.pool_rows[pool]
-        self.want[pool] = target
-        cur = rows[c.active[rows]]
-        short = self._pending_by_model(pool)
-        if target > cur.size:
-            self.last_scale_up[pool] = now
-            parked = rows[~c.active[rows] & ~c.under_repair[rows]].tolist()
-            p = self._last_p if self.cfg.policy != "reactive" else None
-            risk = {r: 0.0 if p is None or math.isnan(p[r]) else float(p[r]) for r in parked}
-            for _ in range(min(target - cur.size, len(parked))):
-                best = min(parked, key=lambda r: (-short.get(self._model[r], 0.0), risk[r], r))
-                parked.remove(best)
-                c.active[best] = True
-                c.joining[best] = True
-                m = self._model[best]
-                short[m] = short.get(m, 0.0) - float(c.gpus[best] or c.cores[best])
-        elif target < cur.size:
-            busy = c.busy()
-            empty = cur[~busy[cur] & ~c.disrupted()[cur]].tolist()
-            rank = {self.row_of[n]: i for i, n in enumerate(order)}
-            empty.sort(key=lambda r: (short.get(self._model[r], 0.0), rank.get(r, len(rank)), -r))
-            c.active[empty[: cur.size - target]] = False
-        self.tally.resizes += 1
-        self.last_resize[pool] = now
-
-    def _pending_by_model(self, pool: str) -> dict[str | None, float]:
-        """Pending demand of ``pool`` per GPU model it may run on (GPUs; CPU pools:
-        cores under the key None)."""
-        c = self.cluster
-        w = c.w
-        out: dict[str | None, float] = {}
-        models = {self._model[r] for r in c.pool_rows[pool].tolist()}
-        for i in c.pending:
-            if w.pools[int(w.pool[i])] != pool:
-                continue
-            allowed = w.model_sets[int(w.models[i])]
-            use = float(w.gpus[i]) if w.num_gpu[i] else float(w.cpu_milli[i] / 1000)
-            fits = [m for m in models if allowed is None or m in allowed]
-            for m in fits:
-                out[m] = out.get(m, 0.0) + use / len(fits)
-        return out
-
-    def _reactive_sizing(self, now: datetime) -> None:
-        c = self.cluster
-        busy = c.busy()
-        dis = c.disrupted()
-        w = c.w
-        need: dict[str, float] = {}
-        for i in c.pending:
-            pool = w.pools[int(w.pool[i])]
-            rows = c.pool_rows[pool]
-            per = float(c.gpus[rows[0]]) if w.num_gpu[i] else float(c.cores[rows[0]])
-            use = float(w.gpus[i]) if w.num_gpu[i] else float(w.cpu_milli[i] / 1000)
-            need[pool] = need.get(pool, 0.0) + (use / per if per else 0.0)
-        for pool, rows in sorted(c.pool_rows.items()):
-            act = rows[c.active[rows]]
-            target = reactive_target(
-                int((busy[act] & ~dis[act]).sum()),
-                int(dis[act].sum()),
-                math.ceil(need.get(pool, 0.0) - 1e-9),
-                self.cfg.reactive_headroom,
-            )
-            if target != act.size:
-                self._resize(pool, target, now)
 
     # ------------------------------------------------------------------ figures
     def _account(self, t: float) -> None:
@@ -582,7 +503,7 @@ class Loop:
         tl.used_gpu_hours += g
         tl.used_core_hours += cores
         tl.pending_pod_hours += c.pending_pods()
-        for pool, want in self.want.items():
+        for pool, want in self.scaler.want.items():
             tl.stockout_node_hours += max(0, want - c.pool_rows[pool].size)
 
     def _charge_unreplaced(self, t: float) -> None:
@@ -597,7 +518,7 @@ class Loop:
         wanted = {
             (pool, m)
             for pool in sorted({kinds[r][0] for r in out.tolist()})
-            for m, v in self._pending_by_model(pool).items()
+            for m, v in self.scaler.pending_by_model(pool).items()
             if v > 0
         }
         spare = (c.schedulable() & ~c.busy()) | (~c.active & ~c.under_repair)

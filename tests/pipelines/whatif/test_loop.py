@@ -19,7 +19,7 @@ from core.contracts import Forecast
 from pipelines.cli import main
 from pipelines.whatif.cluster import PENDING, RUNNING
 from pipelines.whatif.forecasts import loop_demand
-from pipelines.whatif.loop import Loop, LoopConfig, drain_floor, reactive_target
+from pipelines.whatif.loop import Loop, LoopConfig, drain_floor
 from pipelines.whatif.risk import RiskConfig, oracle_risk
 from pipelines.whatif.run import OpsConfig, sim_policy_config, simulate_ops
 from pipelines.whatif.tally import BudgetAuditor
@@ -171,49 +171,6 @@ def test_loop_demand_is_what_the_loop_runs_and_queues(world: World) -> None:
             pool = w.pool == w.pools.index(sid.split("/")[0])
             held = w.gpus if "/gpus/" in sid else w.cpu_milli / 1000
             assert value == pytest.approx(float(held[pool & alive].sum()), abs=1e-3), sid
-
-
-def test_scaled_up_nodes_serve_from_the_next_tick(world: World) -> None:
-    loop = Loop(world, LoopConfig(policy="reactive", policy_config=sim_policy_config()))
-    c, k = loop.cluster, world.cfg.first_tick
-    loop.tick(k)
-    pool, rows = max(c.pool_rows.items(), key=lambda kv: int((~c.active[kv[1]]).sum()))
-    parked = rows[~c.active[rows]]
-    assert parked.size > 0, "the first tick parks idle nodes"
-    loop._resize(pool, int(c.active[rows].sum()) + parked.size, world.cfg.at(k))
-    assert c.active[parked].all() and not c.schedulable()[parked].any()
-    c.sync_schedulable()
-    assert not c.snapshot.schedulable[parked].any()  # the allocator cannot use them yet
-    loop._lifecycle(k + 1, (k + 1) * HOUR_S)  # the next tick starts: they are in service
-    back = parked[~c.disrupted()[parked]]
-    assert back.size > 0 and c.schedulable()[back].all()
-
-
-def test_resize_parks_the_engines_order_and_brings_back_the_safest(world: World) -> None:
-    cfg = LoopConfig(policy="oracle", policy_config=sim_policy_config(), sizing_every=6)
-    loop = Loop(world, cfg, oracle_risk(world, cfg.horizon), _no_forecasts)
-    c, k = loop.cluster, world.cfg.first_tick
-    loop.tick(k)
-    pool, rows = max(c.pool_rows.items(), key=lambda kv: int((~c.active[kv[1]]).sum()))
-    # bring every parked node back, then park two of the idle ones in a given order
-    loop._resize(pool, int((c.active[rows] | ~c.under_repair[rows]).sum()), world.cfg.at(k))
-    idle = [int(r) for r in rows if c.active[r] and not c.busy()[r] and not c.disrupted()[r]]
-    assert len(idle) >= 3, "the pool has idle nodes to park"
-    want = [idle[-1], idle[0]]  # not the loop's own order (least pending, highest row)
-    order = [world.node_ids[r] for r in want]
-    loop._resize(pool, int(c.active[rows].sum()) - 2, world.cfg.at(k), order)
-    assert not c.active[want].any() and c.active[idle[1:-1]].all()
-    # bringing one back takes the parked node with the lowest p_fail read this hour
-    p = np.zeros(len(world.specs))
-    p[want[1]] = 0.9  # the lower row, which the tie-break alone would take
-    loop._last_p = p
-    loop._resize(pool, int(c.active[rows].sum()) + 1, world.cfg.at(k))
-    assert c.active[want[0]] and not c.active[want[1]]
-
-
-def test_reactive_target_sizes_from_usage() -> None:
-    assert reactive_target(busy=10, out_of_service=2, pending_nodes=3, headroom=0.1) == 16
-    assert reactive_target(busy=0, out_of_service=0, pending_nodes=0, headroom=0.1) == 0
 
 
 def test_same_seed_same_json() -> None:

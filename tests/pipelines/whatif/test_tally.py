@@ -51,7 +51,7 @@ def test_loop_charges_only_the_hours_the_pool_could_not_replace(world: World) ->
     t = (k + 1) * HOUR_S
     pod = int(np.flatnonzero(w.num_gpu > 0)[0])
     pool, allowed = w.pools[int(w.pool[pod])], w.model_sets[int(w.models[pod])]
-    rows = [int(r) for r in c.pool_rows[pool] if allowed is None or loop._model[r] in allowed]
+    rows = [int(r) for r in c.pool_rows[pool] if allowed is None or loop.scaler.model[r] in allowed]
     row, others = rows[0], rows[1:]
     assert others, "the pool needs a second node of the kind"
     value = float(loop.value[row])
