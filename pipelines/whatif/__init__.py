@@ -27,6 +27,7 @@ telemetry and workload (paired comparison). Modules:
 | ``forecasts.py`` | the demand forecaster refitted weekly / the true demand |
 | ``cluster.py`` | live allocator snapshot: placement, evictions, checkpoints, node state arrays |
 | ``loop.py`` | the hourly loop (see its docstring for the order of a tick) |
+| ``scaler.py`` | the pool autoscaler: which nodes a resize parks or brings back; reactive sizing |
 | ``tally.py`` | the figures; the budget auditor that re-counts disruptions independently |
 | ``run.py`` | one world, the policies on it, the comparison with the issue's targets |
 
@@ -88,7 +89,12 @@ What is approximated, and why:
   nodes, in service from the next tick (past the 30 min lead: ``Cluster.joining``;
   until this session they served in the same tick, which gave the reactive autoscaler
   capacity with no lead time and made any forecast worthless), a scale-in parks empty
-  nodes; nodes beyond the physical pool are a stock-out. Lending between pools and
+  nodes; nodes beyond the physical pool are a stock-out. Which nodes: GPU models with
+  pending demand first, then, for the predictive and oracle policies, by risk — a
+  scale-in parks the idle nodes in the engine's ``scale_in_order`` (likeliest to fail
+  in the window first), a scale-up brings back the parked nodes with the lowest p_fail
+  of the hour; the reactive autoscaler reads no risk (``scaler.py``). A node that fails
+  parked interrupts nothing. Lending between pools and
   inventory buys are not executed (the pools' GPU models differ; a buy needs a
   long-horizon node-demand forecast, and two weeks of history give the weekly
   forecaster 2 of the 16 weekly points it needs), so purchase cost is 0 and stock-outs
@@ -118,9 +124,9 @@ What is approximated, and why:
   pool's headroom instead (``policy.headroom``; the loop hands each pool its physical
   size as ``PoolState.max_nodes``); on seed 11 it averted more failures but saved no
   more GPU-hours (below), so it is not the simulator's setting.
-- the failure model scores one horizon (24 h) and trains on rows every 2 h of a
-  trailing 21-day window with at most 300 rounds (speed); everything else is the
-  production ``MODEL_PARAMS``.
+- the failure model scores one horizon (24 h) and trains on rows every 2 h of all the
+  history before its cutoff (a trailing 21-day window until this round) with at most
+  300 rounds (speed); everything else is the production ``MODEL_PARAMS``.
 
 Measured (2 shared cores at load 6-17 from other jobs; CPU seconds are the honest
 cost). Settings were chosen on seed 11 (500 nodes x 21 days, 1,000 x 21), never on the
