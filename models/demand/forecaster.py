@@ -101,10 +101,12 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
     ``max_train_rows`` one would get); ``stacking`` ("feature", the default, "offset"
     or "none") and ``blend`` (see the module docstring); ``series_band`` (weight of
     each series' own held-out residual quantiles in its band, against the pooled ones;
-    0 = pooled only, the default); ``drop_outage_pairs`` (leave out training pairs
-    whose origin or target lies in a fleet-wide outage, :func:`panel.fleet_outages`)
-    and ``outage_window_gaps`` (outage buckets are missing to the window statistics,
-    lags, last sample and scale, not zeros; see :func:`panel.build_panel`).
+    0 = pooled only, the default); ``drop_outage_pairs`` (True, the default: leave out
+    training pairs whose origin or target lies in a fleet-wide outage,
+    :func:`panel.fleet_outages`, so the trees do not learn that a pool can drop to
+    nothing overnight) and ``outage_window_gaps`` (False, the default: outage buckets
+    are missing to the window statistics, lags, last sample and scale, not zeros; see
+    :func:`panel.build_panel`). Chosen on validation cutoffs (README).
     """
 
     def __init__(
@@ -126,7 +128,7 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         stacking: str = "feature",
         series_band: float = 0.0,
         blend: bool = False,
-        drop_outage_pairs: bool = False,
+        drop_outage_pairs: bool = True,
         outage_window_gaps: bool = False,
     ) -> None:
         self.config = config

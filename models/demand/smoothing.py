@@ -9,6 +9,8 @@ forecast from any origin is ``K[h] @ window``, with one fixed kernel ``K`` (H x 
 setting (alpha, gamma), computed once by running the recursion on the L unit impulses.
 This is exact for every origin, cheap (one dot product of L per pair), and reads
 nothing before the window, so a forecast still depends only on the model's lookback.
+A window reaching before the series' start repeats its first bucket: the smoothing
+then starts at the first observation, as ETS on the whole history would.
 
 Each series gets the setting of :data:`SETTINGS` whose forecasts had the smallest mean
 absolute error over that series' training pairs (as ETS estimates its smoothing
@@ -28,7 +30,8 @@ SETTINGS: tuple[tuple[float, float], ...] = tuple(
     (alpha, gamma) for alpha in (0.05, 0.1, 0.2, 0.4, 0.7, 1.0) for gamma in (0.1, 0.3, 0.5)
 )
 """(alpha: level smoothing, gamma: season smoothing) settings a series can get."""
-CHUNK = 50_000
+CHUNK_CELLS = 8_000_000
+"""Window values gathered at once (pairs x window length): ~64 MB of float64."""
 
 
 @cache
@@ -83,8 +86,9 @@ def forecasts(
     n_set, _, window = kernels.shape
     out = np.empty((origins.size, n_set))
     offsets = np.arange(1 - window, 1)
-    for a in range(0, origins.size, CHUNK):
-        o, hh, first = origins[a : a + CHUNK], h[a : a + CHUNK], first_row[a : a + CHUNK]
+    chunk = max(1, CHUNK_CELLS // window)
+    for a in range(0, origins.size, chunk):
+        o, hh, first = origins[a : a + chunk], h[a : a + chunk], first_row[a : a + chunk]
         w = values[np.maximum(o[:, None] + offsets[None, :], first[:, None])]
         for hv in np.unique(hh):
             sel = hh == hv

@@ -166,12 +166,13 @@ def test_weekly_config_extrapolates_a_growing_fleet() -> None:
 )
 def test_forecast_reads_only_the_lookback(options: dict[str, object]) -> None:
     rng = np.random.default_rng(6)
-    data = panel(rng, n_series=3, hours=24 * 15)
+    data = panel(rng, n_series=3, hours=24 * 28)
     f = DemandForecaster(**SMALL, **options).fit(data)  # type: ignore[arg-type]
     full = f.predict(data)
     end = data["ts"].max()
     assert end is not None
     tail = data.filter(pl.col("ts") > end - f.lookback * timedelta(hours=1))
+    assert tail.height < data.height  # the history is longer than the lookback
     assert f.predict(tail).equals(full)
     assert f.predict().equals(full)
 

@@ -92,6 +92,11 @@ def test_outage_pairs_can_be_left_out_of_training() -> None:
     # Exactly the outage pairs go: every other pair is still there.
     np.testing.assert_array_equal(o2, o[~hit])
     np.testing.assert_array_equal(h2, h[~hit])
+    # The forecaster leaves them out by default.
+    kept = DemandForecaster(n_estimators=5, n_jobs=1, drop_outage_pairs=False).fit(data)
+    default = DemandForecaster(n_estimators=5, n_jobs=1).fit(data)
+    assert kept.n_train_rows_ == o.size
+    assert default.n_train_rows_ == o2.size
 
 
 def test_outage_gaps_leave_the_zeros_out_of_the_window_statistics() -> None:
