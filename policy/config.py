@@ -100,7 +100,9 @@ class CostModel:
     - ``replacement_lead`` 30 min: a parked node a scale-up brings back serves after that
       long (the scale-up lead time);
     - ``price_by_headroom`` True: False prices the window at ``capacity_value`` in every
-      pool, whatever its headroom (flat).
+      pool, whatever its headroom (flat);
+    - ``spare_share`` 0: with the headroom price, the least share of the window a drain
+      costs even when its pool has an idle or parked node to replace it.
     """
 
     gpu_hour: float = 1.0
@@ -112,11 +114,14 @@ class CostModel:
     capacity_value: float = 1.0
     replacement_lead: timedelta = timedelta(minutes=30)
     price_by_headroom: bool = True
+    spare_share: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("gpu_hour", "cpu_core_hour", "capacity_value"):
             if getattr(self, name) < 0:
                 raise ValueError(f"cost model: {name} must be >= 0")
+        if not 0.0 <= self.spare_share <= 1.0:
+            raise ValueError(f"cost model: spare_share must be in [0, 1], got {self.spare_share}")
 
     def hourly(self, gpus: float, cpu_cores: float) -> float:
         """Value of one hour of ``gpus`` GPUs and ``cpu_cores`` cores, in cost units."""

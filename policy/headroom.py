@@ -11,6 +11,9 @@ pool is full. The price is a *share* of the node's capacity value over the windo
 - ``idle_node``: 0 — an idle in-service node takes the work at once;
 - ``parked_node``: ``CostModel.replacement_lead / inspection_window`` — a parked node
   serves after the scale-up lead;
+- neither below ``CostModel.spare_share`` (default 0): the part of a drained node's
+  window that bites even in a pool with spare (spare that is used up later, the
+  evicted work's restarts);
 - ``pool_full``: 1 — nothing replaces it;
 - ``unknown``: 1 — no demand forecast of the node's kind covers the window (the
   cautious reading: the engine cannot tell the pool has room).
@@ -96,6 +99,8 @@ class PoolHeadroom:
     lead_share: float
     groups: Mapping[tuple[str, str], str] = field(default_factory=dict)
     """(pool, GPU model) -> the ``+``-joined models of the series that covers it."""
+    spare_share: float = 0.0
+    """The least share a drain costs, spare or not (``CostModel.spare_share``)."""
 
     def kind(self, spec: NodeSpec) -> Kind:
         return node_kind(spec, self.groups)
@@ -149,7 +154,7 @@ class PoolHeadroom:
             if st.max_nodes is not None
         }
         lead = min(1.0, costs.replacement_lead / window) if window > timedelta(0) else 0.0
-        return cls(idle, need, parked, window, lead, groups)
+        return cls(idle, need, parked, window, lead, groups, costs.spare_share)
 
     def price(self, spec: NodeSpec, taken: Mapping[Kind, float]) -> CapacityPrice:
         """The capacity share a drain of ``spec`` costs, after the drains already
@@ -171,7 +176,7 @@ class PoolHeadroom:
             "node_capacity": size,
         }
         if spare >= size:
-            return CapacityPrice(0.0, "idle_node", ev)
+            return CapacityPrice(self.spare_share, "idle_node", ev)
         if spare + parked * size >= size:
-            return CapacityPrice(self.lead_share, "parked_node", ev)
+            return CapacityPrice(max(self.lead_share, self.spare_share), "parked_node", ev)
         return CapacityPrice(1.0, "pool_full", ev)

@@ -372,6 +372,15 @@ averted 45 more failures but saved only 209 more GPU-hours, and their capacity c
 that bit was 779 GPU-hours. It was chosen on seed 11, where it was better on both
 figures (0.22 against 0.27 at 1,000 x 60). Seed 7 is not used to choose, so it stays.
 
+A price floor for the headroom pricing, ``CostModel.spare_share`` (the least share of
+the window a drain costs, spare or not; 0 by default, an option), was tried on the
+same seed 11 world, 1,000 x 60: capacity value 1 priced by headroom with a floor of
+0.1 (so 0.1 with an idle spare, 0.125 with a parked one, 1 in a full pool) against the
+flat 0.1: 261 drains (197 needless) against 319 (241), unreplaced cost 627 against
+924 GPU-h, 0.19 against 0.22 of the savings, but lost GPU-hours avoided 36.9 %
+against 47.9 % (64 failures averted against 78; 290 failures on busy nodes against
+286). The flat price stays in the simulator.
+
 The simulator's pool sizing does not read the demand forecaster. The sizing window is
 the scale-up lead plus the hold (30 min + 1 h), so its only hourly target is the next
 hour, and that hour is the anchored persistence forecast (``policy.anchoring``). The

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
+
 from allocator.snapshot import ClusterSnapshot
 from core.actions import Drain, Plan, SkipReason
 from core.contracts import Forecast
@@ -170,3 +172,22 @@ def test_flat_pricing_ignores_the_headroom() -> None:
         econ = _econ(p)
         shares.add((econ["capacity"]["basis"], econ["capacity_share"], econ["drain_cost"]))
     assert len(shares) == 1 and next(iter(shares))[:2] == ("flat", 1.0)
+
+
+def test_spare_share_is_the_least_a_drain_costs() -> None:
+    """With ``spare_share`` 0.2 a drain into an idle spare costs 0.2 of its window, one
+    that brings back a parked node max(0.125, 0.2), a full pool still the whole window."""
+    costs = CostModel(spare_share=0.2)
+    cfg = PolicyConfig(disruption=replace(PolicyConfig().disruption, costs=costs))
+
+    def share(snap: ClusterSnapshot, fleet: FleetState, fc: list[Forecast]) -> float:
+        p = plan([make_risk(NODE, 0.99)], fc, snap, fleet, Budgets(), clock(), cfg)
+        return float(_econ(p)["capacity_share"])
+
+    nodes, snap = _cluster(2)
+    assert share(snap, make_fleet(nodes), _demand(snap)) == 0.2
+    assert share(*_full_parked()) == 0.2
+    nodes, snap = _cluster(0)
+    assert share(snap, make_fleet(nodes), _demand(snap)) == 1.0
+    with pytest.raises(ValueError, match="spare_share"):
+        CostModel(spare_share=1.5)
