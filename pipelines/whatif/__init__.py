@@ -348,8 +348,10 @@ to the last digit, because the simulator's sizing never reads the forecaster (be
 | lost GPU-hours | 21,164 | 12,318 (**-41.8 %**) / 12,109 (**-42.8 %**) | 1,215 (-94.3 %) |
 | failures on busy nodes / averted | 1,003 / 0 | 583 / 170; 532 / 215 | 93 / 943 |
 | drains (needless) | 0 | 650 (480) / 876 (661) | 943 (0) |
-| drain cost GPU-h: unreplaced / engine / full | 0 | 1,895 / 1,966 / 17,940; 2,674 / 2,710 / 23,559 | 680 |
-| ... over the GPU-hours saved | | **0.21** / 0.22 / 2.03; **0.30** / 0.30 / 2.60 | 0.03 |
+| drain cost GPU-h, unreplaced | 0 | 1,895 / 2,674 | 680 |
+| ... over the GPU-hours saved | | **0.21** / **0.30** | 0.03 |
+| drain cost GPU-h, engine; full | 0 | 1,966 / 2,710; 17,940 / 23,559 | 680 |
+| ... over the GPU-hours saved | | 0.22 / 0.30; 2.03 / 2.60 | 0.03 |
 | budget violations | 0 | 0 / 0 | 0 |
 | pending pod-hours | 90,374 | 76,042 (0.84x) / 76,571 (0.85x) | 71,490 (0.79x) |
 | idle node-hours | 164,915 | 96,589 (-41.4 %) / 96,899 (-41.2 %) | 45,062 (-72.7 %) |
