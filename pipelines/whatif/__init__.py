@@ -383,6 +383,12 @@ flat 0.1: 261 drains (197 needless) against 319 (241), unreplaced cost 627 again
 against 47.9 % (64 failures averted against 78; 290 failures on busy nodes against
 286). The flat price stays in the simulator.
 
+The soft taint at 0.1 (off by default) on the same world: 138 drains (103 needless),
+unreplaced cost 0.09 of the savings, failures on busy nodes 275, but 35 failures
+averted and lost GPU-hours avoided 35.0 % (47.9 % without): it keeps new pods off
+the risky nodes, so fewer of them are drain candidates when their failure comes; on
+this seed that cost more work than it saved. It stays off.
+
 The simulator's pool sizing does not read the demand forecaster. The sizing window is
 the scale-up lead plus the hold (30 min + 1 h), so its only hourly target is the next
 hour, and that hour is the anchored persistence forecast (``policy.anchoring``). The
