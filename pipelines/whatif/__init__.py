@@ -389,6 +389,16 @@ averted and lost GPU-hours avoided 35.0 % (47.9 % without): it keeps new pods of
 the risky nodes, so fewer of them are drain candidates when their failure comes; on
 this seed that cost more work than it saved. It stays off.
 
+A second seed at the issue's size, run after the choices, as a check (seed 11, 2,000 x
+60, commit 5b5f1d0, ``benchmarks/whatif.py --seed 11 --jobs 2``: 1,326 CPU s, 14.9
+min wall, peak RSS 9.3 GB): reactive / predictive / oracle lost GPU-hours 18,366 /
+8,412 (-54.2 %) / 678 (-96.3 %); failures on busy nodes 957 / 436 / 69, averted 0 /
+218 / 939; drains 911 (693 needless) / 939 (0); drain cost over the savings,
+unreplaced 0.13 (engine 0.27, full 2.43) / 0.03; zero budget violations; pending
+pod-hours 62,011 / 51,961 (0.84x) / 44,959 (0.73x); idle node-hours 156,648 / 89,084
+(-43.1 %) / 37,246 (-76.2 %). Every target met there; on seed 7 the drain cost (0.30)
+is not, so the drain-cost figure moves with the seed by more than its margin.
+
 The simulator's pool sizing does not read the demand forecaster. The sizing window is
 the scale-up lead plus the hold (30 min + 1 h), so its only hourly target is the next
 hour, and that hour is the anchored persistence forecast (``policy.anchoring``). The
