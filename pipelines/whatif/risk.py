@@ -10,8 +10,8 @@
   ``MODEL_PARAMS`` with rounds capped) is fitted on the rows before ``T`` (all of
   them by default; ``train_window`` keeps the trailing part only), labelled with
   failures known by ``T`` only (labels whose window runs past ``T`` are unknown and
-  unused). It scores every tick until the
-  next retrain. Nothing after ``T`` reaches the model.
+  unused). It scores every tick until the next retrain. Nothing after ``T`` reaches
+  the model.
 - One horizon, the 24 h the production champion is promoted on (the policy keeps one
   risk per node; ``pipelines.failure_jobs.current_risk`` does the same).
 
