@@ -296,13 +296,12 @@ class PoolSizingPolicy:
         cpu_peak, cpu_at = _peak(pd.cpu_cores)
         mix = [p for n in nodes for p in pods_by_node.get(n.node_id, ())]
         needed, estimate = self.nodes_for(snapshot, nodes, mix, gpu_peak, cpu_peak)
-        exp_fail = 0.0
-        p_window: dict[str, float] = {}
-        for n in nodes:
-            r = by_risk.get(n.node_id)
-            if r is not None and r.provenance is not None:
-                p_window[n.node_id] = window_probability(r.p_fail, r.horizon, window)
-                exp_fail += p_window[n.node_id]
+        p_window = {
+            n.node_id: window_probability(r.p_fail, r.horizon, window)
+            for n in nodes
+            if (r := by_risk.get(n.node_id)) is not None and r.provenance is not None
+        }
+        exp_fail = sum(p_window.values(), 0.0)
         out_of_service = sorted(
             n.node_id
             for n in nodes
@@ -349,11 +348,8 @@ class PoolSizingPolicy:
                 out.skips.append(Skip("resize_pool", pool, SkipReason.COOLDOWN, detail))
                 return
         if delta < 0:
-            idle = [
-                n.node_id
-                for n in nodes
-                if n.node_id not in busy and n.node_id not in out_of_service
-            ]
+            taken = busy | set(out_of_service)
+            idle = [n.node_id for n in nodes if n.node_id not in taken]
             evidence["scale_in_order"] = scale_in_order(idle, p_window)
         template = nodes[0]
         node_h = cfg.costs.hourly(template.gpus, template.cpu_milli / 1000) * (cfg.hold / HOUR)

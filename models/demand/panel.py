@@ -36,7 +36,7 @@ from features.demand import (
     trend_feature_name,
 )
 from models.demand.config import ForecastConfig
-from models.demand.grid import demand_columns
+from models.demand.grid import demand_columns, grid_from_frame
 
 US_PER_S = 1_000_000
 SCALE_FLOOR_SHARE = 0.1
@@ -216,11 +216,8 @@ def _outages_as_gaps(grid: pl.LazyFrame) -> pl.LazyFrame:
     """``grid`` with the demand columns of fleet-outage buckets set missing; the value
     read is kept in ``RAW_VALUE`` and the outage mask in ``OUTAGE``."""
     df = grid.sort(SERIES, "ts").collect()
-    sizes = df.group_by(SERIES, maintain_order=True).len()["len"].to_numpy()
-    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    value = df["value"].cast(pl.Float64).fill_null(np.nan).to_numpy()
-    ts_us = df["ts"].dt.epoch("us").to_numpy().astype(np.int64)
-    down = pl.Series(OUTAGE, fleet_outages(starts, ts_us, value))
+    g = grid_from_frame(df)
+    down = pl.Series(OUTAGE, fleet_outages(g.starts, g.ts_us, g.value))
     cols = [c for c in GAP_COLUMNS if c in df.columns]
     return (
         df.with_columns(pl.col("value").alias(RAW_VALUE), down)

@@ -146,7 +146,8 @@ def _loop_config(cfg: OpsConfig, policy: str) -> LoopConfig:
 
 
 def _figures(loop: Loop, cfg: OpsConfig) -> dict[str, Any]:
-    """Run ``loop``; its figures, with the soft-tainted node-hours when the option is on."""
+    """Run ``loop``; its figures, with the soft-tainted node-hours when the option is on
+    (never for the reactive policy, which reads no risk)."""
     out = loop.run().to_dict()
     if cfg.soft_taint_p is not None and loop.cfg.policy != "reactive":
         out["soft_tainted_node_hours"] = loop.soft_tainted_node_hours
@@ -170,7 +171,7 @@ def run_policy(world: World, cfg: OpsConfig, policy: str, watch: Stopwatch) -> d
         with watch("loop_oracle"):
             return _figures(Loop(world, _loop_config(cfg, policy), risk, truth.at), cfg)
     with watch("loop_reactive"):
-        return Loop(world, _loop_config(cfg, policy)).run().to_dict()
+        return _figures(Loop(world, _loop_config(cfg, policy)), cfg)
 
 
 def _share(part: float, whole: float) -> float | None:
