@@ -111,15 +111,21 @@ def node_frame(world: World, spec: NodeFeatureSpec = HOURLY_SPEC) -> pl.DataFram
     return frame.with_columns(pl.col(pl.Float64).cast(pl.Float32))
 
 
-def fit_at(
-    frame: pl.DataFrame, events: pl.DataFrame, cutoff: datetime, cfg: RiskConfig
-) -> FailureModel:
-    """A failure model fitted on what was known at ``cutoff``."""
+def training_rows(frame: pl.DataFrame, cutoff: datetime, cfg: RiskConfig) -> pl.DataFrame:
+    """The feature rows a fit at ``cutoff`` trains on: before it, every
+    ``train_row_every``, within ``train_window`` of it when that is set."""
     step_us = int(cfg.train_row_every.total_seconds() * 1e6)
     keep = (pl.col("ts") < cutoff) & (pl.col("ts").dt.epoch("us") % step_us == 0)
     if cfg.train_window is not None:
         keep = keep & (pl.col("ts") >= cutoff - cfg.train_window)
-    rows = frame.filter(keep)
+    return frame.filter(keep)
+
+
+def fit_at(
+    frame: pl.DataFrame, events: pl.DataFrame, cutoff: datetime, cfg: RiskConfig
+) -> FailureModel:
+    """A failure model fitted on what was known at ``cutoff``."""
+    rows = training_rows(frame, cutoff, cfg)
     labelled = add_failure_labels(
         rows.lazy(), events.lazy(), horizons=(cfg.horizon,), label_cutoff=cutoff
     ).collect()
