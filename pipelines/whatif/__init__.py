@@ -406,4 +406,28 @@ forecaster is still fitted every week and handed in, but with these settings its
 forecasts go unused. It matters when the lead time is hours, as for cloud GPU
 capacity or bare metal brought back from a powered-down reserve, and for the
 long-horizon buys the simulator does not run.
+
+Round 5, looking for what limits the drain cost (seed 11, 1,000 x 60; seed 7 not run).
+
+- Escalation features did not help the failure model. The world's precursors build up
+  towards the failure while their benign look-alikes fade (``synthetic.episodes``),
+  so per counter the rate of the last 6 h minus that of the 18 h before, and of the
+  last 1 h minus the 5 h before, were added to the hourly frame (14 columns, a
+  scratch script). Average precision of the next-24 h failures 0.147 against 0.148
+  without, precision at p >= 0.3 0.41 against 0.42. The trees already read the 1 h /
+  6 h / 24 h increases side by side. Not added.
+- Where the cost bites (every drain of one predictive run recorded: pool, p_fail,
+  caught or needless, its unreplaced hours). 319 drains, 78 caught; 868 GPU-h of
+  needless out-of-service hours bit, 853 of them in the training pool, the one that
+  runs out of nodes (pending pods there and no spare); evictions lost 55 GPU-h. 239
+  drains were of gang members, with a break-even p_fail of about 0.2: they caught 48
+  failures whose jobs held 5,936 GPU-h at risk (the engine's count at the drain),
+  against 820 GPU-h that bit. By p_fail at the drain, cost (bit + evictions) against
+  the GPU-h at risk on the caught nodes: 0.1-0.2 (69 drains, 17 % caught) 221 against
+  1,960; 0.2-0.3 (105, 16 %) 392 against 2,100; 0.3-0.4 (86, 23 %) 206 against 601;
+  0.4 and up (59, 49 %) 105 against 1,470. In every band the caught failures held
+  more at risk than the band cost, so no band is a clear loss to cut.
+- A node drained again within 72 h of a needless drain (55 drains) was caught 22 % of
+  the time, as often as any drain (24 %): a clean inspection does not make the next
+  alarm less likely to be real on this world, so no guard for it.
 """
