@@ -4,10 +4,12 @@ Runs the three policies (reactive, predictive, oracle) paired on one seeded worl
 ``--nodes`` x ``--days`` (after ``--warmup-days`` of history) and prints one JSON object:
 each policy's figures, the comparison against the issue's targets (predictive and
 oracle against reactive, in the same run), and wall / CPU seconds per stage and in
-total, with the peak RSS.
+total, with the peak RSS. With ``--seeds`` it runs one world per seed, one after the
+other, and adds the comparison of the figures summed over them (``pooled``).
 
     python benchmarks/whatif.py --json                  # 2,000 nodes x 60 days
     python benchmarks/whatif.py --nodes 200 --days 14 --json
+    python benchmarks/whatif.py --seeds 7,11,13 --json  # three worlds, ~25 min each
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import logging
 import resource
 import time
 
-from pipelines.whatif.run import OpsConfig, simulate_ops
+from pipelines.whatif.run import OpsConfig, compare, pooled, simulate_ops
 from pipelines.whatif.world import WorldConfig
 
 
@@ -34,6 +36,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--days", type=float, default=60.0)
     ap.add_argument("--warmup-days", type=float, default=14.0)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--seeds", default=None, help="Comma-separated seeds, e.g. 7,11,13.")
     ap.add_argument("--sizing-every", type=int, default=1)
     ap.add_argument(
         "--jobs", type=int, default=3, help="Processes (one policy each; CPU seconds: all)."
@@ -42,13 +45,23 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
     wall, cpu = time.perf_counter(), time.process_time()
-    cfg = OpsConfig(
-        world=WorldConfig(
-            nodes=args.nodes, days=args.days, seed=args.seed, warmup_days=args.warmup_days
-        ),
-        sizing_every=args.sizing_every,
-    )
-    out = simulate_ops(cfg, jobs=args.jobs)
+    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [args.seed]
+    runs = []
+    for seed in seeds:
+        cfg = OpsConfig(
+            world=WorldConfig(
+                nodes=args.nodes, days=args.days, seed=seed, warmup_days=args.warmup_days
+            ),
+            sizing_every=args.sizing_every,
+        )
+        runs.append(simulate_ops(cfg, jobs=args.jobs))
+    out = runs[0]
+    if len(runs) > 1:
+        together = compare(pooled([r["policies"] for r in runs]))
+        out = {
+            "seeds": {str(s): r for s, r in zip(seeds, runs, strict=True)},
+            "pooled": {"seeds": seeds, "comparison": together},
+        }
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     out["total_seconds"] = {

@@ -216,6 +216,33 @@ def compare(figures: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+POOLED_FIGURES = (
+    "lost_gpu_hours",
+    "drain_cost_gpu_hours",
+    "drain_cost_gpu_hours_full_capacity",
+    "drain_cost_gpu_hours_unreplaced",
+    "budget_violations",
+    "pending_pod_hours",
+    "idle_node_hours",
+    "drains",
+    "drains_needless",
+    "failures_averted_by_drains",
+    "failures_on_busy_nodes",
+)
+"""The figures :func:`pooled` sums over worlds (all that :func:`compare` reads)."""
+
+
+def pooled(runs: Sequence[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Per policy, the :data:`POOLED_FIGURES` summed over several worlds' runs (each a
+    ``policies`` mapping of :func:`simulate_ops`), for :func:`compare`: a ratio of sums,
+    so a world with more at stake weighs more. One world's lost GPU-hours hang on which
+    gangs its failures meet; pooling seeds shows how much of a figure is the world."""
+    if not runs:
+        raise ValueError("no runs to pool")
+    names = [p for p in POLICIES if all(p in r for r in runs)]
+    return {p: {k: sum(r[p][k] for r in runs) for k in POOLED_FIGURES} for p in names}
+
+
 def describe(world: World) -> dict[str, Any]:
     """What the world holds over the evaluated days."""
     summary = world.sim.summary()
