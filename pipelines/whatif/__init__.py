@@ -493,7 +493,7 @@ issue asks for the models retrained as in production, and a longer scale-up lead
 would read it.
 
 Round 6, fixed before running (written and committed before any of these worlds ran,
-at any size): the simulator as it is at this commit, three new worlds at the issue's
+at any size): the simulator as at commit 7327a29, three new worlds at the issue's
 size (2,000 x 60, seeds 17, 19 and 23, never run before), ``benchmarks/whatif.py
 --seeds 17,19,23 --jobs 2``. The figure of record is the pooled comparison
 (``run.pooled``, sums over the three worlds) against the five targets: lost
@@ -502,7 +502,7 @@ GPU-hours avoided >= 40 %, drain cost counted as the capacity that bit (unreplac
 node-hours >= 15 % lower. Each world's figures are reported beside it. If the pooled
 figures meet all five, the simulator's targets are taken as met on the expected
 (pooled) figure, with seed 7's single-world miss stated beside it; if not, they stay
-missed. Nothing in the simulator or the engine changes between this commit and the
+missed. Nothing in the simulator or the engine changes between that commit and the
 runs. The seeds may run one by one (``--seed 17``, ...) and be pooled afterwards with
 ``run.pooled``: the same sums. Not run to the end yet: the session that fixed the rule
 ran out of time with seeds 17 and 19 at day 3-4 of the predictive run (no figure was
