@@ -40,6 +40,7 @@ class SkipReason(StrEnum):
     USAGE_FLOOR = "usage_floor"
     WAIT_FOR_CHECKPOINT = "wait_for_checkpoint"
     STILL_AT_RISK = "still_at_risk"
+    POOL_CHANGED = "pool_changed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -290,7 +290,9 @@ def apply_in_workspace(
     timeout_s: float = 600.0,
 ) -> dict[str, Any]:
     """Apply ``plan`` as ``predops apply`` does (and the server's apply endpoint): state
-    from the cluster of ``kubeconfig`` (or the lake), buys as purchase files, every
+    from the cluster of ``kubeconfig`` (or the lake), drains and cordons on that
+    cluster, pool resizes through its Cluster API MachineDeployments (``pipelines.
+    actuators.clusterapi``), buys as purchase files, every
     decision in the audit log as ``who``. Returns the report with ``state``,
     ``failure_risk`` and ``audit_log``."""
     from pipelines.actuators.apply import apply_plan
@@ -301,12 +303,14 @@ def apply_in_workspace(
     }
     state: StateSource
     if kubeconfig:
+        from pipelines.actuators.clusterapi import ClusterApi, PoolResizer
         from pipelines.actuators.kube import KubeActuator, KubeOptions, KubeState, connect
 
         api = connect(kubeconfig, context, KubeOptions(timeout=timeout_s))
         state = KubeState(api, clock)
         kube = KubeActuator(api, clock, sleep)
         actuators.update(dict.fromkeys(("cordon", "drain", "uncordon"), kube))
+        actuators["resize_pool"] = PoolResizer(ClusterApi(api), clock, sleep)
     else:
         state = FleetStateSource(fleet_from_lake(Lake(settings.lake_dir), clock.now()).fleet)
     risks, risk_note = failure_risk(settings, clock.now())

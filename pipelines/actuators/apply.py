@@ -6,8 +6,9 @@ For each action, in plan order with uncordons first (they give budget back):
 1. its key already recorded ``done`` in the audit log -> ``already_done``, nothing runs
    (a process killed mid-apply and run again applies each action at most once);
 2. the cluster is re-read (:class:`StateSource`) and :func:`policy.revalidate.revalidate`
-   re-checks the plan's guards that apply -> ``deferred`` (not due yet) or ``dropped``
-   with the typed reason;
+   re-checks the plan's guards that apply, then the kind's actuator its own (``check``,
+   see :class:`Actuator`) -> ``deferred`` (not due yet) or ``dropped`` with the typed
+   reason;
 3. dry-run (the default) records ``would_run`` and touches nothing; with ``execute`` the
    kind's :class:`Actuator` runs it between a ``started`` and a ``done`` / ``failed``
    entry. A failed action's disruption budget is released: it is not counted as used
@@ -53,7 +54,11 @@ class ActionFailed(Exception):
 
 
 class Actuator(Protocol):
-    """Runs one kind of action; returns a report, raises :class:`ActionFailed`."""
+    """Runs one kind of action; returns a report, raises :class:`ActionFailed`.
+
+    An actuator may also have ``check(action, now) -> Verdict | None``: re-validation
+    against what only it can read (a pool's MachineDeployment), run after the plan's
+    guards, before a dry-run as before a real run."""
 
     name: str
 
@@ -292,6 +297,10 @@ def _one(
         pdb_pods=pdb_pods,
     )
     verdict = revalidate(action, view, budgets, config)
+    actuator = actuators.get(action.kind)
+    check = getattr(actuator, "check", None)
+    if verdict is None and check is not None:
+        verdict = check(action, now)
     if verdict is not None:
         outcome = "deferred" if verdict.reason is SkipReason.WAIT_FOR_CHECKPOINT else "dropped"
         record(outcome, f"re-validation: {verdict.reason.value}", verdict.detail)
@@ -300,7 +309,6 @@ def _one(
         record("would_run", action.reason, "dry-run: re-validated, nothing touched")
         run.took(action)
         return result("would_run")
-    actuator = actuators.get(action.kind)
     if actuator is None:
         detail = f"no actuator for {action.kind} in this run"
         record("unsupported", action.reason, detail)

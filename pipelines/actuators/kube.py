@@ -92,7 +92,7 @@ class KubeOptions:
             raise ValueError("kubernetes actuator: retries must be 0 or more")
 
 
-def _api_error(exc: Exception) -> tuple[int | None, str]:
+def api_error(exc: Exception) -> tuple[int | None, str]:
     """HTTP status (None: no answer) and the API's message of a client error."""
     status = getattr(exc, "status", None)
     body = getattr(exc, "body", None)
@@ -117,11 +117,26 @@ def transient(status: int | None, message: str, *, eviction: bool = False) -> bo
     return status in TRANSIENT_STATUS and MULTIPLE_PDBS not in message
 
 
-def _client_errors() -> tuple[type[Exception], ...]:
+def client_errors() -> tuple[type[Exception], ...]:
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
     return (ApiException, HTTPError, OSError)
+
+
+def retrying(call: Callable[[], T], options: KubeOptions, sleep: Callable[[float], None]) -> T:
+    """``call()``, retried ``options.retries`` times on transient errors (module
+    docstring) with the doubling backoff; other errors, and the last try's, propagate."""
+    wait = options.backoff_initial
+    for _ in range(options.retries):
+        try:
+            return call()
+        except client_errors() as exc:
+            if not transient(*api_error(exc)):
+                raise
+        sleep(wait)
+        wait = min(wait * 2, options.backoff_max)
+    return call()
 
 
 class KubeApi:
@@ -253,8 +268,8 @@ class KubeState:
     def _read_all(self, now: datetime) -> list[dict[str, Any]]:
         try:
             nodes = self.api.nodes()
-        except _client_errors() as exc:
-            status, msg = _api_error(exc)
+        except client_errors() as exc:
+            status, msg = api_error(exc)
             raise ActionFailed(f"listing nodes: HTTP {status}: {msg}") from exc
         states = [node_state(n, now, self.api.opt) for n in nodes]
         self._disrupted = (now, frozenset(s.node_id for s in states if s.disrupted))
@@ -271,8 +286,8 @@ class KubeState:
     def node(self, node_id: str, now: datetime) -> tuple[NodeState | None, str | None]:
         try:
             node = self.api.read_node(node_id)
-        except _client_errors() as exc:
-            status, msg = _api_error(exc)
+        except client_errors() as exc:
+            status, msg = api_error(exc)
             if status == 404:
                 return None, None
             raise ActionFailed(f"reading node {node_id}: HTTP {status}: {msg}") from exc
@@ -333,23 +348,13 @@ class KubeActuator:
                 return {"cordon": self._cordon(action)}
             if isinstance(action, Uncordon):
                 return {"uncordon": self._uncordon(action.target)}
-        except _client_errors() as exc:
-            status, msg = _api_error(exc)
+        except client_errors() as exc:
+            status, msg = api_error(exc)
             raise ActionFailed(f"{action.kind} {action.target}: HTTP {status}: {msg}") from exc
         raise ActionFailed(f"the kubernetes actuator does not run {action.kind} actions")
 
     def _retrying(self, call: Callable[[], T]) -> T:
-        """``call()``, retried on transient errors with backoff (module docstring)."""
-        wait = self.opt.backoff_initial
-        for _ in range(self.opt.retries):
-            try:
-                return call()
-            except _client_errors() as exc:
-                if not transient(*_api_error(exc)):
-                    raise
-            self.sleep(wait)
-            wait = min(wait * 2, self.opt.backoff_max)
-        return call()
+        return retrying(call, self.opt, self.sleep)
 
     # ------------------------------------------------------------------ node patches
     def _cordon(self, action: Action) -> str:
@@ -400,8 +405,8 @@ class KubeActuator:
         failed = 0
         try:
             listed = self._retrying(lambda: self.api.pods_on(action.target))
-        except _client_errors() as exc:
-            status, msg = _api_error(exc)
+        except client_errors() as exc:
+            status, msg = api_error(exc)
             listed, failed = [], 1
             pods.append({"pod": "*", "outcome": "failed", "why": f"listing pods: {status} {msg}"})
         for pod in sorted(
@@ -422,8 +427,8 @@ class KubeActuator:
             if cordon == "cordoned":  # release the budget: undo the cordon we made
                 try:
                     report["rollback"] = self._uncordon(action.target)
-                except _client_errors() as exc:
-                    report["rollback"] = f"failed: {_api_error(exc)[1]}"
+                except client_errors() as exc:
+                    report["rollback"] = f"failed: {api_error(exc)[1]}"
             raise ActionFailed(
                 f"drain {action.target}: {failed} pod(s) not evicted "
                 f"({'; '.join(p['why'] for p in pods if p['outcome'] == 'failed')})",
@@ -447,8 +452,8 @@ class KubeActuator:
             try:
                 self.api.evict(ns, name, grace_period_s)
                 return {**row, "outcome": "evicted", "why": ""}
-            except _client_errors() as exc:
-                status, msg = _api_error(exc)
+            except client_errors() as exc:
+                status, msg = api_error(exc)
             if status == 404:
                 return {**row, "outcome": "gone", "why": "pod no longer exists"}
             if status != 429:

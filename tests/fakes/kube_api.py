@@ -16,7 +16,13 @@ It holds nodes, pods and PodDisruptionBudgets as the API returns them (JSON dict
 - ``POST /api/v1/namespaces/{ns}/pods/{name}/eviction``: 201 and a deletion timestamp on
   the pod when its PodDisruptionBudget allows a disruption (which it then uses up), 429
   ``TooManyRequests`` with a ``DisruptionBudget`` cause when it does not, 500 when more
-  than one budget selects the pod (as the real API does), 404 for unknown pods.
+  than one budget selects the pod (as the real API does), 404 for unknown pods;
+- Cluster API (``cluster.x-k8s.io/v1beta1``, as a CRD serves it): ``GET`` lists of
+  ``machinedeployments`` and ``machines`` (all namespaces or one; label selectors as
+  above), ``PATCH`` of one with a merge patch (a strategic-merge patch gets 415, as
+  custom resources do), and ``PATCH .../machinedeployments/{name}/scale`` (an
+  ``autoscaling/v1`` Scale; sets ``spec.replicas``). No controller runs: replicas
+  change, machines do not come or go.
 
 Errors are ``Status`` objects. A bearer token is required when ``token`` is set (401
 otherwise). Every request is recorded in ``requests``; ``fail_next`` scripts an error
@@ -45,6 +51,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from tests.fakes.kube_objects import Obj, rfc3339
 
 Answer = tuple[int, Obj]
+CAPI = "/apis/cluster.x-k8s.io/v1beta1"
+CAPI_KINDS = {"machinedeployments": "MachineDeployment", "machines": "Machine"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +180,8 @@ class FakeKubeAPI:
     nodes: list[Obj] = field(default_factory=list)
     pods: list[Obj] = field(default_factory=list)
     pdbs: list[Obj] = field(default_factory=list)
+    machine_deployments: list[Obj] = field(default_factory=list)
+    machines: list[Obj] = field(default_factory=list)
     token: str | None = "test-token"
     requests: list[Request] = field(default_factory=list)
     resource_version: int = 1000
@@ -283,6 +293,18 @@ class FakeKubeAPI:
             ("POST", rf"/api/v1/namespaces/{ns}/pods/{name}/eviction", self._evict),
             ("GET", r"/apis/policy/v1/poddisruptionbudgets", self._list_pdbs),
             ("GET", rf"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", self._list_pdbs),
+            ("GET", rf"{CAPI}/(?P<plural>machinedeployments|machines)", self._list_capi),
+            (
+                "GET",
+                rf"{CAPI}/namespaces/{ns}/(?P<plural>machinedeployments|machines)",
+                self._list_capi,
+            ),
+            (
+                "PATCH",
+                rf"{CAPI}/namespaces/{ns}/(?P<plural>machinedeployments|machines)/{name}",
+                self._patch_capi,
+            ),
+            ("PATCH", rf"{CAPI}/namespaces/{ns}/machinedeployments/{name}/scale", self._scale),
         ]
 
     def _dispatch(self, method: str, raw_path: str, headers: dict[str, str], raw: bytes) -> Answer:
@@ -442,3 +464,72 @@ class FakeKubeAPI:
         pod["metadata"]["deletionTimestamp"] = rfc3339(datetime.now(UTC))
         self.resource_version += 1
         return status(201, "", "")
+
+    # ------------------------------------------------------------------ Cluster API
+    def _capi(self, plural: str) -> list[Obj]:
+        return self.machine_deployments if plural == "machinedeployments" else self.machines
+
+    def _list_capi(
+        self, query: dict[str, str], plural: str, ns: str | None = None, **_: Any
+    ) -> Answer:
+        items = [o for o in self._capi(plural) if ns is None or o["metadata"]["namespace"] == ns]
+        return self._list(f"{CAPI_KINDS[plural]}List", "cluster.x-k8s.io/v1beta1", items, query)
+
+    def _find_capi(self, plural: str, ns: str, name: str) -> Obj | None:
+        return next(
+            (
+                o
+                for o in self._capi(plural)
+                if (o["metadata"]["namespace"], o["metadata"]["name"]) == (ns, name)
+            ),
+            None,
+        )
+
+    def _merge_only(self, headers: dict[str, str]) -> Answer | None:
+        ctype = headers.get("content-type", "")
+        if ctype.startswith("application/merge-patch+json"):
+            return None
+        return status(
+            415,
+            "UnsupportedMediaType",
+            f"the body of the request was in an unknown format: {ctype}",
+        )
+
+    def _patch_capi(
+        self, plural: str, ns: str, name: str, body: Any, headers: dict[str, str], **_: Any
+    ) -> Answer:
+        obj = self._find_capi(plural, ns, name)
+        if obj is None:
+            return status(404, "NotFound", f'{plural}.cluster.x-k8s.io "{name}" not found')
+        refused = self._merge_only(headers)
+        if refused is not None:
+            return refused
+        patched = merge_patch(obj, body)
+        self.resource_version += 1
+        patched["metadata"]["resourceVersion"] = str(self.resource_version)
+        items = self._capi(plural)
+        items[items.index(obj)] = patched
+        return 200, patched
+
+    def _scale(self, ns: str, name: str, body: Any, headers: dict[str, str], **_: Any) -> Answer:
+        obj = self._find_capi("machinedeployments", ns, name)
+        if obj is None:
+            return status(
+                404, "NotFound", f'machinedeployments.cluster.x-k8s.io "{name}" not found'
+            )
+        refused = self._merge_only(headers)
+        if refused is not None:
+            return refused
+        replicas = ((body or {}).get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int) or replicas < 0:
+            return status(422, "Invalid", f"Scale.spec.replicas: Invalid value: {replicas!r}")
+        obj["spec"]["replicas"] = replicas
+        self.resource_version += 1
+        obj["metadata"]["resourceVersion"] = str(self.resource_version)
+        return 200, {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"replicas": replicas},
+            "status": {"replicas": obj.get("status", {}).get("replicas", 0)},
+        }

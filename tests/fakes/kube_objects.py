@@ -241,3 +241,39 @@ def write_kubeconfig(path: Path, server: str, token: str = "test-token") -> Path
         encoding="utf-8",
     )
     return path
+
+
+def make_machine_deployment(
+    name: str, *, pool: str | None, replicas: int, namespace: str = "default"
+) -> Obj:
+    """A Cluster API MachineDeployment labelled with its predops pool."""
+    labels = {"cluster.x-k8s.io/cluster-name": "fleet"}
+    if pool is not None:
+        labels["predops.io/pool"] = pool
+    return {
+        "apiVersion": "cluster.x-k8s.io/v1beta1",
+        "kind": "MachineDeployment",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"clusterName": "fleet", "replicas": replicas},
+        "status": {"replicas": replicas},
+    }
+
+
+def make_machine(
+    name: str, *, deployment: str, node: str | None, namespace: str = "default"
+) -> Obj:
+    """A Cluster API Machine of ``deployment``; ``node`` None: not provisioned yet."""
+    status: Obj = {"phase": "Running" if node else "Provisioning"}
+    if node is not None:
+        status["nodeRef"] = {"kind": "Node", "name": node}
+    return {
+        "apiVersion": "cluster.x-k8s.io/v1beta1",
+        "kind": "Machine",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"cluster.x-k8s.io/deployment-name": deployment},
+        },
+        "spec": {"clusterName": "fleet"},
+        "status": status,
+    }
