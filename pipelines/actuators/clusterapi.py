@@ -288,10 +288,9 @@ class PoolResizer:
                 )
             )
             for m in got.delete_first:
+                mark = {DELETE_MACHINE_ANNOTATION: now}
                 self._call(
-                    lambda m=m: self.api.annotate(
-                        got.namespace, "machines", m.name, {DELETE_MACHINE_ANNOTATION: now}
-                    )
+                    functools.partial(self.api.annotate, got.namespace, "machines", m.name, mark)
                 )
                 marked.append(m.name)
             self._call(lambda: self.api.scale(got.namespace, got.deployment, action.to_nodes))
@@ -315,10 +314,9 @@ class PoolResizer:
         left = []
         for name in machines:
             try:
+                unmark: dict[str, str | None] = {DELETE_MACHINE_ANNOTATION: None}
                 self._call(
-                    lambda name=name: self.api.annotate(
-                        namespace, "machines", name, {DELETE_MACHINE_ANNOTATION: None}
-                    )
+                    functools.partial(self.api.annotate, namespace, "machines", name, unmark)
                 )
             except client_errors():
                 left.append(name)
