@@ -507,4 +507,33 @@ runs. The seeds may run one by one (``--seed 17``, ...) and be pooled afterwards
 ``run.pooled``: the same sums. Not run to the end yet: the session that fixed the rule
 ran out of time with seeds 17 and 19 at day 3-4 of the predictive run (no figure was
 seen); the next round runs all three from the start.
+
+Round 6, run (the next session, first thing, from a clone of daf22de: the rule's
+commit plus docstrings; ``benchmarks/whatif.py --seeds 17,19,23 --jobs 2 --json``,
+5,179 CPU-s, 55.9 min wall, peak RSS 9.1 GB, nothing else changed in ``policy/`` or
+here):
+
+| | seed 17 | seed 19 | seed 23 | **pooled (of record)** | target |
+|---|---|---|---|---|---|
+| lost GPU-h, reactive | 20,322 | 21,127 | 15,523 | 56,972 | |
+| lost GPU-h, predictive | 11,690 | 10,708 | 7,068 | 29,466 | |
+| lost GPU-h avoided | 42.5 % | 49.3 % | 54.5 % | **48.3 %** | >= 40 % met |
+| drain cost / savings, unreplaced | 0.257 | 0.197 | 0.106 | **0.188** | < 0.25 met |
+| ... engine's valuation | 0.36 | 0.26 | 0.26 | 0.29 | (reported) |
+| ... every hour out | 3.30 | 2.34 | 2.30 | 2.63 | (reported) |
+| budget violations | 0 | 0 | 0 | **0** | 0 met |
+| pending pod-h vs reactive | 0.77x | 0.82x | 0.72x | **0.77x** | <= 1 met |
+| idle node-h | -41.4 % | -40.5 % | -44.2 % | **-41.9 %** | >= 15 % lower met |
+| failures on busy nodes, R / P / O | 1,007 / 489 / 98 | 1,033 / 519 / 63 | 889 / 407 / 58 | | |
+| drains (needless) | 1,054 (780) | 900 (686) | 777 (587) | | |
+| oracle: lost GPU-h avoided | 90.5 % | 97.1 % | 94.3 % | 94.0 % | |
+| oracle: unreplaced cost / savings | 0.03 | 0.03 | 0.05 | 0.04 | |
+| oracle: pending, idle | 0.66x, -74.4 % | 0.75x, -73.1 % | 0.67x, -77.0 % | 0.70x, -74.8 % | |
+
+By the rule, the pooled figures meet all five targets, so the simulator's targets
+count as met on the expected figure. Beside it: single worlds still miss the
+drain-cost target one time in three or so (seed 7 0.30, seed 13 0.29, seed 17 0.257;
+met on 11, 19, 23), and on the engine's own valuation of a drain (capacity at
+``capacity_value``) the pooled ratio is 0.29, over 0.25; only the count of capacity
+that bit, fixed as the figure of record before these runs, is under it.
 """
