@@ -4,7 +4,11 @@
 - **Which MachineDeployment.** The one labelled ``predops.io/pool=<pool>``
   (:attr:`ClusterApiOptions.pool_label`), in any namespace; Cluster API has no pool
   label of its own, so the platform team labels each MachineDeployment once. None or
-  more than one is an error that names what was found.
+  more than one is an error that names what was found. A pool is one MachineDeployment
+  whose replicas are its nodes: a pool spread over several, or one that
+  cluster-autoscaler also sizes (its min/max-size annotations), is not predops' to size;
+  the first shows up as ``pool_changed`` (replicas are not the pool's node count), the
+  second would be moved by both.
 - **Re-validation** (:meth:`PoolResizer.check`, run by the apply loop before a dry-run
   and before a real run, after the plan's time window):
 
