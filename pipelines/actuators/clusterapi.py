@@ -8,7 +8,8 @@
   whose replicas are its nodes: a pool spread over several, or one that
   cluster-autoscaler also sizes (its min/max-size annotations), is not predops' to size;
   the first shows up as ``pool_changed`` (replicas are not the pool's node count), the
-  second would be moved by both.
+  second is dropped (``revalidation_failed``, naming the annotation) rather than fought
+  over.
 - **Re-validation** (:meth:`PoolResizer.check`, run by the apply loop before a dry-run
   and before a real run, after the plan's time window):
 
@@ -64,6 +65,10 @@ DEPLOYMENT_NAME_LABEL = "cluster.x-k8s.io/deployment-name"
 DELETE_MACHINE_ANNOTATION = "cluster.x-k8s.io/delete-machine"
 RESIZE_KEY_ANNOTATION = "predops.io/resize-key"
 RESIZED_AT_ANNOTATION = "predops.io/resized-at"
+AUTOSCALER_ANNOTATIONS = (
+    "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size",
+    "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +208,15 @@ class PoolResizer:
         md = found[0]
         ns, name = str(_md(md).get("namespace") or "default"), str(_md(md).get("name"))
         replicas = int((md.get("spec") or {}).get("replicas") or 0)
-        key = (_md(md).get("annotations") or {}).get(RESIZE_KEY_ANNOTATION)
+        notes = _md(md).get("annotations") or {}
+        autoscaled = [a for a in AUTOSCALER_ANNOTATIONS if a in notes]
+        if autoscaled:
+            return Verdict(
+                SkipReason.REVALIDATION_FAILED,
+                f"MachineDeployment {ns}/{name} is sized by cluster-autoscaler "
+                f"({autoscaled[0]}); predops does not fight it",
+            )
+        key = notes.get(RESIZE_KEY_ANNOTATION)
         if replicas == action.to_nodes and key == action.idempotency_key:
             return Resolved(ns, name, replicas, resumed=True)
         if replicas != action.from_nodes:

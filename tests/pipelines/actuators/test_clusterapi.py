@@ -177,6 +177,18 @@ def test_no_or_two_machine_deployments_for_the_pool_is_named(
     assert capi.seen("PATCH") == []
 
 
+def test_a_machine_deployment_cluster_autoscaler_sizes_is_left_to_it(
+    capi: FakeKubeAPI, tmp_path: Path, clock: FixedClock, audit: AuditLog
+) -> None:
+    notes = {"cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "20"}
+    _md(capi)["metadata"]["annotations"] = notes
+    resizer, state, _ = _resizer(capi, tmp_path, clock)
+    (out,) = _apply(resizer, state, audit, clock, resize(6, 8)).outcomes
+    assert (out.outcome, out.reason) == ("dropped", "revalidation_failed")
+    assert "cluster-autoscaler" in out.detail and "max-size" in out.detail
+    assert capi.seen("PATCH") == [] and _md(capi)["spec"]["replicas"] == 6
+
+
 def test_an_interrupted_resize_resumes_under_its_key_without_scaling_twice(
     capi: FakeKubeAPI, tmp_path: Path, clock: FixedClock, audit: AuditLog
 ) -> None:
