@@ -30,6 +30,12 @@ MINIMAL_RBAC = {
     ("", "nodes", "patch"),
     # drain through the Eviction API (honours PDBs)
     ("", "pods/eviction", "create"),
+    # pool resizes through Cluster API (pipelines/actuators/clusterapi.py)
+    ("cluster.x-k8s.io", "machinedeployments", "list"),
+    ("cluster.x-k8s.io", "machinedeployments", "patch"),
+    ("cluster.x-k8s.io", "machinedeployments/scale", "patch"),
+    ("cluster.x-k8s.io", "machines", "list"),
+    ("cluster.x-k8s.io", "machines", "patch"),
 }
 
 
@@ -53,7 +59,9 @@ def test_kustomization_lists_every_manifest() -> None:
     assert sorted(kust["resources"]) == sorted(files)
 
 
-def test_rbac_is_exactly_what_cordon_evict_and_read_need(objects: list[dict[str, Any]]) -> None:
+def test_rbac_is_exactly_what_cordon_evict_resize_and_read_need(
+    objects: list[dict[str, Any]],
+) -> None:
     roles = [o for o in objects if o["kind"] in ("Role", "ClusterRole")]
     assert [r["metadata"]["name"] for r in roles] == ["predops"]
     granted = {

@@ -285,3 +285,42 @@ def test_predops_apply_with_a_kubeconfig_resizes_pools_through_cluster_api(
     assert _md(capi)["spec"]["replicas"] == 5 and _marked(capi) == ["m-n21"]
     audit = AuditLog(load_settings(ws).audit_log, who="reader")
     assert [e["outcome"] for e in audit.entries()][-2:] == ["started", "done"]
+
+
+def _rbac_grants() -> set[tuple[str, str, str]]:
+    import yaml
+
+    path = Path(__file__).resolve().parents[3] / "deploy" / "k8s" / "rbac.yaml"
+    (role,) = [d for d in yaml.safe_load_all(path.read_text()) if d and d["kind"] == "ClusterRole"]
+    return {
+        (g, r, v)
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+
+
+def _needs(method: str, path: str) -> tuple[str, str, str]:
+    """(API group, resource[/subresource], verb) of one request, as RBAC sees it."""
+    parts = path.strip("/").split("/")
+    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+    if rest[:1] == ["namespaces"] and len(rest) > 2:
+        rest = rest[2:]
+    resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
+    verb = {"GET": "get" if len(rest) > 1 else "list", "PATCH": "patch", "POST": "create"}
+    return group, resource, verb[method]
+
+
+def test_the_deployed_role_grants_every_call_a_resize_makes(
+    capi: FakeKubeAPI, tmp_path: Path, clock: FixedClock, audit: AuditLog
+) -> None:
+    capi.pods = [make_pod("train-0", node="n00")]
+    resizer, state, _ = _resizer(capi, tmp_path, clock)
+    for action in (resize(6, 4, ["n21"]), resize(4, 6)):
+        (out,) = _apply(resizer, state, audit, clock, action).outcomes
+        assert out.outcome == "done", out
+    made = {_needs(r.method, r.path) for r in capi.requests}
+    assert ("cluster.x-k8s.io", "machinedeployments/scale", "patch") in made
+    assert ("cluster.x-k8s.io", "machines", "patch") in made
+    assert made <= _rbac_grants(), made - _rbac_grants()
