@@ -204,7 +204,11 @@ def compare(figures: dict[str, dict[str, Any]]) -> dict[str, Any]:
             "idle_node_hours_reduction": idle_cut,
             "targets_met": {
                 "avoid_40pct_lost_gpu_hours": bool(saved >= 0.4 * base["lost_gpu_hours"]),
-                "needless_drains_under_25pct_of_savings": bool(saved > 0 and cost < 0.25 * saved),
+                # the drain-cost target of record counts the capacity that bit
+                # (unreplaced); the engine's own valuation is reported beside it
+                "drain_cost_engine_valued_under_25pct_of_savings": bool(
+                    saved > 0 and cost < 0.25 * saved
+                ),
                 "drain_cost_unreplaced_under_25pct_of_savings": bool(
                     saved > 0 and bit < 0.25 * saved
                 ),
