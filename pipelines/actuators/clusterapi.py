@@ -164,7 +164,6 @@ class Resolved:
 
     namespace: str
     deployment: str
-    replicas: int
     resumed: bool
     busy_nodes: int = 0
     delete_first: tuple[Machine, ...] = field(default_factory=tuple)
@@ -183,12 +182,14 @@ class PoolResizer:
     """Runs ``resize_pool`` actions against a Cluster API management cluster."""
 
     name = "cluster-api"
-    kinds = ("resize_pool",)
 
     def __init__(self, api: ClusterApi, clock: Clock, sleep: Callable[[float], None]) -> None:
         self.api = api
         self.clock = clock
         self.sleep = sleep
+        self._checked: dict[str, Resolved] = {}
+        """What ``check`` found for an action that passed, for the ``run`` that follows it
+        in the same apply (a scale-in's pod listing is the whole cluster's: read once)."""
 
     def _call(self, call: Callable[[], Any]) -> Any:
         return retrying(call, self.api.kube.opt, self.sleep)
@@ -218,7 +219,7 @@ class PoolResizer:
             )
         key = notes.get(RESIZE_KEY_ANNOTATION)
         if replicas == action.to_nodes and key == action.idempotency_key:
-            return Resolved(ns, name, replicas, resumed=True)
+            return Resolved(ns, name, resumed=True)
         if replicas != action.from_nodes:
             return Verdict(
                 SkipReason.POOL_CHANGED,
@@ -226,7 +227,7 @@ class PoolResizer:
                 f"resized from {action.from_nodes}",
             )
         if action.to_nodes >= action.from_nodes:
-            return Resolved(ns, name, replicas, resumed=False)
+            return Resolved(ns, name, resumed=False)
         machines = self._machines(ns, name)
         busy = sum(m.busy for m in machines)
         if action.to_nodes < busy:
@@ -243,7 +244,7 @@ class PoolResizer:
                 SkipReason.USAGE_FLOOR,
                 f"pool {pool}: {len(order)} idle machines, the scale-in removes {need}",
             )
-        return Resolved(ns, name, replicas, False, busy, tuple(order[:need]))
+        return Resolved(ns, name, False, busy, tuple(order[:need]))
 
     def _machines(self, namespace: str, deployment: str) -> list[Machine]:
         listed = self._call(lambda: self.api.machines(namespace, deployment))
@@ -264,6 +265,7 @@ class PoolResizer:
         """None when ``action`` may run now; else why not (module docstring)."""
         if not isinstance(action, ResizePool):
             return None
+        self._checked.pop(action.idempotency_key, None)
         try:
             got = self._resolve(action)
         except client_errors() as exc:
@@ -272,14 +274,17 @@ class PoolResizer:
                 SkipReason.REVALIDATION_FAILED,
                 f"pool {action.target}: reading Cluster API objects: HTTP {status}: {msg}",
             )
-        return got if isinstance(got, Verdict) else None
+        if isinstance(got, Verdict):
+            return got
+        self._checked[action.idempotency_key] = got
+        return None
 
     # ------------------------------------------------------------------ run
     def run(self, action: Action, plan_id: str) -> dict[str, Any]:
         if not isinstance(action, ResizePool):
             raise ActionFailed(f"the cluster-api actuator does not run {action.kind} actions")
         try:
-            got = self._resolve(action)
+            got = self._checked.pop(action.idempotency_key, None) or self._resolve(action)
         except client_errors() as exc:
             status, msg = api_error(exc)
             raise ActionFailed(f"resize_pool {action.target}: HTTP {status}: {msg}") from exc

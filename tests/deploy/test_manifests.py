@@ -47,6 +47,17 @@ def objects() -> list[dict[str, Any]]:
     return docs
 
 
+def grants(role: dict[str, Any]) -> set[tuple[str, str, str]]:
+    """(API group, resource, verb) a Role or ClusterRole grants."""
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
 def one(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
     assert len(found) == 1, f"{kind}/{name}: {len(found)} found"
@@ -64,14 +75,7 @@ def test_rbac_is_exactly_what_cordon_evict_resize_and_read_need(
 ) -> None:
     roles = [o for o in objects if o["kind"] in ("Role", "ClusterRole")]
     assert [r["metadata"]["name"] for r in roles] == ["predops"]
-    granted = {
-        (group, resource, verb)
-        for rule in roles[0]["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
-    assert granted == MINIMAL_RBAC
+    assert grants(roles[0]) == MINIMAL_RBAC
     assert not any("resourceNames" in r or "nonResourceURLs" in r for r in roles[0]["rules"])
     binding = one(objects, "ClusterRoleBinding", "predops")
     assert binding["roleRef"] == {

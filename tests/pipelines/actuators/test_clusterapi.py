@@ -120,6 +120,8 @@ def test_scale_in_marks_idle_machines_in_the_plans_order_and_never_a_busy_one(
     assert out.report["busy_nodes"] == 2
     assert _marked(capi) == ["m-n10", "m-n21"]
     assert _md(capi)["spec"]["replicas"] == 4
+    # the run uses what the check just read: the cluster's pods are listed once
+    assert len(capi.seen("GET", "/api/v1/pods")) == 1
     # the marks go on before the replica count comes down
     paths = [r.path for r in capi.requests if r.method == "PATCH"]
     assert paths[-1] == MD + "/scale" and all("/machines/" in p for p in paths[1:-1])
@@ -290,15 +292,11 @@ def test_predops_apply_with_a_kubeconfig_resizes_pools_through_cluster_api(
 def _rbac_grants() -> set[tuple[str, str, str]]:
     import yaml
 
-    path = Path(__file__).resolve().parents[3] / "deploy" / "k8s" / "rbac.yaml"
-    (role,) = [d for d in yaml.safe_load_all(path.read_text()) if d and d["kind"] == "ClusterRole"]
-    return {
-        (g, r, v)
-        for rule in role["rules"]
-        for g in rule["apiGroups"]
-        for r in rule["resources"]
-        for v in rule["verbs"]
-    }
+    from tests.deploy.test_manifests import K8S, grants
+
+    docs = yaml.safe_load_all((K8S / "rbac.yaml").read_text())
+    (role,) = [d for d in docs if d and d["kind"] == "ClusterRole"]
+    return grants(role)
 
 
 def _needs(method: str, path: str) -> tuple[str, str, str]:
