@@ -27,6 +27,8 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
+	rm -rf .typecheck && mkdir -p .typecheck/predops
+	for d in core features models allocator policy pipelines serving; do ln -s ../../$$d .typecheck/predops/$$d; done
 	$(BIN)/mypy
 
 layers: $(STAMP)
@@ -38,4 +40,4 @@ unit: $(STAMP) system-deps
 test: lint typecheck layers unit
 
 clean:
-	rm -rf $(VENV) workspace .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .typecheck workspace .pytest_cache .mypy_cache .ruff_cache

@@ -14,14 +14,14 @@ Placement policies (:mod:`allocator.policies`) are small strategies behind one
 interface; :mod:`allocator.replay` replays a trace the way the FGD paper's artifact does.
 """
 
-from allocator.distribution import PodTypeDistribution
-from allocator.engine import Allocator, Decision, DrainCheck, GangDecision
-from allocator.estimator import Estimate, NodeCountEstimator, sample_pods
-from allocator.policies import POLICY_NAMES, Policy, make_policy
-from allocator.replay import ReplayResult, replay
-from allocator.requests import Gang, PodBatch, PodRequest
-from allocator.snapshot import ClusterSnapshot, OverCommitError, Placement
-from allocator.topology import NodeSpec, Topology
+from predops.allocator.distribution import PodTypeDistribution
+from predops.allocator.engine import Allocator, Decision, DrainCheck, GangDecision
+from predops.allocator.estimator import Estimate, NodeCountEstimator, sample_pods
+from predops.allocator.policies import POLICY_NAMES, Policy, make_policy
+from predops.allocator.replay import ReplayResult, replay
+from predops.allocator.requests import Gang, PodBatch, PodRequest
+from predops.allocator.snapshot import ClusterSnapshot, OverCommitError, Placement
+from predops.allocator.topology import NodeSpec, Topology
 
 __all__ = [
     "POLICY_NAMES",

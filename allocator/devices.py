@@ -21,9 +21,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from allocator.requests import PodRequest
-from allocator.snapshot import ClusterSnapshot, Placement
-from allocator.topology import GPU_MILLI
+from predops.allocator.requests import PodRequest
+from predops.allocator.snapshot import ClusterSnapshot, Placement
+from predops.allocator.topology import GPU_MILLI
 
 REASONS = ("no_schedulable_node", "cpu", "memory", "gpu_model", "gpu", "topology")
 """Why a pod found no node, in filter order."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from allocator.requests import PodBatch, parse_gpu_spec
+from predops.allocator.requests import PodBatch, parse_gpu_spec
 
 
 @dataclass(frozen=True, slots=True)

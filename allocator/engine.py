@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from allocator.devices import feasible, pick_devices, unplaced_reason
-from allocator.policies.base import PlacementContext, Policy
-from allocator.requests import Gang, PodRequest
-from allocator.snapshot import ClusterSnapshot
+from predops.allocator.devices import feasible, pick_devices, unplaced_reason
+from predops.allocator.policies.base import PlacementContext, Policy
+from predops.allocator.requests import Gang, PodRequest
+from predops.allocator.snapshot import ClusterSnapshot
 
 _NO_CONTEXT = PlacementContext()
 

@@ -23,14 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from allocator.devices import REASONS, pick_devices, unplaced_reason
-from allocator.distribution import PodTypeDistribution
-from allocator.engine import Allocator
-from allocator.fragmentation import FragmentationIndex
-from allocator.policies import Policy, make_policy
-from allocator.requests import PodBatch, PodRequest
-from allocator.snapshot import ClusterSnapshot
-from allocator.topology import GPU_MILLI, NodeSpec
+from predops.allocator.devices import REASONS, pick_devices, unplaced_reason
+from predops.allocator.distribution import PodTypeDistribution
+from predops.allocator.engine import Allocator
+from predops.allocator.fragmentation import FragmentationIndex
+from predops.allocator.policies import Policy, make_policy
+from predops.allocator.requests import PodBatch, PodRequest
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.allocator.topology import GPU_MILLI, NodeSpec
 
 
 def sample_pods(

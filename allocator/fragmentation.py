@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from allocator.distribution import PodTypeDistribution
-from allocator.requests import PodRequest
-from allocator.snapshot import ClusterSnapshot
+from predops.allocator.distribution import PodTypeDistribution
+from predops.allocator.requests import PodRequest
+from predops.allocator.snapshot import ClusterSnapshot
 
 
 class FragmentationIndex:

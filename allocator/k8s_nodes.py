@@ -18,8 +18,8 @@ from typing import Any
 
 import polars as pl
 
-from allocator.topology import UNKNOWN
-from core.schemas import INVENTORY
+from predops.allocator.topology import UNKNOWN
+from predops.core.schemas import INVENTORY
 
 _QUANTITY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from allocator.distribution import PodTypeDistribution
-from allocator.engine import Decision
-from allocator.fragmentation import FragmentationIndex
-from allocator.snapshot import ClusterSnapshot
+from predops.allocator.distribution import PodTypeDistribution
+from predops.allocator.engine import Decision
+from predops.allocator.fragmentation import FragmentationIndex
+from predops.allocator.snapshot import ClusterSnapshot
 
 
 def gpu_allocation_ratio(snap: ClusterSnapshot) -> float:

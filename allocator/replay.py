@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from allocator.distribution import PodTypeDistribution
-from allocator.engine import Allocator
-from allocator.fragmentation import FragmentationIndex
-from allocator.policies import Policy, make_policy
-from allocator.requests import PodBatch
-from allocator.snapshot import ClusterSnapshot
-from allocator.topology import GPU_MILLI, Topology
+from predops.allocator.distribution import PodTypeDistribution
+from predops.allocator.engine import Allocator
+from predops.allocator.fragmentation import FragmentationIndex
+from predops.allocator.policies import Policy, make_policy
+from predops.allocator.requests import PodBatch
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.allocator.topology import GPU_MILLI, Topology
 
 DEFAULT_TUNE = 1.3
 DEFAULT_POPULARITY = 0.95

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from allocator.topology import GPU_MILLI
+from predops.allocator.topology import GPU_MILLI
 
 GANG_SCOPES = (None, "rack", "spine")
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from allocator.requests import PodRequest
-from allocator.topology import GPU_MILLI, NodeSpec, Topology
+from predops.allocator.requests import PodRequest
+from predops.allocator.topology import GPU_MILLI, NodeSpec, Topology
 
 _TICK = [1]
 """Version counter shared by all snapshots, so a cache keyed by (row, version) can never

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from core.schemas import INVENTORY
+from predops.core.schemas import INVENTORY
 
 GPU_MILLI = 1000
 """One whole GPU in milli-GPU (the Alibaba trace's unit for GPU sharing)."""

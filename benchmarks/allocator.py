@@ -38,13 +38,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from allocator.estimator import NodeCountEstimator, sample_pods
-from allocator.replay import replay
-from allocator.requests import PodBatch
-from allocator.topology import NodeSpec, Topology
-from core.schemas import INVENTORY, PODS
-from core.validation import validate
-from pipelines.ingest.traces.openb import read_nodes, read_pods
+from predops.allocator.estimator import NodeCountEstimator, sample_pods
+from predops.allocator.replay import replay
+from predops.allocator.requests import PodBatch
+from predops.allocator.topology import NodeSpec, Topology
+from predops.core.schemas import INVENTORY, PODS
+from predops.core.validation import validate
+from predops.pipelines.ingest.traces.openb import read_nodes, read_pods
 
 GO_SIMULATOR_SECONDS = {"fgd": 600.0, "best_fit": 300.0}
 PUBLISHED_LABEL = {"fgd": "06-FGD", "best_fit": "05-BestFit"}

@@ -44,8 +44,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 import numpy as np
 import polars as pl
 
-from models.demand.config import HOURLY_CONFIG
-from models.demand.forecaster import DemandForecaster
+from predops.models.demand.config import HOURLY_CONFIG
+from predops.models.demand.forecaster import DemandForecaster
 
 REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / ".predops" / "bench-venvs" / "mlforecast"

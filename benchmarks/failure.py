@@ -3,7 +3,7 @@
 Prints one JSON object:
 
 - ``train``: fitting :class:`NodeFailureClassifier` (the production parameters of
-  ``pipelines.failure_jobs.MODEL_PARAMS``: early stopping, negative down-sampling,
+  ``predops.pipelines.jobs.failure.MODEL_PARAMS``: early stopping, negative down-sampling,
   calibration) on ``--nodes`` x ``--days`` hourly rows of the full node feature set
   (161 features), synthesised directly as a float32 matrix with a planted signal;
   seconds, boosting rounds and the peak RSS of that process.
@@ -43,8 +43,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 import numpy as np
 import polars as pl
 
-from features.definitions import FeatureDef, node_feature_set
-from features.frames import DEFAULT_HORIZONS
+from predops.features.definitions import FeatureDef, node_feature_set
+from predops.features.frames import DEFAULT_HORIZONS
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 REASONS_FOR = 200
@@ -104,8 +104,8 @@ def make_matrix(
 
 
 def bench_train(nodes: int, days: int, seed: int) -> dict[str, Any]:
-    from models.failure.classifier import NodeFailureClassifier
-    from pipelines.failure_jobs import MODEL_PARAMS
+    from predops.models.failure.classifier import NodeFailureClassifier
+    from predops.pipelines.jobs.failure import MODEL_PARAMS
 
     t0 = time.perf_counter()
     X, y, t, _names, cats = make_matrix(nodes, days * 24, seed)
@@ -136,10 +136,10 @@ def bench_train(nodes: int, days: int, seed: int) -> dict[str, Any]:
 
 
 def bench_score(nodes: int, seed: int, train_nodes: int, train_days: int) -> dict[str, Any]:
-    from models.failure.model import train_failure_model
-    from pipelines.failure_eval import synthetic_nodes
-    from pipelines.failure_jobs import MODEL_PARAMS, STRATEGY, node_model_defs
-    from pipelines.feature_store import STALE, FeatureStore
+    from predops.models.failure.model import train_failure_model
+    from predops.pipelines.jobs.evaluation import synthetic_nodes
+    from predops.pipelines.jobs.failure import MODEL_PARAMS, STRATEGY, node_model_defs
+    from predops.pipelines.workspace.feature_store import STALE, FeatureStore
 
     # A real model: trained on a simulated fleet's features, so its trees (count, depth)
     # are what production would have; then 10,000 latest rows drawn from that fleet.

@@ -3,8 +3,8 @@
 The issue's bar: at the rule's false-alarm rate (per drive-day), the model catches at
 least 1.5x as many failures as the rule (30-day horizon). This script measures how much
 room the Backblaze data leaves for that, on the same drive-day rows and splits as
-``predops eval failure`` (:func:`pipelines.failure_eval.drive_data` and
-:func:`~pipelines.failure_eval.drive_splits`), and prints one JSON object. Per source and
+``predops eval failure`` (:func:`predops.pipelines.jobs.evaluation.drive_data` and
+:func:`~predops.pipelines.jobs.evaluation.drive_splits`), and prints one JSON object. Per source and
 split (test rows only):
 
 - ``rule``: its false-alarm rate, the false alarms that rate allows (the budget every
@@ -66,21 +66,21 @@ os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 import numpy as np
 import polars as pl
 
-from features.labels import label_name
-from models.failure import metrics as M
-from models.failure.baselines import ReactiveRule
-from models.failure.drives import drive_feature_defs
-from models.failure.evaluation import Split, in_cohort
-from models.failure.model import train_failure_model
-from pipelines.clock import SystemClock
-from pipelines.failure_eval import (
+from predops.features.labels import label_name
+from predops.models.failure import metrics as M
+from predops.models.failure.baselines import ReactiveRule
+from predops.models.failure.drives import drive_feature_defs
+from predops.models.failure.evaluation import Split, in_cohort
+from predops.models.failure.model import train_failure_model
+from predops.pipelines.jobs.evaluation import (
     DRIVE_HORIZON,
     DriveData,
     drive_data,
     drive_rule_columns,
     drive_splits,
 )
-from pipelines.failure_jobs import DRIVE_PARAMS
+from predops.pipelines.jobs.failure import DRIVE_PARAMS
+from predops.pipelines.workspace.clock import SystemClock
 
 SOURCES = {
     "backblaze-hds": "backblaze/dynamichazard-hds/hds.csv.gz",

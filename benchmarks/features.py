@@ -30,10 +30,10 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-from core.schemas import INVENTORY, TELEMETRY
-from features.definitions import COUNTERS, NodeFeatureSpec, node_feature_set
-from features.frames import node_features
-from pipelines.feature_store import FeatureStore
+from predops.core.schemas import INVENTORY, TELEMETRY
+from predops.features.definitions import COUNTERS, NodeFeatureSpec, node_feature_set
+from predops.features.frames import node_features
+from predops.pipelines.workspace.feature_store import FeatureStore
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 

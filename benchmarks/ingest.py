@@ -33,10 +33,10 @@ import time
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from core.clock import FixedClock
-from pipelines.cli_support import parse_duration
-from pipelines.lake import Lake
-from pipelines.synthetic.run import SimConfig, build, simulate_to_lake
+from predops.core.clock import FixedClock
+from predops.pipelines.synthetic.run import SimConfig, build, simulate_to_lake
+from predops.pipelines.workspace.lake import Lake
+from predops.pipelines.workspace.timeparse import parse_duration
 
 START = datetime(2026, 1, 5, tzinfo=UTC)
 

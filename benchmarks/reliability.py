@@ -93,7 +93,7 @@ def run_scenario(name: str, fn: Any, *args: Any) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- server
 def serve_config(path: Path) -> Path:
-    from serving.config import token_digest
+    from predops.serving.config import token_digest
 
     expires = {"expired": "expires_at = 2020-01-01T00:00:00Z\n"}
     roles = {"operator": "operator", "expired": "operator", "viewer": "viewer"}
@@ -144,8 +144,9 @@ def served_version(port: int, body: bytes) -> str:
 def move_champion(ws: Path) -> str:
     """Register the champion's object again as a new version and promote it (a backtest
     that prefers the new one): the alias moves, as after a real retrain."""
-    from pipelines import failure_jobs, registry
-    from pipelines.failure_jobs import FailureModel
+    from predops.pipelines.jobs import failure as failure_jobs
+    from predops.pipelines.jobs.failure import FailureModel
+    from predops.pipelines.workspace import registry
 
     uri = f"sqlite:///{ws / 'mlflow.db'}"
     obj, _, prov = registry.load_python_model("node_failure", uri=uri)
@@ -170,7 +171,7 @@ def advance_telemetry(ws: Path) -> str:
 
     import polars as pl
 
-    from pipelines.lake import Lake
+    from predops.pipelines.workspace.lake import Lake
 
     lake = Lake(ws / "lake")
     last = lake.scan("telemetry").filter(pl.col("ts") == pl.col("ts").max()).collect()

@@ -33,7 +33,7 @@ def _changed(before: dict[str, str], after: dict[str, str]) -> int:
 def prometheus(tmp: Path) -> dict[str, Any]:
     """Prometheus unreachable, going down, answering 500, or slower than the timeout in
     the middle of ``predops ingest prometheus``; then back, and the ingest run again."""
-    from pipelines.lake import Lake
+    from predops.pipelines.workspace.lake import Lake
     from tests.fakes.prometheus_api import FakePrometheus
     from tests.pipelines.ingest.test_prometheus import INSTANCES, lake_digest, temp_value
     from tests.reliability import test_faults_ingest as t
@@ -85,7 +85,7 @@ def prometheus(tmp: Path) -> dict[str, Any]:
 
 def corrupt_parquet(tmp: Path) -> dict[str, Any]:
     """One part file truncated, one overwritten with random bytes; read, stats, re-ingest."""
-    from pipelines.lake import Lake
+    from predops.pipelines.workspace.lake import Lake
     from tests.reliability.test_faults_lake import DAYS, damage, demand_rows
 
     cases = []
@@ -130,10 +130,10 @@ def disk_full(tmp: Path) -> dict[str, Any]:
 
 
 def _fill_and_write(disk: Path) -> dict[str, Any]:
-    from pipelines.actuators.audit import AuditLog
-    from pipelines.actuators.plan_files import plan_path, read_plan, write_plan
-    from pipelines.feature_store import FeatureStore
-    from pipelines.lake import Lake
+    from predops.pipelines.workspace.audit import AuditLog
+    from predops.pipelines.workspace.feature_store import FeatureStore
+    from predops.pipelines.workspace.lake import Lake
+    from predops.pipelines.workspace.plans import plan_path, read_plan, write_plan
     from tests.pipelines.actuators.conftest import drain, plan_of
     from tests.reliability import test_faults_disk as t
 
@@ -206,8 +206,8 @@ def kubernetes(tmp: Path) -> dict[str, Any]:
     """500 / 503 / timeouts from the (fake) Kubernetes API during a drain: a passing fault
     ("once") must be survived; a lasting one must fail the action in the audit log, undo
     the drain's cordon and leave the rack's budget to the next plan."""
-    from core.clock import FixedClock
-    from pipelines.actuators.audit import AuditLog
+    from predops.core.clock import FixedClock
+    from predops.pipelines.workspace.audit import AuditLog
     from tests.fakes.kube_api import FakeKubeAPI
     from tests.fakes.kube_objects import make_pod
     from tests.pipelines.actuators.conftest import T0, cluster_nodes
@@ -257,9 +257,9 @@ def kubernetes(tmp: Path) -> dict[str, Any]:
 
 def killed_apply(tmp: Path) -> dict[str, Any]:
     """``predops apply --execute`` SIGKILLed with its second action's request in flight."""
-    from pipelines.actuators.audit import AuditLog
-    from pipelines.actuators.plan_files import write_plan
-    from pipelines.settings import load_settings
+    from predops.pipelines.workspace.audit import AuditLog
+    from predops.pipelines.workspace.plans import write_plan
+    from predops.pipelines.workspace.settings import load_settings
     from tests.fakes.kube_api import FakeKubeAPI
     from tests.fakes.kube_objects import make_pod, write_kubeconfig
     from tests.pipelines.actuators.conftest import cluster_nodes, drain, plan_of
@@ -307,7 +307,7 @@ def killed_apply(tmp: Path) -> dict[str, Any]:
 
 def mlflow_store(tmp: Path) -> dict[str, Any]:
     """The MLflow store locked by another process, and unreachable; list and register."""
-    from pipelines import registry
+    from predops.pipelines.workspace import registry
 
     db = tmp / "mlflow.db"
     sqlite3.connect(db).execute("CREATE TABLE placeholder (x)").connection.commit()

@@ -65,8 +65,8 @@ def grow_online(ws: Path, nodes: int) -> dict[str, Any]:
     """Repeat the online node rows under new ids up to ``nodes``, last sample = now."""
     import polars as pl
 
-    from pipelines.failure_jobs import LAST_SAMPLE
-    from pipelines.feature_store import FeatureStore
+    from predops.pipelines.jobs.failure import LAST_SAMPLE
+    from predops.pipelines.workspace.feature_store import FeatureStore
 
     store = FeatureStore(ws / "features")
     meta = json.loads((ws / "features" / "online" / "node.json").read_text())
@@ -87,8 +87,8 @@ def grow_online(ws: Path, nodes: int) -> dict[str, Any]:
 
 def feature_vector(ws: Path) -> dict[str, Any]:
     """One node's model features (JSON-ready: NaN -> null)."""
-    from pipelines import failure_jobs
-    from pipelines.settings import Settings
+    from predops.pipelines.jobs import failure as failure_jobs
+    from predops.pipelines.workspace.settings import Settings
 
     model, _ = failure_jobs.load_model(Settings(ws, ROOT.parent / "shared" / "data"))
     return online_vector(ws, model.base_features)
@@ -313,10 +313,10 @@ def cold_fleet_scoring(ws: Path) -> dict[str, Any]:
     """In process: design matrix + P(failure) for every online node, every horizon."""
     from datetime import timedelta as td
 
-    from models.failure.scorer import FailureScorer
-    from pipelines import failure_jobs
-    from pipelines.settings import Settings
-    from serving.fleet import FleetRisk, OnlineNodes
+    from predops.models.failure.scorer import FailureScorer
+    from predops.pipelines.jobs import failure as failure_jobs
+    from predops.pipelines.workspace.settings import Settings
+    from predops.serving.fleet import FleetRisk, OnlineNodes
 
     model, prov = failure_jobs.load_model(Settings(ws, ROOT.parent / "shared" / "data"))
     snap = OnlineNodes(ws / "features").snapshot(datetime.now(UTC), td(days=1))
@@ -356,7 +356,7 @@ def main() -> None:
         mlflow_body = json.dumps(
             {"dataframe_split": {"columns": cols, "data": [[vec[c] for c in cols]]}}
         ).encode()
-        from pipelines import registry
+        from predops.pipelines.workspace import registry
 
         version = registry.alias_version("node_failure", uri=f"sqlite:///{ws / 'mlflow.db'}")
 

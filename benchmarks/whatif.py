@@ -26,8 +26,8 @@ import logging
 import resource
 import time
 
-from pipelines.whatif.run import OpsConfig, compare, pooled, simulate_ops
-from pipelines.whatif.world import WorldConfig
+from predops.pipelines.whatif.run import OpsConfig, compare, pooled, simulate_ops
+from predops.pipelines.whatif.world import WorldConfig
 
 
 def main(argv: list[str]) -> int:

@@ -13,7 +13,7 @@ from datetime import date, datetime
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from core.contracts import Provenance, _iso, _require_utc
+from predops.core.contracts import Provenance, _iso, _require_utc
 
 
 class SkipReason(StrEnum):

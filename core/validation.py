@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
-from core.schemas import UTC_TS, Column, FrameSchema
+from predops.core.schemas import UTC_TS, Column, FrameSchema
 
 ROW = "row"
 """Name of the 1-based input row number column in quarantine frames."""

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
-from features.definitions import window_label
+from predops.features.definitions import window_label
 
 SERIES = "series_id"
 VALUE_COLUMNS = ("value", "running", "pending", "capacity")

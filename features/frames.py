@@ -8,9 +8,9 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
-from features.definitions import FeatureSet, NodeFeatureSpec, node_feature_set
-from features.labels import add_failure_labels, label_name
-from features.node import (
+from predops.features.definitions import FeatureSet, NodeFeatureSpec, node_feature_set
+from predops.features.labels import add_failure_labels, label_name
+from predops.features.node import (
     END,
     NODE,
     ORIGIN,

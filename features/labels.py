@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
-from features.definitions import window_label
+from predops.features.definitions import window_label
 
 NODE = "node_id"
 

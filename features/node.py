@@ -25,13 +25,13 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import polars as pl
 
-from features.definitions import (
+from predops.features.definitions import (
     NodeFeatureSpec,
     counter_name,
     gauge_name,
     window_label,
 )
-from features.windows import Windowed, buckets_since, forward_fill, window_max
+from predops.features.windows import Windowed, buckets_since, forward_fill, window_max
 
 ORIGIN = datetime(2020, 1, 1, tzinfo=UTC)
 """Bucket indices count from here (integers keep the slope sums exact)."""

@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from core.contracts import Forecast
+from predops.core.contracts import Forecast
 
 HOUR = timedelta(hours=1)
 OBSERVED = "observed"

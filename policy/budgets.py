@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from allocator.topology import NodeSpec
-from policy.config import SCOPES, Budgets
+from predops.allocator.topology import NodeSpec
+from predops.policy.config import SCOPES, Budgets
 
 
 def domains_of(spec: NodeSpec) -> dict[str, str]:

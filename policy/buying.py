@@ -26,11 +26,11 @@ from datetime import datetime, timedelta
 from statistics import NormalDist
 from typing import Any
 
-from core.actions import Buy, Skip, SkipReason
-from core.contracts import FailureRisk, Forecast, Provenance
-from policy.config import BuyConfig
-from policy.disruption import Decisions, latest_risk
-from policy.fleet import FleetState, StockPosition
+from predops.core.actions import Buy, Skip, SkipReason
+from predops.core.contracts import FailureRisk, Forecast, Provenance
+from predops.policy.config import BuyConfig
+from predops.policy.disruption import Decisions, latest_risk
+from predops.policy.fleet import FleetState, StockPosition
 
 Z90 = NormalDist().inv_cdf(0.9)
 YEAR = timedelta(days=365.25)

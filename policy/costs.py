@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from allocator.requests import PodRequest
-from allocator.topology import GPU_MILLI, NodeSpec
-from policy.config import CostModel
-from policy.fleet import NodeState
-from policy.headroom import FULL_PRICE, CapacityPrice
+from predops.allocator.requests import PodRequest
+from predops.allocator.topology import GPU_MILLI, NodeSpec
+from predops.policy.config import CostModel
+from predops.policy.fleet import NodeState
+from predops.policy.headroom import FULL_PRICE, CapacityPrice
 
 HOUR = timedelta(hours=1)
 

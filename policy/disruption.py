@@ -29,18 +29,18 @@ from typing import Any
 
 import numpy as np
 
-from allocator.engine import Allocator, DrainCheck
-from allocator.policies import make_policy
-from allocator.requests import PodRequest
-from allocator.snapshot import ClusterSnapshot
-from core.actions import Action, Drain, Skip, SkipReason, Uncordon
-from core.contracts import FailureRisk, Forecast, Provenance
-from policy.budgets import BudgetLedger
-from policy.config import Budgets, DisruptionConfig
-from policy.costs import NodeEconomics, break_even_floor, node_economics
-from policy.fleet import FleetState, NodeState
-from policy.guards import NodeCandidate, PdbLedger, Verdict, first_objection
-from policy.headroom import FLAT_PRICE, Kind, PoolHeadroom, size_of
+from predops.allocator.engine import Allocator, DrainCheck
+from predops.allocator.policies import make_policy
+from predops.allocator.requests import PodRequest
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.core.actions import Action, Drain, Skip, SkipReason, Uncordon
+from predops.core.contracts import FailureRisk, Forecast, Provenance
+from predops.policy.budgets import BudgetLedger
+from predops.policy.config import Budgets, DisruptionConfig
+from predops.policy.costs import NodeEconomics, break_even_floor, node_economics
+from predops.policy.fleet import FleetState, NodeState
+from predops.policy.guards import NodeCandidate, PdbLedger, Verdict, first_objection
+from predops.policy.headroom import FLAT_PRICE, Kind, PoolHeadroom, size_of
 
 TOP_REASONS = 3
 

@@ -20,15 +20,15 @@ import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from allocator.snapshot import ClusterSnapshot
-from core.actions import Plan
-from core.clock import Clock
-from core.contracts import FailureRisk, Forecast, Provenance
-from policy.buying import InventoryBuyPolicy
-from policy.config import Budgets, PolicyConfig
-from policy.disruption import CordonDrainPolicy, Decisions
-from policy.fleet import FleetState
-from policy.sizing import PoolSizingPolicy
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.core.actions import Plan
+from predops.core.clock import Clock
+from predops.core.contracts import FailureRisk, Forecast, Provenance
+from predops.policy.buying import InventoryBuyPolicy
+from predops.policy.config import Budgets, PolicyConfig
+from predops.policy.disruption import CordonDrainPolicy, Decisions
+from predops.policy.fleet import FleetState
+from predops.policy.sizing import PoolSizingPolicy
 
 
 def plan(

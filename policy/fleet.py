@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
-from allocator.topology import NodeSpec, Topology
+from predops.allocator.topology import NodeSpec, Topology
 
 NODE_STATE_COLUMNS: dict[str, str] = {
     "node_id": "node id",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from core.contracts import Forecast
+from predops.core.contracts import Forecast
 
 
 def latest_in_window(

@@ -13,12 +13,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from allocator.requests import PodRequest
-from allocator.topology import NodeSpec
-from core.actions import SkipReason
-from core.contracts import FailureRisk
-from policy.config import DisruptionConfig
-from policy.fleet import NodeState, PdbState
+from predops.allocator.requests import PodRequest
+from predops.allocator.topology import NodeSpec
+from predops.core.actions import SkipReason
+from predops.core.contracts import FailureRisk
+from predops.policy.config import DisruptionConfig
+from predops.policy.fleet import NodeState, PdbState
 
 
 @dataclass(frozen=True, slots=True)

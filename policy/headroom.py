@@ -35,12 +35,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from allocator.snapshot import ClusterSnapshot
-from allocator.topology import GPU_MILLI, NodeSpec
-from core.contracts import Forecast
-from policy.config import CostModel
-from policy.fleet import FleetState
-from policy.forecast_window import latest_in_window
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.allocator.topology import GPU_MILLI, NodeSpec
+from predops.core.contracts import Forecast
+from predops.policy.config import CostModel
+from predops.policy.fleet import FleetState
+from predops.policy.forecast_window import latest_in_window
 
 Kind = tuple[str, str | None]
 """(pool, GPU models): a GPU model, or the ``+``-joined models one demand series covers

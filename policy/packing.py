@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from allocator.engine import Allocator
-from allocator.policies import make_policy
-from allocator.requests import PodBatch, PodRequest
-from allocator.snapshot import ClusterSnapshot
-from allocator.topology import GPU_MILLI, NodeSpec
+from predops.allocator.engine import Allocator
+from predops.allocator.policies import make_policy
+from predops.allocator.requests import PodBatch, PodRequest
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.allocator.topology import GPU_MILLI, NodeSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from allocator.topology import Topology
-from core.actions import Action, Cordon, Drain, SkipReason, Uncordon
-from core.contracts import FailureRisk
-from policy.budgets import BudgetLedger
-from policy.config import Budgets, DisruptionConfig
-from policy.costs import inspection_cost
-from policy.fleet import NodeState, PdbState
-from policy.guards import PdbLedger, Verdict
+from predops.allocator.topology import Topology
+from predops.core.actions import Action, Cordon, Drain, SkipReason, Uncordon
+from predops.core.contracts import FailureRisk
+from predops.policy.budgets import BudgetLedger
+from predops.policy.config import Budgets, DisruptionConfig
+from predops.policy.costs import inspection_cost
+from predops.policy.fleet import NodeState, PdbState
+from predops.policy.guards import PdbLedger, Verdict
 
 
 @dataclass(frozen=True)

@@ -50,18 +50,18 @@ from typing import Any
 
 import numpy as np
 
-from allocator.estimator import Estimate, NodeCountEstimator, sample_pods
-from allocator.requests import PodBatch, PodRequest
-from allocator.snapshot import ClusterSnapshot
-from allocator.topology import GPU_MILLI, NodeSpec
-from core.actions import LendNodes, ResizePool, Skip, SkipReason
-from core.contracts import FailureRisk, Forecast, Provenance
-from policy.anchoring import ANCHORED, anchor_next_hour
-from policy.config import SizingConfig
-from policy.disruption import Decisions, latest_risk
-from policy.fleet import FleetState
-from policy.forecast_window import latest_in_window
-from policy.packing import LiveFill
+from predops.allocator.estimator import Estimate, NodeCountEstimator, sample_pods
+from predops.allocator.requests import PodBatch, PodRequest
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.allocator.topology import GPU_MILLI, NodeSpec
+from predops.core.actions import LendNodes, ResizePool, Skip, SkipReason
+from predops.core.contracts import FailureRisk, Forecast, Provenance
+from predops.policy.anchoring import ANCHORED, anchor_next_hour
+from predops.policy.config import SizingConfig
+from predops.policy.disruption import Decisions, latest_risk
+from predops.policy.fleet import FleetState
+from predops.policy.forecast_window import latest_in_window
+from predops.policy.packing import LiveFill
 
 HOUR = timedelta(hours=1)
 

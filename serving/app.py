@@ -8,17 +8,17 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
-from core.clock import Clock
-from pipelines.settings import Settings
-from serving.auth import LoginRequired
-from serving.config import ServeConfig
-from serving.context import ServeContext
-from serving.dashboards import login
-from serving.dashboards import router as dashboards
-from serving.errors import BodyLimit, install_error_handlers
-from serving.metrics import RequestMetrics, ServerMetrics
-from serving.models import demand_slot, failure_slot
-from serving.routes import demand, failure, health, metrics, plans
+from predops.core.clock import Clock
+from predops.pipelines.workspace.settings import Settings
+from predops.serving.auth import LoginRequired
+from predops.serving.config import ServeConfig
+from predops.serving.context import ServeContext
+from predops.serving.dashboards import login
+from predops.serving.dashboards import router as dashboards
+from predops.serving.errors import BodyLimit, install_error_handlers
+from predops.serving.metrics import RequestMetrics, ServerMetrics
+from predops.serving.models import demand_slot, failure_slot
+from predops.serving.routes import demand, failure, health, metrics, plans
 
 API_VERSION = "1"
 
@@ -34,7 +34,7 @@ def create_app(
     /readyz problem, not a crash); with ``reload_in_background`` a thread polls the
     registry for moved aliases."""
     if clock is None:
-        from pipelines.clock import SystemClock
+        from predops.pipelines.workspace.clock import SystemClock
 
         clock = SystemClock()
     cfg = config or ServeConfig()

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pipelines.actuators.plan_files import PLAN_ID, atomic_write_text
+from predops.pipelines.workspace.plans import PLAN_ID, atomic_write_text
 
 APPROVALS_DIR = "plan_approvals"
 

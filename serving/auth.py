@@ -19,10 +19,10 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from serving.config import ApiToken, token_digest
-from serving.context import Ctx, ServeContext
-from serving.errors import ApiError
-from serving.sessions import COOKIE
+from predops.serving.config import ApiToken, token_digest
+from predops.serving.context import Ctx, ServeContext
+from predops.serving.errors import ApiError
+from predops.serving.sessions import COOKIE
 
 FIELD = "header.authorization"
 CHALLENGE = {"WWW-Authenticate": "Bearer"}

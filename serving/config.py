@@ -41,7 +41,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pipelines.scheduler.config import ConfigError, ConfigTable, merge_env, read_toml
+from predops.pipelines.workspace.config import ConfigError, ConfigTable, merge_env, read_toml
 
 ROLES = ("viewer", "approver", "operator")
 ENV_TOKEN = "PREDOPS_API_TOKEN"

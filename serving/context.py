@@ -10,13 +10,13 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
-from core.clock import Clock
-from models.failure.scorer import FailureScorer
-from pipelines.settings import Settings
-from serving.config import ServeConfig
-from serving.fleet import FleetCache, OnlineNodes
-from serving.models import ModelSlot
-from serving.sessions import SessionSigner
+from predops.core.clock import Clock
+from predops.models.failure.scorer import FailureScorer
+from predops.pipelines.workspace.settings import Settings
+from predops.serving.config import ServeConfig
+from predops.serving.fleet import FleetCache, OnlineNodes
+from predops.serving.models import ModelSlot
+from predops.serving.sessions import SessionSigner
 
 
 @dataclass

@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from core.contracts import Reason
-from models.failure.scorer import Design, FailureScorer
-from pipelines.failure_jobs import LAST_SAMPLE
-from pipelines.feature_store import FeatureStore, FeatureStoreError
+from predops.core.contracts import Reason
+from predops.models.failure.scorer import Design, FailureScorer
+from predops.pipelines.jobs.failure import LAST_SAMPLE
+from predops.pipelines.workspace.feature_store import FeatureStore, FeatureStoreError
 
 NODE_FRAME = "node"
 POOL = "node__pool"

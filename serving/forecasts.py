@@ -1,6 +1,6 @@
 """Demand forecasts of every lake series from the served ``demand`` champion, cached.
 
-Computed with :func:`pipelines.demand_jobs.forecast` and the model object the server
+Computed with :func:`predops.pipelines.jobs.demand.forecast` and the model object the server
 holds, once per (model version, state of the lake's demand files); both
 ``POST /v1/demand/forecast`` and the demand dashboards read this one cache. Each row gets
 its ``horizon`` in steps of the model's interval (the shortest lead time it forecasts:
@@ -13,9 +13,9 @@ import threading
 from datetime import datetime
 from typing import Any
 
-from pipelines import demand_jobs
-from pipelines.lake import Lake
-from serving.context import ServeContext
+from predops.pipelines.jobs import demand as demand_jobs
+from predops.pipelines.workspace.lake import Lake
+from predops.serving.context import ServeContext
 
 _build = threading.Lock()
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from serving.errors import ASGIApp, Message, Receive, Scope, Send
+from predops.serving.errors import ASGIApp, Message, Receive, Scope, Send
 
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -88,7 +88,7 @@ class ServerMetrics:
         return generate_latest(self.registry)
 
     def _plan(self, ctx: Any) -> None:
-        from serving.routes.plans import latest_plan_id
+        from predops.serving.routes.plans import latest_plan_id
 
         self.plan_actions.clear()
         self.plan_skips.clear()

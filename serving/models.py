@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from core.clock import Clock
-from core.contracts import Provenance
-from pipelines.registry import CHAMPION
-from pipelines.settings import Settings
+from predops.core.clock import Clock
+from predops.core.contracts import Provenance
+from predops.pipelines.workspace.registry import CHAMPION
+from predops.pipelines.workspace.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +97,8 @@ class ModelSlot:
 
 def failure_slot(settings: Settings, clock: Clock) -> ModelSlot:
     """``predops.node_failure@champion``: the model is a ``FailureModel``."""
-    from pipelines import failure_jobs, registry
+    from predops.pipelines.jobs import failure as failure_jobs
+    from predops.pipelines.workspace import registry
 
     return ModelSlot(
         failure_jobs.MODEL_NAME,
@@ -110,7 +111,8 @@ def failure_slot(settings: Settings, clock: Clock) -> ModelSlot:
 def demand_slot(settings: Settings, clock: Clock) -> ModelSlot:
     """``predops.demand@champion``: the model is the pyfunc model (its ``predict`` takes
     ``{"demand": frame, "calendar": frame | None}``)."""
-    from pipelines import demand_jobs, registry
+    from predops.pipelines.jobs import demand as demand_jobs
+    from predops.pipelines.workspace import registry
 
     def load(version: str) -> tuple[Any, Provenance]:
         model, _, prov = registry.load(demand_jobs.MODEL_NAME, version, uri=settings.mlflow_uri)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.clock import FixedClock
-from pipelines.lake import Lake
+from predops.core.clock import FixedClock
+from predops.pipelines.workspace.lake import Lake
 
 # The served workspace (both champions, one plan): registered here only, so the serving,
 # browser and reliability tests share one build per session.

@@ -12,12 +12,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from core.clock import FixedClock
-from pipelines.feature_jobs import build_features
-from pipelines.feature_store import FeatureStore
-from pipelines.lake import Lake
-from pipelines.settings import Settings
-from pipelines.synthetic.run import SimConfig, simulate_to_lake
+from predops.core.clock import FixedClock
+from predops.pipelines.jobs.features import build_features
+from predops.pipelines.synthetic.run import SimConfig, simulate_to_lake
+from predops.pipelines.workspace.feature_store import FeatureStore
+from predops.pipelines.workspace.lake import Lake
+from predops.pipelines.workspace.settings import Settings
 
 START = datetime(2026, 1, 5, tzinfo=UTC)
 NODES, DAYS = 60, 8
@@ -33,9 +33,10 @@ def served_template(tmp_path_factory: pytest.TempPathFactory, shared_data: Path)
     champion), and write one plan with ``predops plan``. About a minute."""
     from click.testing import CliRunner
 
-    from models.demand.config import config_named
-    from pipelines import demand_jobs, failure_jobs
-    from pipelines.cli import main
+    from predops.models.demand.config import config_named
+    from predops.pipelines.cli.main import main
+    from predops.pipelines.jobs import demand as demand_jobs
+    from predops.pipelines.jobs import failure as failure_jobs
 
     ws = tmp_path_factory.mktemp("served_ws")
     settings = settings_for(ws, shared_data)

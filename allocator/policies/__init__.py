@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from allocator.distribution import PodTypeDistribution
-from allocator.policies.base import NodeScores, PlacementContext, Policy, PolicyBase
-from allocator.policies.best_fit import BestFit
-from allocator.policies.dot_product import DotProduct
-from allocator.policies.fgd import FGD
-from allocator.policies.gpu_clustering import GpuClustering
-from allocator.policies.gpu_packing import GpuPacking
-from allocator.policies.random_fit import RandomFit
-from allocator.policies.topology_aware import TopologyAware
+from predops.allocator.distribution import PodTypeDistribution
+from predops.allocator.policies.base import NodeScores, PlacementContext, Policy, PolicyBase
+from predops.allocator.policies.best_fit import BestFit
+from predops.allocator.policies.dot_product import DotProduct
+from predops.allocator.policies.fgd import FGD
+from predops.allocator.policies.gpu_clustering import GpuClustering
+from predops.allocator.policies.gpu_packing import GpuPacking
+from predops.allocator.policies.random_fit import RandomFit
+from predops.allocator.policies.topology_aware import TopologyAware
 
 POLICY_NAMES = (
     "random",

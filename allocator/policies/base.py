@@ -15,8 +15,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from allocator.requests import PodRequest
-from allocator.snapshot import ClusterSnapshot
+from predops.allocator.requests import PodRequest
+from predops.allocator.snapshot import ClusterSnapshot
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from allocator.policies.base import NodeScores, PlacementContext, PolicyBase, resource_scale
-from allocator.requests import PodRequest
-from allocator.snapshot import ClusterSnapshot
+from predops.allocator.policies.base import NodeScores, PlacementContext, PolicyBase, resource_scale
+from predops.allocator.requests import PodRequest
+from predops.allocator.snapshot import ClusterSnapshot
 
 
 class BestFit(PolicyBase):

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from allocator.distribution import PodTypeDistribution
-from allocator.fragmentation import FragmentationIndex
-from allocator.policies.base import NodeScores, PlacementContext, PolicyBase
-from allocator.requests import PodRequest
-from allocator.snapshot import ClusterSnapshot
+from predops.allocator.distribution import PodTypeDistribution
+from predops.allocator.fragmentation import FragmentationIndex
+from predops.allocator.policies.base import NodeScores, PlacementContext, PolicyBase
+from predops.allocator.requests import PodRequest
+from predops.allocator.snapshot import ClusterSnapshot
 
 
 def sigmoid_score(delta_milli: np.ndarray) -> np.ndarray:

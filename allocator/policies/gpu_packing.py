@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from allocator.policies.base import NodeScores, PlacementContext, PolicyBase
-from allocator.requests import PodRequest
-from allocator.snapshot import ClusterSnapshot
-from allocator.topology import GPU_MILLI
+from predops.allocator.policies.base import NodeScores, PlacementContext, PolicyBase
+from predops.allocator.requests import PodRequest
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.allocator.topology import GPU_MILLI
 
 
 class GpuPacking(PolicyBase):

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from allocator.policies.base import NodeScores, PlacementContext, Policy, PolicyBase
-from allocator.requests import PodRequest
-from allocator.snapshot import ClusterSnapshot
-from allocator.topology import GPU_MILLI
+from predops.allocator.policies.base import NodeScores, PlacementContext, Policy, PolicyBase
+from predops.allocator.requests import PodRequest
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.allocator.topology import GPU_MILLI
 
 
 def _group_max(
@@ -70,7 +70,7 @@ class TopologyAware(PolicyBase):
     prefers_locality = True
 
     def __init__(self, base: Policy | None = None, weight: float = 0.25) -> None:
-        from allocator.policies.best_fit import BestFit
+        from predops.allocator.policies.best_fit import BestFit
 
         self.base: Policy = base if base is not None else BestFit()
         self.weight = weight

@@ -38,7 +38,7 @@ import polars as pl
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from features.definitions import (
+from predops.features.definitions import (
     COUNTERS,
     GAUGES,
     NodeFeatureSpec,
@@ -46,7 +46,13 @@ from features.definitions import (
     gauge_name,
     window_label,
 )
-from models.anomaly.robust import finite, median_mad, negbin_surprise, normal_surprise, robust_z
+from predops.models.anomaly.robust import (
+    finite,
+    median_mad,
+    negbin_surprise,
+    normal_surprise,
+    robust_z,
+)
 
 Column = Callable[[str], np.ndarray]
 """A feature's values by name (float64, NaN when missing)."""

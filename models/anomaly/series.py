@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from models.anomaly.robust import normal_surprise, rolling_robust_z
+from predops.models.anomaly.robust import normal_surprise, rolling_robust_z
 
 
 def series_surprise(

@@ -22,10 +22,10 @@ from typing import Any, Protocol
 import numpy as np
 import polars as pl
 
-from features.demand import SERIES
-from models.demand.config import ForecastConfig
-from models.demand.grid import Grid, resample_grid
-from models.demand.metrics import mase_scale
+from predops.features.demand import SERIES
+from predops.models.demand.config import ForecastConfig
+from predops.models.demand.grid import Grid, resample_grid
+from predops.models.demand.metrics import mase_scale
 
 
 class Forecaster(Protocol):

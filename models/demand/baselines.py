@@ -29,9 +29,9 @@ import polars as pl
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from models.demand.config import ForecastConfig, config_named
-from models.demand.grid import Grid, resample_grid
-from models.demand.panel import forecast_frame, step_us
+from predops.models.demand.config import ForecastConfig, config_named
+from predops.models.demand.grid import Grid, resample_grid
+from predops.models.demand.panel import forecast_frame, step_us
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from datetime import timedelta
 
-from features.demand import HOURLY, WEEKLY, DemandFeatureSpec
+from predops.features.demand import HOURLY, WEEKLY, DemandFeatureSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,12 +47,12 @@ import polars as pl
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from features.demand import SERIES
-from models.demand import smoothing
-from models.demand.baselines import short_series
-from models.demand.config import ForecastConfig, config_named
-from models.demand.grid import demand_columns
-from models.demand.panel import (
+from predops.features.demand import SERIES
+from predops.models.demand import smoothing
+from predops.models.demand.baselines import short_series
+from predops.models.demand.config import ForecastConfig, config_named
+from predops.models.demand.grid import demand_columns
+from predops.models.demand.panel import (
     Panel,
     baseline,
     build_panel,

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from features.demand import SERIES, resample_demand
-from models.demand.config import ForecastConfig
+from predops.features.demand import SERIES, resample_demand
+from predops.models.demand.config import ForecastConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from models.demand.config import ForecastConfig
+from predops.models.demand.config import ForecastConfig
 
 QUANTILE_COLUMNS = (("p10", 0.1), ("p50", 0.5), ("p90", 0.9))
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from features.demand import (
+from predops.features.demand import (
     SERIES,
     add_calendar_features,
     add_trend_features,
@@ -35,8 +35,8 @@ from features.demand import (
     resample_demand,
     trend_feature_name,
 )
-from models.demand.config import ForecastConfig
-from models.demand.grid import demand_columns, grid_from_frame
+from predops.models.demand.config import ForecastConfig
+from predops.models.demand.grid import demand_columns, grid_from_frame
 
 US_PER_S = 1_000_000
 SCALE_FLOOR_SHARE = 0.1

@@ -25,8 +25,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
-from features.definitions import counter_name, window_label
-from models.failure.linear import linear_pipeline
+from predops.features.definitions import counter_name, window_label
+from predops.models.failure.linear import linear_pipeline
 
 NODE_RULE_COUNTERS = ("xid_errors_total", "ecc_dbe_total", "disk_realloc_total")
 DRIVE_RULE_COLUMNS = ("smart_5_raw", "smart_187_raw", "smart_197_raw", "smart_198_raw")

@@ -52,7 +52,7 @@ from sklearn.metrics import average_precision_score
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from models.failure.linear import LinearPart
+from predops.models.failure.linear import LinearPart
 
 CALIBRATIONS = ("isotonic", "sigmoid")
 BLEND_WEIGHTS = tuple(np.round(np.linspace(0.0, 1.0, 11), 1))

@@ -46,9 +46,9 @@ from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
-from features.definitions import FeatureDef
-from features.labels import add_failure_labels, label_name
-from models.failure.baselines import DRIVE_RULE_COLUMNS
+from predops.features.definitions import FeatureDef
+from predops.features.labels import add_failure_labels, label_name
+from predops.models.failure.baselines import DRIVE_RULE_COLUMNS
 
 DRIVE = "node_id"
 ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)

@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from features.definitions import FeatureDef
-from features.labels import label_name
-from models.failure import metrics as M
-from models.failure.baselines import LogisticBaseline, ReactiveRule
-from models.failure.model import FailureModel, observed, train_failure_model
+from predops.features.definitions import FeatureDef
+from predops.features.labels import label_name
+from predops.models.failure import metrics as M
+from predops.models.failure.baselines import LogisticBaseline, ReactiveRule
+from predops.models.failure.model import FailureModel, observed, train_failure_model
 
 
 @dataclass(frozen=True)

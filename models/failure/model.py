@@ -18,7 +18,7 @@ Measured by ``predops eval failure --source synthetic --compare-strategies`` (2,
 nodes x 60 days, trained on days 0-35, tested on days 38-57): PR-AUC 6 h / 24 h / 72 h was
 0.140 / 0.167 / 0.169 stacked vs 0.139 / 0.165 / 0.156 per horizon, and per-horizon
 probabilities were out of order on 0.4 % of rows. Production trains ``stacked``
-(``pipelines.failure_jobs.STRATEGY``); the monotonicity alone decided it, the figures
+(``predops.pipelines.jobs.failure.STRATEGY``); the monotonicity alone decided it, the figures
 (on the evaluation's own test period) only agree.
 """
 
@@ -33,12 +33,12 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-from core.contracts import FailureRisk, Provenance, Reason
-from features.definitions import FeatureDef
-from features.labels import label_name
-from models.anomaly.node import MAX_COLUMN, NodeAnomalyScorer, score_name
-from models.failure.classifier import NodeFailureClassifier
-from models.failure.reasons import top_reasons
+from predops.core.contracts import FailureRisk, Provenance, Reason
+from predops.features.definitions import FeatureDef
+from predops.features.labels import label_name
+from predops.models.anomaly.node import MAX_COLUMN, NodeAnomalyScorer, score_name
+from predops.models.failure.classifier import NodeFailureClassifier
+from predops.models.failure.reasons import top_reasons
 
 STRATEGIES = ("per_horizon", "stacked")
 HORIZON_FEATURE = "horizon_h"

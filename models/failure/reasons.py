@@ -17,9 +17,9 @@ from datetime import timedelta
 
 import numpy as np
 
-from core.contracts import Reason
-from core.schemas import TELEMETRY
-from features.definitions import FeatureDef, window_label
+from predops.core.contracts import Reason
+from predops.core.schemas import TELEMETRY
+from predops.features.definitions import FeatureDef, window_label
 
 _COUNTER_WHAT = {
     c.name.removesuffix("_total"): c.doc.split(" since")[0] for c in TELEMETRY.columns if c.counter
@@ -128,7 +128,7 @@ def _odds(surprise: float) -> str:
 
 def _smart(d: FeatureDef, v: float) -> str:
     """Drive (SMART) features: ``SMART 5 reallocated sectors grew by 8 in 7 days``."""
-    from models.failure.drives import SMART_NAMES
+    from predops.models.failure.drives import SMART_NAMES
 
     n = d.source[0].removeprefix("smart_").removesuffix("_raw")
     what = (

@@ -32,11 +32,11 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-from core.contracts import Reason
-from features.definitions import FeatureDef
-from models.failure.classifier import NodeFailureClassifier
-from models.failure.model import HORIZON_FEATURE, STACKED_KEY, FailureModel
-from models.failure.reasons import top_reasons
+from predops.core.contracts import Reason
+from predops.features.definitions import FeatureDef
+from predops.models.failure.classifier import NodeFailureClassifier
+from predops.models.failure.model import HORIZON_FEATURE, STACKED_KEY, FailureModel
+from predops.models.failure.reasons import top_reasons
 
 FeatureValue = float | int | str | None
 FLOAT32_MAX = float(np.finfo(np.float32).max)

@@ -32,14 +32,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from allocator.topology import Topology
-from core.actions import Action, Cordon, Drain, Plan, SkipReason, Uncordon
-from core.clock import Clock
-from core.contracts import FailureRisk
-from pipelines.actuators.audit import AuditLog
-from policy.config import Budgets, DisruptionConfig
-from policy.fleet import FleetState, NodeState, PdbState
-from policy.revalidate import CurrentView, revalidate
+from predops.allocator.topology import Topology
+from predops.core.actions import Action, Cordon, Drain, Plan, SkipReason, Uncordon
+from predops.core.clock import Clock
+from predops.core.contracts import FailureRisk
+from predops.pipelines.workspace.audit import AuditLog
+from predops.policy.config import Budgets, DisruptionConfig
+from predops.policy.fleet import FleetState, NodeState, PdbState
+from predops.policy.revalidate import CurrentView, revalidate
 
 DISRUPTIVE = (Drain, Cordon)
 

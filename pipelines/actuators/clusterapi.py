@@ -46,10 +46,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from core.actions import Action, ResizePool, SkipReason
-from core.clock import Clock
-from pipelines.actuators.apply import ActionFailed
-from pipelines.actuators.kube import (
+from predops.core.actions import Action, ResizePool, SkipReason
+from predops.core.clock import Clock
+from predops.pipelines.actuators.apply import ActionFailed
+from predops.pipelines.actuators.kube import (
     MERGE_PATCH,
     KubeApi,
     api_error,
@@ -57,7 +57,7 @@ from pipelines.actuators.kube import (
     retrying,
     skip_reason,
 )
-from policy.guards import Verdict
+from predops.policy.guards import Verdict
 
 GROUP = "cluster.x-k8s.io"
 POOL_LABEL = "predops.io/pool"

@@ -43,14 +43,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from allocator.topology import Topology
-from core.actions import Action, Cordon, Drain, Uncordon
-from core.clock import Clock
-from core.schemas import INVENTORY
-from core.validation import validate
-from pipelines.actuators.apply import ActionFailed
-from pipelines.ingest.kubernetes import DEFAULTS, node_frame
-from policy.fleet import NodeState, PdbState
+from predops.allocator.topology import Topology
+from predops.core.actions import Action, Cordon, Drain, Uncordon
+from predops.core.clock import Clock
+from predops.core.schemas import INVENTORY
+from predops.core.validation import validate
+from predops.pipelines.actuators.apply import ActionFailed
+from predops.pipelines.ingest.kubernetes import DEFAULTS, node_frame
+from predops.policy.fleet import NodeState, PdbState
 
 OWNER_ANNOTATION = "predops.io/cordon-owner"
 KEY_ANNOTATION = "predops.io/cordon-key"
@@ -478,6 +478,6 @@ class KubeActuator:
 
 def connect(kubeconfig: str, context: str | None, options: KubeOptions) -> KubeApi:
     """A :class:`KubeApi` for a kubeconfig file or ``in-cluster``."""
-    from pipelines.ingest.kubernetes import api_client
+    from predops.pipelines.ingest.kubernetes import api_client
 
     return KubeApi(api_client(kubeconfig, context), options)

@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.actions import Action, Buy
-from core.clock import Clock
-from pipelines.actuators.apply import ActionFailed
-from pipelines.actuators.plan_files import atomic_write_text, plan_path
+from predops.core.actions import Action, Buy
+from predops.core.clock import Clock
+from predops.pipelines.actuators.apply import ActionFailed
+from predops.pipelines.workspace.plans import atomic_write_text, plan_path
 
 COLUMNS = ("idempotency_key", "sku", "region", "quantity", "by_date", "requested_at", "reason")
 

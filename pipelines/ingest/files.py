@@ -17,9 +17,9 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from core.schemas import SCHEMAS
-from pipelines.ingest.batch import Batch, IngestError
-from pipelines.ingest.registry import IngestOptions
+from predops.core.schemas import SCHEMAS
+from predops.pipelines.ingest.batch import Batch, IngestError
+from predops.pipelines.ingest.registry import IngestOptions
 
 SOURCE = "files"
 HELP = "Parquet/CSV files in the contract's columns (--table names the table)"

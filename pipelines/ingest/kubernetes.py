@@ -60,9 +60,9 @@ from typing import Any
 
 import polars as pl
 
-from core.schemas import INVENTORY, UTC_TS
-from pipelines.ingest.batch import Batch, IngestError
-from pipelines.ingest.registry import IngestOptions
+from predops.core.schemas import INVENTORY, UTC_TS
+from predops.pipelines.ingest.batch import Batch, IngestError
+from predops.pipelines.ingest.registry import IngestOptions
 
 SOURCE = "kubernetes"
 HELP = "Kubernetes nodes, pods and PodDisruptionBudgets via the official client"

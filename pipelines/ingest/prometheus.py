@@ -84,9 +84,9 @@ from typing import Any
 import polars as pl
 import requests
 
-from core.schemas import TELEMETRY
-from pipelines.ingest.batch import Batch, IngestError
-from pipelines.ingest.registry import IngestOptions
+from predops.core.schemas import TELEMETRY
+from predops.pipelines.ingest.batch import Batch, IngestError
+from predops.pipelines.ingest.registry import IngestOptions
 
 SOURCE = "prometheus"
 HELP = "Prometheus HTTP API query_range (node-exporter, DCGM, kube-state-metrics) -> telemetry"

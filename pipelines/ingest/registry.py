@@ -7,15 +7,14 @@ imported only when used, so a slow import (kubernetes) costs nothing elsewhere.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import ModuleType
 from typing import Protocol, cast
 
-from core.clock import Clock
-from pipelines.ingest.batch import Batch
+from predops.core.clock import Clock
+from predops.pipelines.ingest.batch import Batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,25 +36,91 @@ class AdapterModule(Protocol):
     def read(self, path: str, options: IngestOptions) -> Iterator[Batch]: ...
 
 
-ADAPTERS: dict[str, str] = {
-    "files": "pipelines.ingest.files",
-    "prometheus": "pipelines.ingest.prometheus",
-    "kubernetes": "pipelines.ingest.kubernetes",
-    "openb": "pipelines.ingest.traces.openb",
-    "backblaze-daily": "pipelines.ingest.traces.backblaze_daily",
-    "backblaze-hds": "pipelines.ingest.traces.backblaze_hds",
-    "nab": "pipelines.ingest.traces.nab",
-    "helios": "pipelines.ingest.traces.helios",
-    "philly": "pipelines.ingest.traces.philly",
-    "datacenter": "pipelines.ingest.traces.datacenter",
-    "azure-vm": "pipelines.ingest.traces.azure_vm",
+def _files() -> ModuleType:
+    from predops.pipelines.ingest import files
+
+    return files
+
+
+def _prometheus() -> ModuleType:
+    from predops.pipelines.ingest import prometheus
+
+    return prometheus
+
+
+def _kubernetes() -> ModuleType:
+    from predops.pipelines.ingest import kubernetes
+
+    return kubernetes
+
+
+def _openb() -> ModuleType:
+    from predops.pipelines.ingest.traces import openb
+
+    return openb
+
+
+def _backblaze_daily() -> ModuleType:
+    from predops.pipelines.ingest.traces import backblaze_daily
+
+    return backblaze_daily
+
+
+def _backblaze_hds() -> ModuleType:
+    from predops.pipelines.ingest.traces import backblaze_hds
+
+    return backblaze_hds
+
+
+def _nab() -> ModuleType:
+    from predops.pipelines.ingest.traces import nab
+
+    return nab
+
+
+def _helios() -> ModuleType:
+    from predops.pipelines.ingest.traces import helios
+
+    return helios
+
+
+def _philly() -> ModuleType:
+    from predops.pipelines.ingest.traces import philly
+
+    return philly
+
+
+def _datacenter() -> ModuleType:
+    from predops.pipelines.ingest.traces import datacenter
+
+    return datacenter
+
+
+def _azure_vm() -> ModuleType:
+    from predops.pipelines.ingest.traces import azure_vm
+
+    return azure_vm
+
+
+ADAPTERS: dict[str, Callable[[], ModuleType]] = {
+    "files": _files,
+    "prometheus": _prometheus,
+    "kubernetes": _kubernetes,
+    "openb": _openb,
+    "backblaze-daily": _backblaze_daily,
+    "backblaze-hds": _backblaze_hds,
+    "nab": _nab,
+    "helios": _helios,
+    "philly": _philly,
+    "datacenter": _datacenter,
+    "azure-vm": _azure_vm,
 }
+"""Source name -> the function that imports its adapter module (imported when used)."""
 
 
 def adapter(name: str) -> AdapterModule:
     try:
-        module_name = ADAPTERS[name]
+        load = ADAPTERS[name]
     except KeyError:
         raise KeyError(f"unknown source {name!r}; known: {', '.join(sorted(ADAPTERS))}") from None
-    module: ModuleType = importlib.import_module(module_name)
-    return cast(AdapterModule, module)
+    return cast(AdapterModule, load())

@@ -9,11 +9,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from core.clock import Clock
-from core.schemas import schema_for
-from core.validation import validate
-from pipelines.ingest.batch import Batch
-from pipelines.lake import Lake, check_source
+from predops.core.clock import Clock
+from predops.core.schemas import schema_for
+from predops.core.validation import validate
+from predops.pipelines.ingest.batch import Batch
+from predops.pipelines.workspace.lake import Lake, check_source
 
 
 @dataclass(slots=True)

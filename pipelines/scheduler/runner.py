@@ -16,46 +16,27 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from core.clock import Clock
-from pipelines.actuators.plan_files import atomic_write_text
-from pipelines.scheduler.config import ScheduleConfig
-from pipelines.scheduler.runs import DONE, FAILED, NotStarted, RunStore, process_owner
-from pipelines.scheduler.steps import (
+from predops.pipelines.scheduler.context import JobContext
+from predops.pipelines.scheduler.steps import (
     PIPELINE_STEPS,
     RETRAIN_STEPS,
     Step,
     StepOutcome,
     StepSkipped,
 )
-from pipelines.settings import Settings
+from predops.pipelines.workspace.plans import atomic_write_text
+from predops.pipelines.workspace.runs import DONE, FAILED, NotStarted, process_owner
+from predops.pipelines.workspace.settings import Settings
 
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
-
-
-@dataclass(frozen=True, slots=True)
-class JobContext:
-    """What a job run needs; built once by the composition root.
-
-    ``pause_after`` maps a step name to seconds to wait after it (a test hook, set only
-    by ``predops schedule`` from its environment, to kill a run in the middle).
-    """
-
-    settings: Settings
-    config: ScheduleConfig
-    runs: RunStore
-    clock: Clock
-    pause_after: Mapping[str, float] = field(default_factory=dict)
-    sleep: Callable[[float], None] = time.sleep
 
 
 def cutoff_stamp(cutoff: datetime) -> str:
@@ -69,7 +50,7 @@ def output_dir(settings: Settings, job: str, cutoff: datetime) -> Path:
 
 def data_cutoff(settings: Settings) -> datetime | None:
     """The latest telemetry time in the lake, else the latest demand time, else None."""
-    from pipelines.lake import Lake
+    from predops.pipelines.workspace.lake import Lake
 
     lake = Lake(settings.lake_dir)
     for table in ("telemetry", "demand"):
@@ -157,7 +138,7 @@ def run_steps(
 # ---------------------------------------------------------------- ingest
 def _ingest_key(ctx: JobContext, now: datetime) -> tuple[str, datetime | None, datetime | None]:
     """The ingest run's key and the range window (for URL sources)."""
-    from pipelines.ingest.run import file_digest
+    from predops.pipelines.ingest.run import file_digest
 
     cfg = ctx.config.ingest
     assert cfg is not None
@@ -176,9 +157,9 @@ def run_ingest(ctx: JobContext) -> dict[str, Any]:
     cfg = ctx.config.ingest
     if cfg is None:
         return {"step": "ingest", "status": "skipped: no [ingest] source configured", "rows": 0}
-    from pipelines.ingest.registry import IngestOptions, adapter
-    from pipelines.ingest.run import ingest
-    from pipelines.lake import Lake
+    from predops.pipelines.ingest.registry import IngestOptions, adapter
+    from predops.pipelines.ingest.run import ingest
+    from predops.pipelines.workspace.lake import Lake
 
     now = ctx.clock.now()
     key, start, end = _ingest_key(ctx, now)

@@ -25,12 +25,13 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from pipelines.scheduler.config import check_cron
-from pipelines.scheduler.runner import JobContext, run_job
+from predops.pipelines.scheduler.config import check_cron
+from predops.pipelines.scheduler.context import JobContext
+from predops.pipelines.scheduler.runner import run_job
 
 log = logging.getLogger(__name__)
 
-JOB_FUNC = "pipelines.scheduler.service:fire"
+JOB_FUNC = "predops.pipelines.scheduler.service:fire"
 _context: JobContext | None = None
 """The running scheduler's context (one per process, set by :func:`serve`); jobs in the
 persistent store carry only their name, never settings or secrets."""

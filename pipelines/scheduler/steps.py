@@ -2,41 +2,30 @@
 
 Every step takes the job context, the run's data cutoff and the run's output folder and
 returns :class:`StepOutcome`, or raises :class:`StepSkipped` with the reason a step
-cannot run yet (no failure model module, no champion, nothing configured) — a skipped
+cannot run yet (no champion, nothing configured) — a skipped
 step writes nothing, it never fakes output. Every file a step writes is written
 atomically (temporary file + rename), so a killed run leaves the previous version or
 the new one, never half of either.
 
 - pipeline: ``features`` (online latest values) -> ``score`` (champion failure model)
-  -> ``forecast`` (champion demand model) -> ``plan`` (``predops plan --at <cutoff>``)
+  -> ``forecast`` (champion demand model) -> ``plan`` (:func:`predops.pipelines.jobs.plan.
+  plan_in_workspace` as of the cutoff)
 - retrain: ``features_offline`` -> ``train_demand`` -> ``promote_demand`` ->
   ``train_failure`` -> ``promote_failure``
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import inspect
-import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import click
-
-from pipelines.actuators.plan_files import atomic_write_text
-
-if TYPE_CHECKING:
-    from pipelines.scheduler.runner import JobContext
-
-FAILURE_JOBS = "pipelines.failure_jobs"
-FAILURE_TRAIN = "train"
-"""Contract with the failure model's job module: ``train(settings) -> dict`` fits on the
-workspace's offline node frame and registers ``predops.node_failure``."""
+from predops.pipelines.scheduler.context import JobContext
+from predops.pipelines.workspace.plans import atomic_write_text
+from predops.pipelines.workspace.settings import operator_identity
 
 
 class StepSkipped(Exception):
@@ -53,7 +42,7 @@ class StepOutcome:
     """Files the step wrote (absolute paths), listed in the run's manifest."""
 
 
-Step = Callable[["JobContext", datetime, Path], StepOutcome]
+Step = Callable[[JobContext, datetime, Path], StepOutcome]
 
 
 def _write_json(path: Path, obj: Any) -> str:
@@ -64,9 +53,9 @@ def _write_json(path: Path, obj: Any) -> str:
 # ---------------------------------------------------------------- pipeline
 def features_online(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     """Latest node and demand features as of the cutoff into the online store."""
-    from pipelines.feature_jobs import materialise_online
-    from pipelines.feature_store import FeatureStore
-    from pipelines.lake import Lake
+    from predops.pipelines.jobs.features import materialise_online
+    from predops.pipelines.workspace.feature_store import FeatureStore
+    from predops.pipelines.workspace.lake import Lake
 
     f = ctx.config.features
     report = materialise_online(
@@ -84,7 +73,7 @@ def features_online(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome
 
 def score(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     """Failure risk of every node from the champion failure model."""
-    from pipelines.plan_cli import failure_risk
+    from predops.pipelines.jobs.plan import failure_risk
 
     risks, note = failure_risk(ctx.settings, cutoff)
     if note["status"] != "ok":
@@ -95,7 +84,7 @@ def score(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
 
 def forecast(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     """Forecasts of every demand series from the champion demand model."""
-    from pipelines.plan_cli import demand_forecasts
+    from predops.pipelines.jobs.plan import demand_forecasts
 
     forecasts, note = demand_forecasts(ctx.settings)
     if note["status"] != "ok":
@@ -105,22 +94,13 @@ def forecast(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
 
 
 def plan(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
-    """``predops plan --at <cutoff> --json``, run in process: the same plan file (named by
-    its content, so a re-run overwrites it) and audit entry as the command writes."""
-    from pipelines.plan_cli import plan_command
+    """Plan as of the cutoff: the same plan file (named by its content, so a re-run
+    overwrites it) and audit entry as ``predops plan --at <cutoff>`` writes."""
+    from predops.pipelines.jobs.plan import plan_in_workspace
 
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        try:
-            plan_command.main(
-                args=["--at", cutoff.isoformat(), "--json"],
-                prog_name="predops plan",
-                obj=ctx.settings,
-                standalone_mode=False,
-            )
-        except click.ClickException as exc:
-            raise RuntimeError(f"plan: {exc.format_message()}") from exc
-    report = json.loads(buf.getvalue().strip().splitlines()[-1])
+    report = plan_in_workspace(
+        ctx.settings, cutoff, who=operator_identity(), clock=ctx.clock, why="predops plan"
+    )
     rows = len(report.get("actions", [])) + len(report.get("skips", []))
     detail = {
         "plan_id": report["plan_id"],
@@ -135,9 +115,9 @@ def plan(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
 def features_offline(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     """Offline training frames (node features + labels; demand features) as of the
     cutoff over the configured training window, then the online values."""
-    from pipelines.feature_jobs import build_features
-    from pipelines.feature_store import FeatureStore
-    from pipelines.lake import Lake
+    from predops.pipelines.jobs.features import build_features
+    from predops.pipelines.workspace.feature_store import FeatureStore
+    from predops.pipelines.workspace.lake import Lake
 
     f = ctx.config.features
     report = build_features(
@@ -165,7 +145,7 @@ def _registered_for(ctx: JobContext, model: str, data_cutoff: str) -> str | None
     """A version of ``model`` whose data cutoff is at or after ``data_cutoff`` (it has
     seen every sample the lake holds): a re-run after a kill between registering and
     recording must not register a duplicate."""
-    from pipelines import registry
+    from predops.pipelines.workspace import registry
 
     for m in registry.list_models(uri=ctx.settings.mlflow_uri):
         if m["name"] != registry.registered_name(model):
@@ -181,9 +161,9 @@ def train_demand(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     """Fit and register ``predops.demand`` on the lake's demand (once per data cutoff)."""
     import polars as pl
 
-    from models.demand.config import config_named
-    from pipelines import demand_jobs
-    from pipelines.lake import Lake
+    from predops.models.demand.config import config_named
+    from predops.pipelines.jobs import demand as demand_jobs
+    from predops.pipelines.workspace.lake import Lake
 
     last = Lake(ctx.settings.lake_dir).scan("demand").select(pl.col("ts").max()).collect().item()
     if last is None:
@@ -202,12 +182,12 @@ def train_demand(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
 
 
 def _promote(ctx: JobContext, model: str) -> StepOutcome:
-    from pipelines import registry
+    from predops.pipelines.jobs.promotion import promote
+    from predops.pipelines.workspace.registry import RegistryError
 
     try:
-        backtest = registry.backtest_for(model, ctx.settings)
-        decision = registry.promote(model, backtest, uri=ctx.settings.mlflow_uri)
-    except registry.RegistryError as exc:
+        decision = promote(model, ctx.settings)
+    except RegistryError as exc:
         raise StepSkipped(str(exc)) from None
     return StepOutcome(0, decision)
 
@@ -218,31 +198,11 @@ def promote_demand(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
 
 
 def train_failure(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
-    """Fit and register the failure model through ``pipelines.failure_jobs.train``."""
-    try:
-        module = importlib.import_module(FAILURE_JOBS)
-    except ModuleNotFoundError as exc:
-        if exc.name != FAILURE_JOBS:
-            raise
-        raise StepSkipped(f"{FAILURE_JOBS} does not exist yet") from None
-    fn = getattr(module, FAILURE_TRAIN, None)
-    if fn is None:
-        raise StepSkipped(f"{FAILURE_JOBS} has no {FAILURE_TRAIN}(settings)")
-    params = inspect.signature(fn).parameters.values()
-    required = [
-        p.name
-        for p in params
-        if p.default is inspect.Parameter.empty
-        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-    ]
-    if len(required) != 1:
-        raise StepSkipped(
-            f"{FAILURE_JOBS}.{FAILURE_TRAIN} needs ({', '.join(required)}); "
-            "the scheduler calls it as train(settings)"
-        )
-    report = fn(ctx.settings)
-    rows = int(report.get("rows", 0)) if isinstance(report, dict) else 0
-    return StepOutcome(rows, report if isinstance(report, dict) else {"result": str(report)})
+    """Fit and register ``predops.node_failure`` on the workspace's offline node frame."""
+    from predops.pipelines.jobs import failure as failure_jobs
+
+    report = failure_jobs.train(ctx.settings)
+    return StepOutcome(int(report.get("rows", 0)), report)
 
 
 def promote_failure(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:

@@ -19,11 +19,11 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import polars as pl
 
-from core.schemas import CALENDAR, DEMAND
-from pipelines.synthetic import calibration as cal
-from pipelines.synthetic.failures import DAY, Failures, Windows
-from pipelines.synthetic.noise import ar1
-from pipelines.synthetic.topology import POOLS, SKUS, Fleet
+from predops.core.schemas import CALENDAR, DEMAND
+from predops.pipelines.synthetic import calibration as cal
+from predops.pipelines.synthetic.failures import DAY, Failures, Windows
+from predops.pipelines.synthetic.noise import ar1
+from predops.pipelines.synthetic.topology import POOLS, SKUS, Fleet
 
 PREWARM_S = 2 * 3600.0
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipelines.synthetic import calibration as cal
-from pipelines.synthetic.failures import (
+from predops.pipelines.synthetic import calibration as cal
+from predops.pipelines.synthetic.failures import (
     DAY,
     MODE_INDEX,
     MODES,
@@ -33,7 +33,7 @@ from pipelines.synthetic.failures import (
     Windows,
     time_key,
 )
-from pipelines.synthetic.topology import Fleet
+from predops.pipelines.synthetic.topology import Fleet
 
 SIGNALS: tuple[str, ...] = (
     "sbe",

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gamma as gamma_fn
 
-from pipelines.synthetic import calibration as cal
-from pipelines.synthetic.topology import Fleet
+from predops.pipelines.synthetic import calibration as cal
+from predops.pipelines.synthetic.topology import Fleet
 
 DAY = 86400.0
 YEAR = 365.25 * DAY

@@ -20,15 +20,14 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from core.clock import Clock, FixedClock
-from core.schemas import EVENTS
-from pipelines.ingest.batch import Batch
-from pipelines.ingest.run import ingest
-from pipelines.lake import Lake
-from pipelines.synthetic import calibration as cal
-from pipelines.synthetic import episodes as epi
-from pipelines.synthetic import failures as fail
-from pipelines.synthetic.demand import (
+from predops.core.clock import Clock, FixedClock
+from predops.core.schemas import EVENTS
+from predops.pipelines.ingest.batch import Batch
+from predops.pipelines.ingest.run import ingest
+from predops.pipelines.synthetic import calibration as cal
+from predops.pipelines.synthetic import episodes as epi
+from predops.pipelines.synthetic import failures as fail
+from predops.pipelines.synthetic.demand import (
     DemandSeries,
     Promotion,
     calendar_frame,
@@ -36,9 +35,9 @@ from pipelines.synthetic.demand import (
     promotions,
     simulate_demand,
 )
-from pipelines.synthetic.noise import stream
-from pipelines.synthetic.stock import purchase_orders_frame, stock_frame
-from pipelines.synthetic.telemetry import (
+from predops.pipelines.synthetic.noise import stream
+from predops.pipelines.synthetic.stock import purchase_orders_frame, stock_frame
+from predops.pipelines.synthetic.telemetry import (
     BLOCK_NODES,
     NodeParams,
     TelemetryInputs,
@@ -46,8 +45,9 @@ from pipelines.synthetic.telemetry import (
     n_blocks,
     node_params,
 )
-from pipelines.synthetic.topology import POOLS, Fleet, build_fleet
-from pipelines.synthetic.workload import simulate_pods
+from predops.pipelines.synthetic.topology import POOLS, Fleet, build_fleet
+from predops.pipelines.synthetic.workload import simulate_pods
+from predops.pipelines.workspace.lake import Lake
 
 SOURCE = "synthetic"
 TABLES = (

@@ -28,9 +28,9 @@ from datetime import datetime, timedelta
 import numpy as np
 import polars as pl
 
-from core.schemas import PURCHASE_ORDERS, STOCK
-from pipelines.synthetic.demand import SeriesSpec
-from pipelines.synthetic.topology import SKUS, Fleet
+from predops.core.schemas import PURCHASE_ORDERS, STOCK
+from predops.pipelines.synthetic.demand import SeriesSpec
+from predops.pipelines.synthetic.topology import SKUS, Fleet
 
 SPARE_SHARE = 0.03
 """Spare nodes on hand per node in service (3 %)."""

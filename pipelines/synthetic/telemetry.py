@@ -25,9 +25,9 @@ from datetime import datetime
 import numpy as np
 import polars as pl
 
-from core.schemas import TELEMETRY
-from pipelines.synthetic import calibration as cal
-from pipelines.synthetic.episodes import (
+from predops.core.schemas import TELEMETRY
+from predops.pipelines.synthetic import calibration as cal
+from predops.pipelines.synthetic.episodes import (
     COUNTER_COLUMN,
     COUNTER_SIGNALS,
     KIND_INDEX,
@@ -35,9 +35,9 @@ from pipelines.synthetic.episodes import (
     Episodes,
     Increments,
 )
-from pipelines.synthetic.failures import DAY, Windows
-from pipelines.synthetic.noise import ar1, stream
-from pipelines.synthetic.topology import SKUS, Fleet
+from predops.pipelines.synthetic.failures import DAY, Windows
+from predops.pipelines.synthetic.noise import ar1, stream
+from predops.pipelines.synthetic.topology import SKUS, Fleet
 
 BLOCK_NODES = 256
 GPU_COLUMNS = (

@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 import numpy as np
 import polars as pl
 
-from core.schemas import INVENTORY
-from pipelines.synthetic.calibration import TRAINING_MODEL_SHARE
+from predops.core.schemas import INVENTORY
+from predops.pipelines.synthetic.calibration import TRAINING_MODEL_SHARE
 
 POOLS: tuple[str, ...] = ("online", "bigdata", "training", "inference")
 # choice: half CPU, half GPU nodes (openb, a GPU cluster, has 20 % CPU nodes; a mixed

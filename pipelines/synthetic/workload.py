@@ -22,11 +22,11 @@ from datetime import datetime
 import numpy as np
 import polars as pl
 
-from core.schemas import PODS
-from pipelines.synthetic import calibration as cal
-from pipelines.synthetic.demand import DemandSeries, SeriesSpec
-from pipelines.synthetic.failures import Failures, Windows, overlaps, time_key
-from pipelines.synthetic.topology import SKUS, Fleet
+from predops.core.schemas import PODS
+from predops.pipelines.synthetic import calibration as cal
+from predops.pipelines.synthetic.demand import DemandSeries, SeriesSpec
+from predops.pipelines.synthetic.failures import Failures, Windows, overlaps, time_key
+from predops.pipelines.synthetic.topology import SKUS, Fleet
 
 MC_DRAWS = 4096
 Z90 = 1.2815516

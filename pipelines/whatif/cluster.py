@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from allocator.engine import Allocator
-from allocator.policies import make_policy
-from allocator.requests import Gang, PodRequest
-from allocator.snapshot import ClusterSnapshot
-from pipelines.whatif.world import World
+from predops.allocator.engine import Allocator
+from predops.allocator.policies import make_policy
+from predops.allocator.requests import Gang, PodRequest
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.pipelines.whatif.world import World
 
 OWNER_REPAIR = "node-lifecycle"
 OWNER_MAINTENANCE = "maintenance"

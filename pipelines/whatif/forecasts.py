@@ -33,11 +33,11 @@ from datetime import datetime, timedelta
 import numpy as np
 import polars as pl
 
-from core.contracts import Forecast, Provenance
-from models.demand.forecaster import DemandForecaster
-from pipelines.demand_jobs import forecasts_from_frame
-from pipelines.whatif.world import HOUR_S, World, seconds_since
-from policy.config import SizingConfig
+from predops.core.contracts import Forecast, Provenance
+from predops.models.demand.forecaster import DemandForecaster
+from predops.pipelines.jobs.demand import forecasts_from_frame
+from predops.pipelines.whatif.world import HOUR_S, World, seconds_since
+from predops.policy.config import SizingConfig
 
 DEMAND_MODEL = "demand"
 HOURS_AHEAD = 8

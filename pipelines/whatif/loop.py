@@ -43,19 +43,19 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from allocator.topology import Topology
-from core.actions import Action, Buy, Drain, LendNodes, ResizePool, Uncordon
-from core.clock import FixedClock
-from core.contracts import FailureRisk, Forecast, Provenance
-from pipelines.whatif.cluster import OWNER_MAINTENANCE, OWNER_REPAIR, Cluster
-from pipelines.whatif.risk import RiskTable
-from pipelines.whatif.scaler import PoolScaler
-from pipelines.whatif.tally import BudgetAuditor, Tally, unreplaced
-from pipelines.whatif.world import HOUR_S, World
-from policy.config import Budgets, DisruptionConfig, PolicyConfig
-from policy.engine import plan as make_plan
-from policy.fleet import FleetState, NodeState, PoolState
-from policy.revalidate import CurrentView, revalidate
+from predops.allocator.topology import Topology
+from predops.core.actions import Action, Buy, Drain, LendNodes, ResizePool, Uncordon
+from predops.core.clock import FixedClock
+from predops.core.contracts import FailureRisk, Forecast, Provenance
+from predops.pipelines.whatif.cluster import OWNER_MAINTENANCE, OWNER_REPAIR, Cluster
+from predops.pipelines.whatif.risk import RiskTable
+from predops.pipelines.whatif.scaler import PoolScaler
+from predops.pipelines.whatif.tally import BudgetAuditor, Tally, unreplaced
+from predops.pipelines.whatif.world import HOUR_S, World
+from predops.policy.config import Budgets, DisruptionConfig, PolicyConfig
+from predops.policy.engine import plan as make_plan
+from predops.policy.fleet import FleetState, NodeState, PoolState
+from predops.policy.revalidate import CurrentView, revalidate
 
 log = logging.getLogger(__name__)
 

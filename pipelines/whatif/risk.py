@@ -13,7 +13,7 @@
   unused). It scores every tick until the next retrain. Nothing after ``T`` reaches
   the model.
 - One horizon, the 24 h the production champion is promoted on (the policy keeps one
-  risk per node; ``pipelines.failure_jobs.current_risk`` does the same).
+  risk per node; ``predops.pipelines.jobs.failure.current_risk`` does the same).
 
 :func:`oracle_risk` is the ceiling: p = 1 when the node's next failure falls within
 the horizon, else 0.
@@ -30,12 +30,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from features.definitions import FeatureDef, NodeFeatureSpec, node_feature_set
-from features.frames import finish_node_features, node_local_features
-from features.labels import add_failure_labels
-from models.failure.model import FailureModel, train_failure_model
-from pipelines.failure_jobs import EXCLUDED_FEATURES, MODEL_PARAMS, PRIMARY_HORIZON
-from pipelines.whatif.world import HOUR_S, World
+from predops.features.definitions import FeatureDef, NodeFeatureSpec, node_feature_set
+from predops.features.frames import finish_node_features, node_local_features
+from predops.features.labels import add_failure_labels
+from predops.models.failure.model import FailureModel, train_failure_model
+from predops.pipelines.jobs.failure import EXCLUDED_FEATURES, MODEL_PARAMS, PRIMARY_HORIZON
+from predops.pipelines.whatif.world import HOUR_S, World
 
 HOURLY_SPEC = NodeFeatureSpec(
     windows=(timedelta(hours=1), timedelta(hours=6), timedelta(hours=24)),

@@ -20,11 +20,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from pipelines.whatif.forecasts import ModelForecasts, TrueForecasts, loop_demand
-from pipelines.whatif.loop import POLICIES, Loop, LoopConfig
-from pipelines.whatif.risk import RiskConfig, oracle_risk, predicted_risk
-from pipelines.whatif.world import World, WorldConfig, build_world
-from policy.config import CostModel, DisruptionConfig, PolicyConfig, SizingConfig
+from predops.pipelines.whatif.forecasts import ModelForecasts, TrueForecasts, loop_demand
+from predops.pipelines.whatif.loop import POLICIES, Loop, LoopConfig
+from predops.pipelines.whatif.risk import RiskConfig, oracle_risk, predicted_risk
+from predops.pipelines.whatif.world import World, WorldConfig, build_world
+from predops.policy.config import CostModel, DisruptionConfig, PolicyConfig, SizingConfig
 
 SIM_COSTS = CostModel(capacity_value=0.1, price_by_headroom=False)
 """The engine's cost model for the simulated fleet: the documented defaults except a

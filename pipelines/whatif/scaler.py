@@ -24,8 +24,8 @@ from datetime import datetime
 
 import numpy as np
 
-from pipelines.whatif.cluster import Cluster
-from pipelines.whatif.tally import Tally
+from predops.pipelines.whatif.cluster import Cluster
+from predops.pipelines.whatif.tally import Tally
 
 
 def reactive_target(busy: int, out_of_service: int, pending_nodes: int, headroom: float) -> int:

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from allocator.topology import NodeSpec
-from policy.config import Budgets
+from predops.allocator.topology import NodeSpec
+from predops.policy.config import Budgets
 
 
 @dataclass

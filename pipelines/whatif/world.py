@@ -31,9 +31,9 @@ from functools import cached_property
 import numpy as np
 import polars as pl
 
-from allocator.requests import parse_gpu_spec
-from allocator.topology import NodeSpec, Topology
-from pipelines.synthetic.run import SimConfig, Simulation, build
+from predops.allocator.requests import parse_gpu_spec
+from predops.allocator.topology import NodeSpec, Topology
+from predops.pipelines.synthetic.run import SimConfig, Simulation, build
 
 HOUR_S = 3600.0
 START = datetime(2026, 1, 5, tzinfo=UTC)
@@ -270,7 +270,7 @@ def build_world(cfg: WorldConfig, sim: Simulation | None = None) -> World:
     fleet_row = np.array([row_of[n] for n in sim.fleet.node_id], dtype=np.int64)
     f = sim.failures
     order = np.lexsort((fleet_row[f.node], f.at))
-    from pipelines.synthetic.failures import MODES
+    from predops.pipelines.synthetic.failures import MODES
 
     failures = Failures(
         node=fleet_row[f.node][order],

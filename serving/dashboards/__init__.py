@@ -1,5 +1,5 @@
 """Planning dashboards served by the predops app (see :mod:`serving.dashboards.router`)."""
 
-from serving.dashboards.router import router
+from predops.serving.dashboards.router import router
 
 __all__ = ["router"]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from serving.dashboards.fleet import RackCell
+from predops.serving.dashboards.fleet import RackCell
 
 Figure = dict[str, Any]
 

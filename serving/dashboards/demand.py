@@ -15,9 +15,9 @@ from typing import Any
 
 import polars as pl
 
-from pipelines.lake import Lake
-from serving.context import ServeContext
-from serving.forecasts import ForecastUnavailable, all_forecasts
+from predops.pipelines.workspace.lake import Lake
+from predops.serving.context import ServeContext
+from predops.serving.forecasts import ForecastUnavailable, all_forecasts
 
 UTC_US = pl.Datetime("us", "UTC")
 

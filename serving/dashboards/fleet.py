@@ -10,9 +10,9 @@ from typing import Any
 
 import polars as pl
 
-from pipelines.actuators.lake_state import latest_as_of
-from pipelines.lake import Lake
-from serving.dashboards.risk import FleetRisk
+from predops.pipelines.workspace.fleet_state import latest_as_of
+from predops.pipelines.workspace.lake import Lake
+from predops.serving.dashboards.risk import FleetRisk
 
 PLACEMENT = ("node_id", "pool", "sku", "gpu_model", "region", "zone", "spine", "rack")
 

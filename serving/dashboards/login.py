@@ -17,10 +17,10 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
 
-from serving.auth import LoginRequired, authenticate
-from serving.context import Ctx, ServeContext
-from serving.errors import ApiError
-from serving.sessions import COOKIE, SESSION_TTL
+from predops.serving.auth import LoginRequired, authenticate
+from predops.serving.context import Ctx, ServeContext
+from predops.serving.errors import ApiError
+from predops.serving.sessions import COOKIE, SESSION_TTL
 
 router = APIRouter(include_in_schema=False)
 MAX_FORM_BYTES = 8192
@@ -42,7 +42,7 @@ def login_redirect(exc: LoginRequired) -> RedirectResponse:
 
 
 def _form(ctx: ServeContext, request: Request, status: int, **extra: object) -> HTMLResponse:
-    from serving.dashboards.router import templates
+    from predops.serving.dashboards.router import templates
 
     context = {
         "nav": (),

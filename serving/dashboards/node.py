@@ -16,12 +16,12 @@ from typing import Any
 
 import polars as pl
 
-from core.schemas import EVENT_KINDS
-from features.definitions import COUNTERS, GAUGES
-from pipelines.feature_jobs import NODE_TRAINING
-from pipelines.feature_store import FeatureStore, FeatureStoreError
-from pipelines.lake import Lake
-from serving.context import ServeContext
+from predops.core.schemas import EVENT_KINDS
+from predops.features.definitions import COUNTERS, GAUGES
+from predops.pipelines.jobs.features import NODE_TRAINING
+from predops.pipelines.workspace.feature_store import FeatureStore, FeatureStoreError
+from predops.pipelines.workspace.lake import Lake
+from predops.serving.context import ServeContext
 
 NODE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,252}$")
 DEFAULT_TELEMETRY = (*GAUGES, *COUNTERS)

@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pipelines.actuators.audit import AuditLog
-from pipelines.actuators.plan_files import PLAN_ID, plan_path
+from predops.pipelines.workspace.audit import AuditLog
+from predops.pipelines.workspace.plans import PLAN_ID, plan_path
 
 HOLD = re.compile(
     r"hold (?P<current>\d+) nodes \(target (?P<target>\d+), usage floor (?P<floor>\d+)\)"

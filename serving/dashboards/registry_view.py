@@ -12,15 +12,15 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from features.labels import label_name
-from models.failure import metrics as M
-from models.failure.model import observed
-from pipelines import registry
-from pipelines.failure_jobs import PRIMARY_HORIZON
-from pipelines.feature_jobs import NODE_ONLINE, NODE_TRAINING
-from pipelines.feature_store import FeatureStore, FeatureStoreError
-from pipelines.lake import Lake
-from serving.context import ServeContext
+from predops.features.labels import label_name
+from predops.models.failure import metrics as M
+from predops.models.failure.model import observed
+from predops.pipelines.jobs.failure import PRIMARY_HORIZON
+from predops.pipelines.jobs.features import NODE_ONLINE, NODE_TRAINING
+from predops.pipelines.workspace import registry
+from predops.pipelines.workspace.feature_store import FeatureStore, FeatureStoreError
+from predops.pipelines.workspace.lake import Lake
+from predops.serving.context import ServeContext
 
 LAKE_TIMES = {
     "telemetry": "ts",
@@ -146,6 +146,6 @@ def scheduled_runs(ctx: ServeContext, limit: int = 50) -> tuple[list[dict[str, A
     path = Path(ctx.settings.scheduler_db)
     if not path.exists():
         return [], "no scheduler has run in this workspace yet (`predops schedule` starts one)"
-    from pipelines.scheduler.runs import RunStore
+    from predops.pipelines.workspace.runs import RunStore
 
     return RunStore(path).runs(limit=limit), None

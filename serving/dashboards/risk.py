@@ -14,11 +14,11 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from core.contracts import FailureRisk
-from pipelines.failure_jobs import PRIMARY_HORIZON
-from pipelines.feature_store import FeatureStoreError
-from serving.context import ServeContext
-from serving.fleet import FRESH
+from predops.core.contracts import FailureRisk
+from predops.pipelines.jobs.failure import PRIMARY_HORIZON
+from predops.pipelines.workspace.feature_store import FeatureStoreError
+from predops.serving.context import ServeContext
+from predops.serving.fleet import FRESH
 
 REASONS_FOR = 25
 """Nodes (riskiest first) that get reasons: a TreeSHAP pass each, so not the whole fleet."""

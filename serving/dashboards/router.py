@@ -21,13 +21,13 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from serving.auth import page_access
-from serving.context import Ctx
-from serving.dashboards import charts, demand, fleet, node, plans, registry_view
-from serving.dashboards.risk import fleet_risk
-from serving.sessions import COOKIE
+from predops.serving.auth import page_access
+from predops.serving.context import Ctx
+from predops.serving.dashboards import charts, demand, fleet, node, plans, registry_view
+from predops.serving.dashboards.risk import fleet_risk
+from predops.serving.sessions import COOKIE
 
-HERE = Path(str(files("serving.dashboards")))
+HERE = Path(str(files("predops.serving.dashboards")))
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 STATIC = {
     "dash.css": (HERE / "static" / "dash.css", "text/css"),

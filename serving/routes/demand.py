@@ -11,11 +11,11 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from serving.auth import Reader
-from serving.context import Ctx, ServeContext
-from serving.errors import ApiError
-from serving.forecasts import ForecastUnavailable, all_forecasts
-from serving.schemas import ERRORS, ForecastRequest, ForecastResponse
+from predops.serving.auth import Reader
+from predops.serving.context import Ctx, ServeContext
+from predops.serving.errors import ApiError
+from predops.serving.forecasts import ForecastUnavailable, all_forecasts
+from predops.serving.schemas import ERRORS, ForecastRequest, ForecastResponse
 
 router = APIRouter(prefix="/v1/demand", tags=["demand"], responses=ERRORS)
 

@@ -20,15 +20,15 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from core.contracts import Reason
-from models.failure.scorer import FailureScorer, FeatureVectorError
-from pipelines.feature_store import FeatureStoreError
-from serving.auth import Reader
-from serving.context import Ctx, ServeContext
-from serving.errors import ApiError
-from serving.fleet import FRESH, FleetRisk, OnlineSnapshot
-from serving.models import Loaded
-from serving.schemas import (
+from predops.core.contracts import Reason
+from predops.models.failure.scorer import FailureScorer, FeatureVectorError
+from predops.pipelines.workspace.feature_store import FeatureStoreError
+from predops.serving.auth import Reader
+from predops.serving.context import Ctx, ServeContext
+from predops.serving.errors import ApiError
+from predops.serving.fleet import FRESH, FleetRisk, OnlineSnapshot
+from predops.serving.models import Loaded
+from predops.serving.schemas import (
     ERRORS,
     FeatureList,
     FleetRiskPage,

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from serving.context import Ctx
+from predops.serving.context import Ctx
 
 router = APIRouter(tags=["health"])
 

@@ -6,8 +6,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from serving.auth import Reader
-from serving.context import Ctx
+from predops.serving.auth import Reader
+from predops.serving.context import Ctx
 
 router = APIRouter(tags=["health"])
 

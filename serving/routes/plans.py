@@ -1,7 +1,7 @@
 """``/v1/plans``: read plans, approve them (role approver) and apply them (role operator).
 
 Apply needs an approval first (409 otherwise) and goes through the same machinery as
-``predops apply`` (:func:`pipelines.plan_cli.apply_in_workspace`): dry-run unless the
+``predops apply`` (:func:`predops.pipelines.cli.plan.apply_in_workspace`): dry-run unless the
 server is configured with ``apply_execute``; every decision is in the audit log, plus an
 ``approved`` / ``apply_requested`` entry naming the token that asked.
 """
@@ -14,15 +14,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path
 from starlette.concurrency import run_in_threadpool
 
-from core.actions import Plan
-from pipelines.actuators.audit import AuditLog
-from pipelines.actuators.plan_files import read_plan
-from serving.approvals import ApprovalStore, checked_path
-from serving.auth import Approver, Operator, Reader
-from serving.config import ApiToken
-from serving.context import Ctx, ServeContext
-from serving.errors import ApiError
-from serving.schemas import ERRORS, PLAN_ID, ApplyResponse, ApproveRequest, PlanOut
+from predops.core.actions import Plan
+from predops.pipelines.workspace.audit import AuditLog
+from predops.pipelines.workspace.plans import read_plan
+from predops.serving.approvals import ApprovalStore, checked_path
+from predops.serving.auth import Approver, Operator, Reader
+from predops.serving.config import ApiToken
+from predops.serving.context import Ctx, ServeContext
+from predops.serving.errors import ApiError
+from predops.serving.schemas import ERRORS, PLAN_ID, ApplyResponse, ApproveRequest, PlanOut
 
 router = APIRouter(prefix="/v1/plans", tags=["plans"], responses=ERRORS)
 PlanId = Annotated[str, Path(pattern=PLAN_ID, max_length=128, description="a plan id")]
@@ -110,7 +110,7 @@ async def apply(plan_id: PlanId, ctx: Ctx, token: Operator) -> dict[str, Any]:
 def _apply(ctx: ServeContext, plan_id: str, token: ApiToken) -> dict[str, Any]:
     import time
 
-    from pipelines.plan_cli import apply_in_workspace
+    from predops.pipelines.jobs.plan import apply_in_workspace
 
     plan, _ = _load(ctx, plan_id)
     if ApprovalStore(ctx.settings.workspace).get(plan_id) is None:

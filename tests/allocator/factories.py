@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from allocator.engine import Allocator
-from allocator.policies import Policy, make_policy
-from allocator.requests import PodRequest
-from allocator.snapshot import ClusterSnapshot
-from allocator.topology import NodeSpec
+from predops.allocator.engine import Allocator
+from predops.allocator.policies import Policy, make_policy
+from predops.allocator.requests import PodRequest
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.allocator.topology import NodeSpec
 
 _ids = itertools.count()
 

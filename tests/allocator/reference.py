@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from allocator.distribution import PodTypeDistribution
-from allocator.requests import parse_gpu_spec
+from predops.allocator.distribution import PodTypeDistribution
+from predops.allocator.requests import parse_gpu_spec
 
 
 def node_fragmentation(

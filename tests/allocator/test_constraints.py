@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from allocator.devices import feasible, pick_devices, unplaced_reason
-from allocator.snapshot import ClusterSnapshot, Placement
+from predops.allocator.devices import feasible, pick_devices, unplaced_reason
+from predops.allocator.snapshot import ClusterSnapshot, Placement
 from tests.allocator.factories import make_allocator, make_cluster, make_node, make_pod
 
 
@@ -136,9 +136,9 @@ def test_whole_gpu_pods_only_use_idle_gpus() -> None:
 
 @pytest.mark.parametrize("policy", ["fgd", "best_fit", "gpu_packing", "dot_product"])
 def test_every_policy_respects_constraints(policy: str) -> None:
-    from allocator.distribution import PodTypeDistribution
-    from allocator.policies import make_policy
-    from allocator.requests import PodBatch
+    from predops.allocator.distribution import PodTypeDistribution
+    from predops.allocator.policies import make_policy
+    from predops.allocator.requests import PodBatch
 
     pods = [
         make_pod(

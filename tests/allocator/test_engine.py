@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.requests import Gang
-from allocator.snapshot import ClusterSnapshot
+from predops.allocator.requests import Gang
+from predops.allocator.snapshot import ClusterSnapshot
 from tests.allocator.factories import make_allocator, make_cluster, make_node, make_pod
 
 

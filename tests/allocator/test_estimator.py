@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from allocator.estimator import NodeCountEstimator, sample_pods
-from allocator.requests import PodBatch
-from allocator.snapshot import ClusterSnapshot
-from allocator.topology import NodeSpec
+from predops.allocator.estimator import NodeCountEstimator, sample_pods
+from predops.allocator.requests import PodBatch
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.allocator.topology import NodeSpec
 from tests.allocator.factories import make_allocator, make_cluster, make_node, make_pod
 
 

@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.distribution import PodTypeDistribution
-from allocator.fragmentation import FragmentationIndex
-from allocator.metrics import fragmentation
-from allocator.requests import PodBatch, PodRequest
-from allocator.snapshot import ClusterSnapshot, Placement
-from allocator.topology import NodeSpec
+from predops.allocator.distribution import PodTypeDistribution
+from predops.allocator.fragmentation import FragmentationIndex
+from predops.allocator.metrics import fragmentation
+from predops.allocator.requests import PodBatch, PodRequest
+from predops.allocator.snapshot import ClusterSnapshot, Placement
+from predops.allocator.topology import NodeSpec
 from tests.allocator.factories import make_node, make_pod
 from tests.allocator.reference import node_fragmentation
 

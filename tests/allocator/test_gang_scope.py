@@ -9,8 +9,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from allocator.requests import Gang, PodRequest
-from allocator.snapshot import ClusterSnapshot
+from predops.allocator.requests import Gang, PodRequest
+from predops.allocator.snapshot import ClusterSnapshot
 from tests.allocator.factories import make_allocator, make_cluster, make_node, make_pod
 
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from allocator.distribution import PodTypeDistribution
-from allocator.metrics import (
+from predops.allocator.distribution import PodTypeDistribution
+from predops.allocator.metrics import (
     fragmentation,
     gpu_allocation_ratio,
     stranded,
     summary,
     unplaced_by_reason,
 )
-from allocator.requests import PodBatch
-from allocator.snapshot import ClusterSnapshot, Placement
+from predops.allocator.requests import PodBatch
+from predops.allocator.snapshot import ClusterSnapshot, Placement
 from tests.allocator.factories import make_allocator, make_cluster, make_node, make_pod
 
 

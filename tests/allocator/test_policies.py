@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.devices import feasible
-from allocator.distribution import PodTypeDistribution
-from allocator.engine import Allocator
-from allocator.policies import (
+from predops.allocator.devices import feasible
+from predops.allocator.distribution import PodTypeDistribution
+from predops.allocator.engine import Allocator
+from predops.allocator.policies import (
     FGD,
     POLICY_NAMES,
     BestFit,
@@ -19,9 +19,9 @@ from allocator.policies import (
     canonical_name,
     make_policy,
 )
-from allocator.policies.fgd import sigmoid_score
-from allocator.requests import PodBatch, PodRequest
-from allocator.snapshot import ClusterSnapshot, Placement
+from predops.allocator.policies.fgd import sigmoid_score
+from predops.allocator.requests import PodBatch, PodRequest
+from predops.allocator.snapshot import ClusterSnapshot, Placement
 from tests.allocator.factories import make_allocator, make_cluster, make_node, make_pod
 from tests.allocator.reference import node_fragmentation
 

@@ -9,11 +9,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from allocator.replay import arrival_order, discretize, replay
-from allocator.requests import PodBatch
-from allocator.topology import Topology
-from core.schemas import INVENTORY, PODS
-from core.validation import validate
+from predops.allocator.replay import arrival_order, discretize, replay
+from predops.allocator.requests import PodBatch
+from predops.allocator.topology import Topology
+from predops.core.schemas import INVENTORY, PODS
+from predops.core.validation import validate
 from tests.allocator.factories import make_node, make_pod
 
 
@@ -86,7 +86,7 @@ SEEDS = (42, 43, 44)
 
 
 def _load(shared: Path, workload: str) -> tuple[Topology, PodBatch]:
-    from pipelines.ingest.traces.openb import read_nodes, read_pods
+    from predops.pipelines.ingest.traces.openb import read_nodes, read_pods
 
     csv = shared / "alibaba-clusterdata" / "cluster-trace-gpu-v2023" / "csv"
     nodes = validate(read_nodes(csv / "openb_node_list_gpu_node.csv"), INVENTORY)

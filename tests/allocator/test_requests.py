@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import polars as pl
 import pytest
 
-from allocator.requests import PodBatch, PodRequest, parse_gpu_spec
-from core.schemas import PODS
+from predops.allocator.requests import PodBatch, PodRequest, parse_gpu_spec
+from predops.core.schemas import PODS
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.requests import PodRequest
-from allocator.snapshot import ClusterSnapshot, OverCommitError, Placement
+from predops.allocator.requests import PodRequest
+from predops.allocator.snapshot import ClusterSnapshot, OverCommitError, Placement
 from tests.allocator.factories import make_allocator, make_cluster, make_node, make_pod
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from allocator.k8s_nodes import LabelKeys, inventory_from_nodes, parse_quantity
-from allocator.snapshot import ClusterSnapshot
-from allocator.topology import NodeSpec, Topology
-from core.schemas import INVENTORY
-from core.validation import validate
+from predops.allocator.k8s_nodes import LabelKeys, inventory_from_nodes, parse_quantity
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.allocator.topology import NodeSpec, Topology
+from predops.core.schemas import INVENTORY
+from predops.core.validation import validate
 from tests.allocator.factories import make_node
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -95,7 +95,7 @@ def test_from_inventory_errors_name_the_row() -> None:
 
 
 def test_openb_node_list_gives_the_papers_cluster(shared_data: Path) -> None:
-    from pipelines.ingest.traces.openb import read_nodes
+    from predops.pipelines.ingest.traces.openb import read_nodes
 
     path = (
         shared_data
@@ -161,8 +161,8 @@ def test_topology_from_kubernetes_node_labels() -> None:
 def test_synthetic_fleet_inventory_builds_a_topology() -> None:
     import numpy as np
 
-    from allocator.requests import Gang
-    from pipelines.synthetic.topology import build_fleet
+    from predops.allocator.requests import Gang
+    from predops.pipelines.synthetic.topology import build_fleet
     from tests.allocator.factories import make_allocator, make_pod
 
     inventory = build_fleet(200, np.random.default_rng(0)).inventory(T0)

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.actions import Buy, Cordon, Drain, Plan, ResizePool, Skip, SkipReason, Uncordon
-from core.contracts import FailureRisk, Forecast, Provenance, Reason
+from predops.core.actions import Buy, Cordon, Drain, Plan, ResizePool, Skip, SkipReason, Uncordon
+from predops.core.contracts import FailureRisk, Forecast, Provenance, Reason
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 

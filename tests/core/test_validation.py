@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.schemas import PURCHASE_ORDERS, SCHEMAS, STOCK, TELEMETRY, schema_for
-from core.validation import SchemaError, validate
+from predops.core.schemas import PURCHASE_ORDERS, SCHEMAS, STOCK, TELEMETRY, schema_for
+from predops.core.validation import SchemaError, validate
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pipelines.scheduler.config import parse_config
+from predops.pipelines.scheduler.config import parse_config
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 K8S = DEPLOY / "k8s"

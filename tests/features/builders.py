@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import polars as pl
 
-from core.schemas import EVENTS, INVENTORY, TELEMETRY
-from features.definitions import COUNTERS
+from predops.core.schemas import EVENTS, INVENTORY, TELEMETRY
+from predops.features.definitions import COUNTERS
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 

@@ -6,8 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from core.schemas import CALENDAR, DEMAND
-from features.demand import (
+from predops.core.schemas import CALENDAR, DEMAND
+from predops.features.demand import (
     HOURLY,
     WEEKLY,
     add_calendar_features,

@@ -7,8 +7,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from features.definitions import NodeFeatureSpec, counter_name, gauge_name, node_feature_set
-from features.frames import node_features
+from predops.features.definitions import NodeFeatureSpec, counter_name, gauge_name, node_feature_set
+from predops.features.frames import node_features
 from tests.features import builders, oracle
 
 CUTOFF = builders.T0 + timedelta(hours=30)

@@ -15,8 +15,8 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from features.frames import node_features, training_frame
-from features.labels import add_failure_labels
+from predops.features.frames import node_features, training_frame
+from predops.features.labels import add_failure_labels
 from tests.features import builders
 
 HOURS = 14

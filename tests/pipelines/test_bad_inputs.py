@@ -11,14 +11,14 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from core.clock import FixedClock
-from core.validation import SchemaError
-from pipelines.cli import main
-from pipelines.ingest import files
-from pipelines.ingest.batch import IngestError
-from pipelines.ingest.registry import IngestOptions
-from pipelines.ingest.run import IngestReport, ingest
-from pipelines.lake import Lake
+from predops.core.clock import FixedClock
+from predops.core.validation import SchemaError
+from predops.pipelines.cli.main import main
+from predops.pipelines.ingest import files
+from predops.pipelines.ingest.batch import IngestError
+from predops.pipelines.ingest.registry import IngestOptions
+from predops.pipelines.ingest.run import IngestReport, ingest
+from predops.pipelines.workspace.lake import Lake
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
 BAD = CORPUS / "bad_inputs"

@@ -6,11 +6,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from allocator.snapshot import ClusterSnapshot
-from allocator.topology import NodeSpec, Topology
-from core.clock import FixedClock
-from core.contracts import FailureRisk, Forecast, Provenance, Reason
-from policy.fleet import FleetState, NodeState, PdbState, PoolState, StockPosition
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.allocator.topology import NodeSpec, Topology
+from predops.core.clock import FixedClock
+from predops.core.contracts import FailureRisk, Forecast, Provenance, Reason
+from predops.policy.fleet import FleetState, NodeState, PdbState, PoolState, StockPosition
 from tests.allocator.factories import make_allocator, make_node, make_pod
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)

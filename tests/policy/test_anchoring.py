@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from scipy.stats import poisson
 
-from core.actions import ResizePool
-from core.contracts import Forecast
-from policy.anchoring import ANCHORED, OBSERVED, anchor_next_hour, hourly_changes
-from policy.config import Budgets, PolicyConfig, SizingConfig
-from policy.engine import plan
-from policy.sizing import poisson_quantile
+from predops.core.actions import ResizePool
+from predops.core.contracts import Forecast
+from predops.policy.anchoring import ANCHORED, OBSERVED, anchor_next_hour, hourly_changes
+from predops.policy.config import Budgets, PolicyConfig, SizingConfig
+from predops.policy.engine import plan
+from predops.policy.sizing import poisson_quantile
 from tests.policy.factories import T0, H, clock, forecast, make_fleet, make_risk, prov
 from tests.policy.test_sizing import cluster, resize
 

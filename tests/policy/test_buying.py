@@ -8,12 +8,12 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from allocator.snapshot import ClusterSnapshot
-from core.actions import Buy, Plan, SkipReason
-from policy.buying import demand_quantile, expected_idle, expected_short
-from policy.config import Budgets
-from policy.engine import plan
-from policy.fleet import StockPosition
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.core.actions import Buy, Plan, SkipReason
+from predops.policy.buying import demand_quantile, expected_idle, expected_short
+from predops.policy.config import Budgets
+from predops.policy.engine import plan
+from predops.policy.fleet import StockPosition
 from tests.policy.factories import T0, clock, forecast, make_fleet, pool_node
 
 DAY = timedelta(days=1)
@@ -36,7 +36,7 @@ def stock(**kw: object) -> StockPosition:
 def buy_plan(
     *positions: StockPosition, p10: float = 100, p50: float = 120, p90: float = 150
 ) -> Plan:
-    from core.contracts import Forecast
+    from predops.core.contracts import Forecast
     from tests.policy.factories import prov
 
     fc = [

@@ -7,12 +7,18 @@ from datetime import timedelta
 
 import pytest
 
-from allocator.snapshot import ClusterSnapshot
-from core.actions import Drain, Plan, SkipReason, Uncordon
-from policy.config import Budgets, CostModel, DisruptionBudget, DisruptionConfig, PolicyConfig
-from policy.costs import node_economics
-from policy.engine import plan
-from policy.fleet import FleetState, PdbState
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.core.actions import Drain, Plan, SkipReason, Uncordon
+from predops.policy.config import (
+    Budgets,
+    CostModel,
+    DisruptionBudget,
+    DisruptionConfig,
+    PolicyConfig,
+)
+from predops.policy.costs import node_economics
+from predops.policy.engine import plan
+from predops.policy.fleet import FleetState, PdbState
 from tests.allocator.factories import make_allocator, make_pod
 from tests.policy.factories import (
     T0,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from core.contracts import Forecast
-from policy.forecast_window import latest_in_window
+from predops.core.contracts import Forecast
+from predops.policy.forecast_window import latest_in_window
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
 H = timedelta(hours=1)

@@ -7,13 +7,13 @@ from datetime import timedelta
 
 import pytest
 
-from allocator.snapshot import ClusterSnapshot
-from core.actions import Drain, Plan, SkipReason
-from core.contracts import Forecast
-from policy.config import Budgets, CostModel, PolicyConfig
-from policy.engine import plan
-from policy.fleet import FleetState, PoolState
-from policy.headroom import PoolHeadroom, series_kind
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.core.actions import Drain, Plan, SkipReason
+from predops.core.contracts import Forecast
+from predops.policy.config import Budgets, CostModel, PolicyConfig
+from predops.policy.engine import plan
+from predops.policy.fleet import FleetState, PoolState
+from predops.policy.headroom import PoolHeadroom, series_kind
 from tests.policy.factories import T0, H, busy_snapshot, clock, forecast, make_fleet, make_risk
 from tests.policy.factories import rack_nodes as racks
 from tests.policy.test_disruption import drain_outcome

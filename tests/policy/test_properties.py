@@ -12,14 +12,14 @@ import numpy as np
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from allocator.snapshot import ClusterSnapshot
-from allocator.topology import NodeSpec
-from core.actions import Drain, Plan
-from core.contracts import FailureRisk
-from policy.budgets import domains_of
-from policy.config import Budgets, DisruptionBudget
-from policy.engine import plan
-from policy.fleet import FleetState, NodeState
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.allocator.topology import NodeSpec
+from predops.core.actions import Drain, Plan
+from predops.core.contracts import FailureRisk
+from predops.policy.budgets import domains_of
+from predops.policy.config import Budgets, DisruptionBudget
+from predops.policy.engine import plan
+from predops.policy.fleet import FleetState, NodeState
 from tests.allocator.factories import make_allocator, make_pod
 from tests.policy.factories import T0, H, clock, make_fleet, make_risk, make_state, rack_nodes
 from tests.policy.test_disruption import EAGER

@@ -7,12 +7,12 @@ from datetime import timedelta
 
 import numpy as np
 
-from allocator.snapshot import ClusterSnapshot
-from core.actions import LendNodes, Plan, ResizePool, SkipReason
-from policy.config import Budgets, PolicyConfig, SizingConfig
-from policy.engine import plan
-from policy.fleet import PoolState
-from policy.sizing import window_probability
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.core.actions import LendNodes, Plan, ResizePool, SkipReason
+from predops.policy.config import Budgets, PolicyConfig, SizingConfig
+from predops.policy.engine import plan
+from predops.policy.fleet import PoolState
+from predops.policy.sizing import window_probability
 from tests.allocator.factories import make_allocator, make_pod
 from tests.policy.factories import (
     T0,

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipelines.actuators.audit import AuditLog
-from pipelines.actuators.plan_files import write_plan
-from pipelines.cli import main
-from pipelines.settings import load_settings
+from predops.pipelines.cli.main import main
+from predops.pipelines.workspace.audit import AuditLog
+from predops.pipelines.workspace.plans import write_plan
+from predops.pipelines.workspace.settings import load_settings
 from tests.fakes.kube_api import FakeKubeAPI, Request
 from tests.fakes.kube_objects import make_pod, write_kubeconfig
 from tests.pipelines.actuators.conftest import T0, cluster_nodes, drain, plan_of
@@ -39,7 +39,7 @@ def apply_process(ws: Path, kubeconfig: Path, plan_id: str) -> subprocess.Popen[
     args = ["--workspace", str(ws), "apply", plan_id, "--execute"]
     args += ["--kubeconfig", str(kubeconfig), "--at", T0.isoformat(), "--json"]
     return subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", *args],
+        [sys.executable, "-m", "predops", *args],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,

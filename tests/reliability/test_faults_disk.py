@@ -24,10 +24,10 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from pipelines.actuators.plan_files import plan_path, read_plan, write_plan
-from pipelines.cli import main
-from pipelines.feature_store import FeatureStore
-from pipelines.lake import Lake
+from predops.pipelines.cli.main import main
+from predops.pipelines.workspace.feature_store import FeatureStore
+from predops.pipelines.workspace.lake import Lake
+from predops.pipelines.workspace.plans import plan_path, read_plan, write_plan
 from tests.pipelines.actuators.conftest import drain, plan_of
 from tests.reliability.test_faults_lake import demand_rows
 
@@ -209,7 +209,7 @@ def test_audit_entry_cut_short_by_a_full_disk_is_an_error_not_a_torn_success(
 ) -> None:
     """The log's last page has room for part of the next entry only: the write is short.
     The append must fail (the entry is not written), and later entries still read."""
-    from pipelines.actuators.audit import AuditLog
+    from predops.pipelines.workspace.audit import AuditLog
 
     log = AuditLog(disk / "audit.jsonl", who="tester")
     what = {"kind": "drain", "target": "n00", "params": {}}

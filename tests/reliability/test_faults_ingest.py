@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from core.clock import FixedClock
-from pipelines.cli import main
-from pipelines.lake import Lake
+from predops.core.clock import FixedClock
+from predops.pipelines.cli.main import main
+from predops.pipelines.workspace.lake import Lake
 from tests.fakes.prometheus_api import FakePrometheus, Script
 from tests.pipelines.ingest.test_prometheus import INSTANCES, STEP, T0, lake_digest, temp_value
 from tests.pipelines.ingest.test_prometheus import options as prom_options

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from core.clock import FixedClock
-from pipelines.actuators.apply import ApplyReport, apply_plan
-from pipelines.actuators.audit import AuditLog
-from policy.config import Budgets, DisruptionBudget
+from predops.core.clock import FixedClock
+from predops.pipelines.actuators.apply import ApplyReport, apply_plan
+from predops.pipelines.workspace.audit import AuditLog
+from predops.policy.config import Budgets, DisruptionBudget
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.fakes.kube_objects import make_pod
 from tests.pipelines.actuators.conftest import Sleeper, cluster_nodes, drain, plan_of

@@ -15,9 +15,9 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from core.schemas import DEMAND
-from pipelines.cli import main
-from pipelines.lake import Lake
+from predops.core.schemas import DEMAND
+from predops.pipelines.cli.main import main
+from predops.pipelines.workspace.lake import Lake
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 DAYS = 3

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from pipelines import registry
-from pipelines.cli import main
+from predops.pipelines.cli.main import main
+from predops.pipelines.workspace import registry
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -126,7 +126,7 @@ def test_locked_store_in_a_subprocess_prints_no_traceback(workspace: Path) -> No
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         env = {**os.environ, "OMP_WAIT_POLICY": "passive"}
         env.pop("MLFLOW_TRACKING_URI", None)
-        command = ["-m", "pipelines.cli", "--workspace", str(workspace), "models", "list"]
+        command = ["-m", "predops", "--workspace", str(workspace), "models", "list"]
         proc = subprocess.run(
             [sys.executable, *command],
             capture_output=True,

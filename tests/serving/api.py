@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from core.clock import FixedClock
-from serving.config import ApiToken, ServeConfig, token_digest
+from predops.core.clock import FixedClock
+from predops.serving.config import ApiToken, ServeConfig, token_digest
 from tests.serving.conftest import settings_for
 
 SECRETS = {
@@ -44,7 +44,7 @@ def fresh_clock(ws: Path) -> FixedClock:
 
 
 def make_app(ws: Path, shared_data: Path, clock: Any = None, **config: Any) -> Any:
-    from serving.app import create_app
+    from predops.serving.app import create_app
 
     cfg = ServeConfig(tokens=tokens(), **config)
     return create_app(

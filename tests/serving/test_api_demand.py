@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from pipelines import demand_jobs
+from predops.pipelines.jobs import demand as demand_jobs
 from tests.serving.api import make_app
 from tests.serving.conftest import settings_for
 

@@ -14,9 +14,9 @@ import polars as pl
 import pytest
 from fastapi.testclient import TestClient
 
-from pipelines import failure_jobs
-from pipelines.feature_store import FeatureStore
-from serving.schemas import ScoreResponse
+from predops.pipelines.jobs import failure as failure_jobs
+from predops.pipelines.workspace.feature_store import FeatureStore
+from predops.serving.schemas import ScoreResponse
 from tests.serving.api import fresh_clock, make_app
 from tests.serving.conftest import settings_for
 
@@ -294,7 +294,7 @@ def test_openapi_documents_every_endpoint(client: TestClient) -> None:
 def test_scorer_names_the_vector_and_feature_of_a_bad_value(
     model: Any, online: pl.DataFrame, feature: str, value: Any
 ) -> None:
-    from models.failure.scorer import FailureScorer, FeatureVectorError
+    from predops.models.failure.scorer import FailureScorer, FeatureVectorError
 
     good = vector(online, model)
     bad = {**good, feature: value}
@@ -306,7 +306,7 @@ def test_scorer_names_the_vector_and_feature_of_a_bad_value(
 def test_scorer_accepts_numpy_numbers_and_explains_vectors_like_ids(
     client: TestClient, model: Any, online: pl.DataFrame
 ) -> None:
-    from models.failure.scorer import FailureScorer
+    from predops.models.failure.scorer import FailureScorer
 
     scorer = FailureScorer(model)
     vec = vector(online, model, 2)
@@ -323,7 +323,7 @@ def test_scorer_accepts_numpy_numbers_and_explains_vectors_like_ids(
 def test_pyfunc_entry_point_equals_the_models_own_call(model: Any, online: pl.DataFrame) -> None:
     """What MLflow serves: few rows go through the array scorer, many through the frame
     path, an input it cannot take as records falls back; all give the model's numbers."""
-    from models.failure.scorer import PYFUNC_RECORD_ROWS, pyfunc_predict
+    from predops.models.failure.scorer import PYFUNC_RECORD_ROWS, pyfunc_predict
 
     frame = online.to_pandas()
     for rows in (frame.head(3), frame.head(PYFUNC_RECORD_ROWS + 1)):

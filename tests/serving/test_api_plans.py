@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from pipelines.actuators.audit import AuditLog
-from pipelines.actuators.plan_files import plan_path, read_plan
+from predops.pipelines.workspace.audit import AuditLog
+from predops.pipelines.workspace.plans import plan_path, read_plan
 from tests.serving.api import bearer, make_app
 
 

@@ -14,9 +14,9 @@ import polars as pl
 import pytest
 from fastapi.testclient import TestClient
 
-from core.clock import FixedClock
-from pipelines.lake import Lake
-from serving.app import create_app
+from predops.core.clock import FixedClock
+from predops.pipelines.workspace.lake import Lake
+from predops.serving.app import create_app
 from tests.serving.conftest import settings_for
 
 PAGES = ("/", "/demand", "/capacity", "/plans/latest", "/models")

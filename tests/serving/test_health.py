@@ -6,7 +6,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from serving.app import create_app
+from predops.serving.app import create_app
 from tests.serving.conftest import settings_for
 
 

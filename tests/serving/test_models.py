@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from core.clock import FixedClock
-from core.contracts import Provenance
-from serving.models import ModelSlot
+from predops.core.clock import FixedClock
+from predops.core.contracts import Provenance
+from predops.serving.models import ModelSlot
 
 
 class Registry:

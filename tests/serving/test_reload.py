@@ -15,7 +15,8 @@ import httpx
 import pytest
 import uvicorn
 
-from pipelines import failure_jobs, registry
+from predops.pipelines.jobs import failure as failure_jobs
+from predops.pipelines.workspace import registry
 from tests.serving.api import make_app
 from tests.serving.conftest import settings_for
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.scheduler.config import ConfigError
-from serving.config import load_serve_config, token_digest
+from predops.pipelines.workspace.config import ConfigError
+from predops.serving.config import load_serve_config, token_digest
 
 DIGEST = token_digest("a-secret-of-enough-length")
 
@@ -78,7 +78,7 @@ def test_errors_name_the_key(tmp_path: Path, text: str, env: dict[str, str], nee
 def test_serve_command_refuses_a_bad_config_naming_the_key(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from pipelines.cli import main
+    from predops.pipelines.cli.main import main
 
     bad = write(tmp_path, '[server]\nport = "eighty"\n')
     res = CliRunner().invoke(

@@ -12,7 +12,7 @@ from urllib.parse import unquote
 import pytest
 from fastapi.testclient import TestClient
 
-from serving.sessions import COOKIE, SESSION_TTL, SessionSigner
+from predops.serving.sessions import COOKIE, SESSION_TTL, SessionSigner
 from tests.serving.api import SECRETS, bearer, fresh_clock, make_app
 
 PAGES = ("/", "/demand", "/capacity", "/plans/latest", "/models")

@@ -50,12 +50,17 @@ from pathlib import Path
 
 import polars as pl
 
-from core.schemas import DRIVE_SMART, UTC_TS
-from pipelines.ingest.batch import Batch
-from pipelines.ingest.registry import IngestOptions
-from pipelines.ingest.traces.derived import explained, iso_text
-from pipelines.ingest.traces.drive_failures import failure_events, with_input_row
-from pipelines.ingest.traces.publisher_files import csv_files, header, read_table, require_columns
+from predops.core.schemas import DRIVE_SMART, UTC_TS
+from predops.pipelines.ingest.batch import Batch
+from predops.pipelines.ingest.registry import IngestOptions
+from predops.pipelines.ingest.traces.derived import explained, iso_text
+from predops.pipelines.ingest.traces.drive_failures import failure_events, with_input_row
+from predops.pipelines.ingest.traces.publisher_files import (
+    csv_files,
+    header,
+    read_table,
+    require_columns,
+)
 
 SOURCE = "backblaze-hds"
 HELP = "Backblaze start-stop hds table (dynamichazard) -> drive_smart + disk failure events"

@@ -70,12 +70,12 @@ from pathlib import Path
 
 import polars as pl
 
-from core.schemas import UTC_TS
-from pipelines.ingest.batch import Batch, IngestError
-from pipelines.ingest.registry import IngestOptions
-from pipelines.ingest.traces.derived import explained, iso_text, within
-from pipelines.ingest.traces.epochs import epoch_option
-from pipelines.ingest.traces.publisher_files import csv_files, csv_stem, read_table
+from predops.core.schemas import UTC_TS
+from predops.pipelines.ingest.batch import Batch, IngestError
+from predops.pipelines.ingest.registry import IngestOptions
+from predops.pipelines.ingest.traces.derived import explained, iso_text, within
+from predops.pipelines.ingest.traces.epochs import epoch_option
+from predops.pipelines.ingest.traces.publisher_files import csv_files, csv_stem, read_table
 
 SOURCE = "datacenter"
 HELP = "DataCenter-Traces cluster usage (alibaba2018, google2019, azure_v2) -> demand series"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from pipelines.ingest.batch import IngestError
-from pipelines.ingest.registry import IngestOptions
+from predops.pipelines.ingest.batch import IngestError
+from predops.pipelines.ingest.registry import IngestOptions
 
 
 def parse_epoch(text: str, key: str) -> datetime:

@@ -36,9 +36,9 @@ from typing import Any
 
 import polars as pl
 
-from pipelines.ingest.batch import Batch, IngestError
-from pipelines.ingest.registry import IngestOptions
-from pipelines.ingest.traces.publisher_files import (
+from predops.pipelines.ingest.batch import Batch, IngestError
+from predops.pipelines.ingest.registry import IngestOptions
+from predops.pipelines.ingest.traces.publisher_files import (
     csv_files,
     csv_stem,
     header,

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import polars as pl
 
-from core.schemas import UTC_TS
-from pipelines.ingest.batch import Batch, IngestError
-from pipelines.ingest.files import input_files, read_csv_text
-from pipelines.ingest.registry import IngestOptions
+from predops.core.schemas import UTC_TS
+from predops.pipelines.ingest.batch import Batch, IngestError
+from predops.pipelines.ingest.files import input_files, read_csv_text
+from predops.pipelines.ingest.registry import IngestOptions
 
 SOURCE = "openb"
 HELP = "Alibaba openb node and pod lists (cluster-trace-gpu-v2023)"

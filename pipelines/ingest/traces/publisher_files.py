@@ -16,8 +16,8 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.ingest.batch import IngestError
-from pipelines.ingest.files import MAX_HEADER_BYTES, input_files, read_csv_text
+from predops.pipelines.ingest.batch import IngestError
+from predops.pipelines.ingest.files import MAX_HEADER_BYTES, input_files, read_csv_text
 
 CSV_SUFFIXES = (".csv", ".csv.gz")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.anomaly.nab import nab_score, prepare_file, probation_length, scaled_sigmoid
+from predops.models.anomaly.nab import nab_score, prepare_file, probation_length, scaled_sigmoid
 
 T = np.datetime64("2014-01-01T00:00") + np.arange(1000).astype("timedelta64[m]")
 WIN = [(T[500], T[599])]  # one window of 100 points

@@ -6,8 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from models.anomaly.node import MAX_COLUMN, NodeAnomalyScorer
-from models.anomaly.robust import (
+from predops.models.anomaly.node import MAX_COLUMN, NodeAnomalyScorer
+from predops.models.anomaly.robust import (
     finite,
     median_mad,
     negbin_surprise,
@@ -15,7 +15,7 @@ from models.anomaly.robust import (
     poisson_surprise,
     rolling_robust_z,
 )
-from models.anomaly.series import alarm_score, series_surprise
+from predops.models.anomaly.series import alarm_score, series_surprise
 
 
 def test_median_mad_ignores_a_wild_value() -> None:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import polars as pl
 
-from core.schemas import CALENDAR, DEMAND
+from predops.core.schemas import CALENDAR, DEMAND
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday
 

@@ -10,10 +10,10 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from models.demand.backtest import cutoffs_before_end, rolling_origin
-from models.demand.baselines import SeasonalNaiveForecaster
-from models.demand.config import HOURLY_CONFIG
-from models.demand.forecaster import DemandForecaster
+from predops.models.demand.backtest import cutoffs_before_end, rolling_origin
+from predops.models.demand.baselines import SeasonalNaiveForecaster
+from predops.models.demand.config import HOURLY_CONFIG
+from predops.models.demand.forecaster import DemandForecaster
 from tests.models.demand.factories import T0, panel
 
 SEEN: list[tuple[str, int, datetime]] = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.demand.baselines import (
+from predops.models.demand.baselines import (
     ets_forecast,
     fit_ets,
     naive,

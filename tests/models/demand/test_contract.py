@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from models.demand.baselines import ETSForecaster, SeasonalNaiveForecaster
-from models.demand.forecaster import DemandForecaster
+from predops.models.demand.baselines import ETSForecaster, SeasonalNaiveForecaster
+from predops.models.demand.forecaster import DemandForecaster
 from tests.models.demand.checks import CHECKS, Check
 from tests.models.demand.factories import panel
 

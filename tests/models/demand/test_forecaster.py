@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from models.demand.config import HOURLY_CONFIG, WEEKLY_CONFIG
-from models.demand.forecaster import W_CLIP, DemandForecaster, mase_weights
-from models.demand.panel import build_panel
+from predops.models.demand.config import HOURLY_CONFIG, WEEKLY_CONFIG
+from predops.models.demand.forecaster import W_CLIP, DemandForecaster, mase_weights
+from predops.models.demand.panel import build_panel
 from tests.models.demand.factories import T0, calendar, daily_shape, panel, series_frame
 
 SMALL = {"n_estimators": 40, "n_jobs": 1}

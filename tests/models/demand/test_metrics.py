@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from models.demand.config import HOURLY_CONFIG
-from models.demand.metrics import as_nested, mase_scale, score
+from predops.models.demand.config import HOURLY_CONFIG
+from predops.models.demand.metrics import as_nested, mase_scale, score
 
 
 def rows() -> pl.DataFrame:

@@ -7,9 +7,9 @@ from datetime import timedelta
 import numpy as np
 import polars as pl
 
-from models.demand.config import HOURLY_CONFIG
-from models.demand.forecaster import DemandForecaster
-from models.demand.panel import (
+from predops.models.demand.config import HOURLY_CONFIG
+from predops.models.demand.forecaster import DemandForecaster
+from predops.models.demand.panel import (
     OUTAGE_MIN_STEPS,
     build_panel,
     design,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.demand import smoothing
+from predops.models.demand import smoothing
 
 
 def holt_winters(y: np.ndarray, alpha: float, gamma: float, m: int, max_h: int) -> np.ndarray:

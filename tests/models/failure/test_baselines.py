@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from models.failure.baselines import LogisticBaseline, ReactiveRule, node_rule_columns
+from predops.models.failure.baselines import LogisticBaseline, ReactiveRule, node_rule_columns
 from tests.models.failure.factories import failure_rows
 
 

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from models.failure.classifier import NodeFailureClassifier
-from models.failure.metrics import brier
+from predops.models.failure.classifier import NodeFailureClassifier
+from predops.models.failure.metrics import brier
 from tests.models.failure.checks import CHECKS, Check
 from tests.models.failure.factories import failure_rows
 
@@ -155,7 +155,7 @@ def test_a_purge_longer_than_the_span_holds_out_whole_entities() -> None:
 
 
 def _shares(groups: np.ndarray) -> np.ndarray:
-    from models.failure.classifier import _group_share
+    from predops.models.failure.classifier import _group_share
 
     return _group_share(groups, len(groups))
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
-from core.schemas import DRIVE_SMART, EVENTS
-from models.failure.drives import drive_features, model_family
+from predops.core.schemas import DRIVE_SMART, EVENTS
+from predops.models.failure.drives import drive_features, model_family
 
 D0 = datetime(2015, 1, 1, tzinfo=UTC)
 

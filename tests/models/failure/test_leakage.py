@@ -10,15 +10,15 @@ import numpy as np
 import polars as pl
 import pytest
 
-from features.frames import node_features, training_frame
-from models.failure.classifier import NodeFailureClassifier
-from models.failure.leakage import (
+from predops.features.frames import node_features, training_frame
+from predops.models.failure.classifier import NodeFailureClassifier
+from predops.models.failure.leakage import (
     dominant_features,
     point_in_time_mismatches,
     too_good_features,
 )
-from pipelines.failure_jobs import node_model_defs
-from pipelines.synthetic.run import SimConfig, simulate_frames
+from predops.pipelines.jobs.failure import node_model_defs
+from predops.pipelines.synthetic.run import SimConfig, simulate_frames
 from tests.models.failure.factories import failure_rows
 
 LEAK = "events__hours_to_next_failure"

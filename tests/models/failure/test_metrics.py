@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from models.failure import metrics as M
+from predops.models.failure import metrics as M
 from tests.models.failure.factories import T0
 
 

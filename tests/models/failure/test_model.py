@@ -9,9 +9,9 @@ import pandas as pd
 import polars as pl
 import pytest
 
-from core.contracts import FailureRisk, Provenance
-from features.definitions import node_feature_set
-from models.failure.model import FailureModel, train_failure_model
+from predops.core.contracts import FailureRisk, Provenance
+from predops.features.definitions import node_feature_set
+from predops.models.failure.model import FailureModel, train_failure_model
 from tests.models.failure.factories import node_frame
 
 NAMES = ("ecc_sbe__increase_6h", "gpu_temp_c__mean_1h__rack_dev", "node__sku")

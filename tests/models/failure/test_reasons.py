@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from features.definitions import node_feature_set
-from models.failure.reasons import defs_by_name, describe, top_reasons
+from predops.features.definitions import node_feature_set
+from predops.models.failure.reasons import defs_by_name, describe, top_reasons
 
 DEFS = defs_by_name(node_feature_set().defs)
 
@@ -41,7 +41,7 @@ def test_top_reasons_are_the_largest_contributions_with_their_sign() -> None:
 
 
 def test_drive_sentences_name_the_smart_attribute() -> None:
-    from models.failure.drives import drive_feature_defs
+    from predops.models.failure.drives import drive_feature_defs
 
     defs = defs_by_name(drive_feature_defs((5, 187, 197, 198)))
     assert describe(defs["smart_5_raw__increase_1d"], 8.0) == (

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from core.actions import Action, Drain, Plan
-from core.clock import FixedClock
-from pipelines.actuators.audit import AuditLog
-from pipelines.actuators.kube import KubeActuator, KubeApi, KubeOptions, KubeState, connect
+from predops.core.actions import Action, Drain, Plan
+from predops.core.clock import FixedClock
+from predops.pipelines.actuators.kube import KubeActuator, KubeApi, KubeOptions, KubeState, connect
+from predops.pipelines.workspace.audit import AuditLog
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.fakes.kube_objects import make_node, write_kubeconfig
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from core.actions import Action, Cordon
-from core.clock import FixedClock
-from pipelines.actuators.apply import Actuator, apply_plan
-from pipelines.actuators.audit import AuditLog
-from policy.config import Budgets, DisruptionBudget
+from predops.core.actions import Action, Cordon
+from predops.core.clock import FixedClock
+from predops.pipelines.actuators.apply import Actuator, apply_plan
+from predops.pipelines.workspace.audit import AuditLog
+from predops.policy.config import Budgets, DisruptionBudget
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.fakes.kube_objects import make_pod
 from tests.pipelines.actuators.conftest import T0, cluster_nodes, drain, kube_for, plan_of
@@ -178,7 +178,7 @@ def test_a_node_cordoned_by_a_human_or_under_another_key_is_dropped(
 def test_unsupported_kinds_are_recorded_not_run(
     fake: FakeKubeAPI, tmp_path: Path, clock: FixedClock, audit: AuditLog
 ) -> None:
-    from core.actions import ResizePool
+    from predops.core.actions import ResizePool
 
     resize = ResizePool(target="train", reason="p90", from_nodes=6, to_nodes=8, not_before=T0)
     report = apply_plan(

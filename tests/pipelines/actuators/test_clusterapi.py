@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from core.actions import ResizePool
-from core.clock import FixedClock
-from pipelines.actuators.apply import apply_plan
-from pipelines.actuators.audit import AuditLog
-from pipelines.actuators.clusterapi import (
+from predops.core.actions import ResizePool
+from predops.core.clock import FixedClock
+from predops.pipelines.actuators.apply import apply_plan
+from predops.pipelines.actuators.clusterapi import (
     DELETE_MACHINE_ANNOTATION,
     RESIZE_KEY_ANNOTATION,
     ClusterApi,
@@ -21,6 +20,7 @@ from pipelines.actuators.clusterapi import (
     PoolResizer,
     delete_order,
 )
+from predops.pipelines.workspace.audit import AuditLog
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.fakes.kube_objects import make_machine, make_machine_deployment, make_pod
 from tests.pipelines.actuators.conftest import T0, kube_for, plan_of
@@ -263,9 +263,9 @@ def test_predops_apply_with_a_kubeconfig_resizes_pools_through_cluster_api(
 
     from click.testing import CliRunner
 
-    from pipelines.actuators.plan_files import write_plan
-    from pipelines.cli import main
-    from pipelines.settings import load_settings
+    from predops.pipelines.cli.main import main
+    from predops.pipelines.workspace.plans import write_plan
+    from predops.pipelines.workspace.settings import load_settings
     from tests.fakes.kube_objects import write_kubeconfig
 
     monkeypatch.setenv("PREDOPS_OPERATOR", "capi-test")

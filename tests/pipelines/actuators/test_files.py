@@ -8,15 +8,24 @@ from pathlib import Path
 
 import pytest
 
-from allocator.topology import Topology
-from core.actions import Buy, Cordon, LendNodes, Plan, ResizePool, Skip, SkipReason, Uncordon
-from core.clock import FixedClock
-from core.contracts import Provenance
-from pipelines.actuators.apply import FleetStateSource, apply_plan
-from pipelines.actuators.audit import AuditLog
-from pipelines.actuators.plan_files import plan_path, read_plan, write_plan
-from pipelines.actuators.purchase import PurchaseRequestWriter
-from policy.fleet import FleetState
+from predops.allocator.topology import Topology
+from predops.core.actions import (
+    Buy,
+    Cordon,
+    LendNodes,
+    Plan,
+    ResizePool,
+    Skip,
+    SkipReason,
+    Uncordon,
+)
+from predops.core.clock import FixedClock
+from predops.core.contracts import Provenance
+from predops.pipelines.actuators.apply import FleetStateSource, apply_plan
+from predops.pipelines.actuators.purchase import PurchaseRequestWriter
+from predops.pipelines.workspace.audit import AuditLog
+from predops.pipelines.workspace.plans import plan_path, read_plan, write_plan
+from predops.policy.fleet import FleetState
 from tests.pipelines.actuators.conftest import T0, drain
 
 

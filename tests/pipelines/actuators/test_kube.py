@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.actions import Cordon, Uncordon
-from core.clock import FixedClock
-from pipelines.actuators.apply import apply_plan
-from pipelines.actuators.audit import AuditLog
-from pipelines.actuators.kube import KEY_ANNOTATION, OWNER_ANNOTATION
-from policy.config import Budgets, DisruptionBudget
+from predops.core.actions import Cordon, Uncordon
+from predops.core.clock import FixedClock
+from predops.pipelines.actuators.apply import apply_plan
+from predops.pipelines.actuators.kube import KEY_ANNOTATION, OWNER_ANNOTATION
+from predops.pipelines.workspace.audit import AuditLog
+from predops.policy.config import Budgets, DisruptionBudget
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.fakes.kube_objects import make_pdb, make_pod
 from tests.pipelines.actuators.conftest import T0, drain, kube_for, plan_of

@@ -12,15 +12,15 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.topology import NodeSpec, Topology
-from core.actions import Action
-from core.clock import FixedClock
-from core.contracts import FailureRisk, Provenance
-from pipelines.actuators.apply import FleetStateSource, apply_plan
-from pipelines.actuators.audit import AuditLog
-from policy.budgets import BudgetLedger
-from policy.config import Budgets, DisruptionBudget
-from policy.fleet import FleetState, NodeState
+from predops.allocator.topology import NodeSpec, Topology
+from predops.core.actions import Action
+from predops.core.clock import FixedClock
+from predops.core.contracts import FailureRisk, Provenance
+from predops.pipelines.actuators.apply import FleetStateSource, apply_plan
+from predops.pipelines.workspace.audit import AuditLog
+from predops.policy.budgets import BudgetLedger
+from predops.policy.config import Budgets, DisruptionBudget
+from predops.policy.fleet import FleetState, NodeState
 from tests.pipelines.actuators.conftest import T0, drain, plan_of
 
 NODES = [

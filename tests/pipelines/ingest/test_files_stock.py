@@ -8,8 +8,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from pipelines.cli import main
-from pipelines.lake import Lake
+from predops.pipelines.cli.main import main
+from predops.pipelines.workspace.lake import Lake
 
 HEADER = "ts,sku,region,on_hand,lead_time_days,shortage_cost,idle_cost,order_multiple"
 STOCK_CSV = f"""{HEADER},demand_series,demand_scale

@@ -16,13 +16,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kubernetes.utils import parse_quantity as client_parse_quantity
 
-from core.clock import FixedClock
-from pipelines.cli import main
-from pipelines.ingest import kubernetes as kube
-from pipelines.ingest.batch import IngestError
-from pipelines.ingest.registry import IngestOptions, adapter
-from pipelines.ingest.run import ingest
-from pipelines.lake import Lake
+from predops.core.clock import FixedClock
+from predops.pipelines.cli.main import main
+from predops.pipelines.ingest import kubernetes as kube
+from predops.pipelines.ingest.batch import IngestError
+from predops.pipelines.ingest.registry import IngestOptions, adapter
+from predops.pipelines.ingest.run import ingest
+from predops.pipelines.workspace.lake import Lake
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.fakes.kube_objects import (
     container,

@@ -16,13 +16,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.clock import FixedClock
-from core.schemas import TELEMETRY
-from pipelines.ingest import prometheus as prom
-from pipelines.ingest.batch import IngestError
-from pipelines.ingest.registry import IngestOptions, adapter
-from pipelines.ingest.run import ingest
-from pipelines.lake import Lake
+from predops.core.clock import FixedClock
+from predops.core.schemas import TELEMETRY
+from predops.pipelines.ingest import prometheus as prom
+from predops.pipelines.ingest.batch import IngestError
+from predops.pipelines.ingest.registry import IngestOptions, adapter
+from predops.pipelines.ingest.run import ingest
+from predops.pipelines.workspace.lake import Lake
 from tests.fakes.prometheus_api import FakePrometheus, always, at, first
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)

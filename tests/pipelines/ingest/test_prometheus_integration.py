@@ -35,10 +35,10 @@ import pytest
 import requests
 from click.testing import CliRunner
 
-from core.schemas import TELEMETRY
-from pipelines.cli import main
-from pipelines.lake import Lake
-from pipelines.synthetic.run import SimConfig, simulate_frames
+from predops.core.schemas import TELEMETRY
+from predops.pipelines.cli.main import main
+from predops.pipelines.synthetic.run import SimConfig, simulate_frames
+from predops.pipelines.workspace.lake import Lake
 from tests.fakes.exporters import write_openmetrics
 
 pytestmark = pytest.mark.integration

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from core.clock import FixedClock
-from pipelines.lake import Lake
-from pipelines.scheduler.config import load_config
-from pipelines.scheduler.runner import JobContext
-from pipelines.scheduler.runs import RunStore
-from pipelines.settings import Settings
-from pipelines.synthetic.run import SimConfig, simulate_to_lake
+from predops.core.clock import FixedClock
+from predops.pipelines.scheduler.config import load_config
+from predops.pipelines.scheduler.context import JobContext
+from predops.pipelines.synthetic.run import SimConfig, simulate_to_lake
+from predops.pipelines.workspace.lake import Lake
+from predops.pipelines.workspace.runs import RunStore
+from predops.pipelines.workspace.settings import Settings
 
 START = datetime(2026, 1, 5, tzinfo=UTC)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.scheduler.config import ConfigError, load_config
+from predops.pipelines.scheduler.config import ConfigError, load_config
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from pipelines.scheduler.runs import RunStore
+from predops.pipelines.workspace.runs import RunStore
 
 CONFIG = """
 [scheduler]
@@ -32,7 +32,7 @@ def start(ws: Path, cfg: Path, log: Path, pause: str | None) -> subprocess.Popen
     env.pop("PREDOPS_SCHEDULER_TEST_PAUSE", None)
     if pause:
         env["PREDOPS_SCHEDULER_TEST_PAUSE"] = pause
-    cmd = [sys.executable, "-m", "pipelines.cli", "--workspace", str(ws)]
+    cmd = [sys.executable, "-m", "predops", "--workspace", str(ws)]
     cmd += ["schedule", "start", "--config", str(cfg)]
     with open(log, "ab") as fh:
         return subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT)

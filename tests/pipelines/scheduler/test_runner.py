@@ -9,8 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipelines.lake import Lake
-from pipelines.scheduler.runner import (
+from predops.pipelines.scheduler.runner import (
     JobContext,
     data_cutoff,
     output_dir,
@@ -18,8 +17,9 @@ from pipelines.scheduler.runner import (
     run_job,
     run_steps,
 )
-from pipelines.scheduler.runs import process_owner
-from pipelines.scheduler.steps import StepOutcome, StepSkipped
+from predops.pipelines.scheduler.steps import StepOutcome, StepSkipped
+from predops.pipelines.workspace.lake import Lake
+from predops.pipelines.workspace.runs import process_owner
 
 from .conftest import make_context
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.scheduler.service import (
+from predops.pipelines.scheduler.service import (
     JOB_FUNC,
     SchedulerBusy,
     build_scheduler,

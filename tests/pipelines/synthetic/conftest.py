@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipelines.synthetic.run import SimConfig, Simulation, build
+from predops.pipelines.synthetic.run import SimConfig, Simulation, build
 
 START = datetime(2026, 1, 5, tzinfo=UTC)
 

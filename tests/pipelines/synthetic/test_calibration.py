@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipelines.synthetic import calibration as cal
-from pipelines.synthetic.calibrate import all_figures
+from predops.pipelines.synthetic import calibration as cal
+from predops.pipelines.synthetic.calibrate import all_figures
 
 README = Path(__file__).resolve().parents[3] / "data" / "README.md"
 

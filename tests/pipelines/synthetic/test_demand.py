@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import polars as pl
 
-from pipelines.synthetic import calibration as cal
-from pipelines.synthetic.demand import promotions
-from pipelines.synthetic.noise import stream
+from predops.pipelines.synthetic import calibration as cal
+from predops.pipelines.synthetic.demand import promotions
+from predops.pipelines.synthetic.noise import stream
 
 LOCAL = timedelta(hours=cal.LOCAL_UTC_OFFSET_H)
 

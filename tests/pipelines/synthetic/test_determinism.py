@@ -8,9 +8,9 @@ from pathlib import Path
 import polars as pl
 from polars.testing import assert_frame_equal
 
-from core.clock import FixedClock
-from pipelines.lake import Lake
-from pipelines.synthetic.run import TABLES, simulate_frames, simulate_to_lake
+from predops.core.clock import FixedClock
+from predops.pipelines.synthetic.run import TABLES, simulate_frames, simulate_to_lake
+from predops.pipelines.workspace.lake import Lake
 
 from .conftest import config
 

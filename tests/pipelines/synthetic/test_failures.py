@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import polars as pl
 
-from pipelines.synthetic.run import Simulation
+from predops.pipelines.synthetic.run import Simulation
 
 BRIEF_MODES = {"gpu_ecc", "gpu_xid", "thermal", "psu", "disk", "nic", "kernel"}
 

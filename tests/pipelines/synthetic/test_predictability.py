@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 from sklearn.metrics import average_precision_score
 
-from pipelines.synthetic.run import build
+from predops.pipelines.synthetic.run import build
 
 from .conftest import config
 

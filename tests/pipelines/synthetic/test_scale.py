@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from core.clock import FixedClock
-from pipelines.lake import Lake
-from pipelines.synthetic.run import simulate_to_lake
-from pipelines.synthetic.telemetry import BLOCK_NODES
+from predops.core.clock import FixedClock
+from predops.pipelines.synthetic.run import simulate_to_lake
+from predops.pipelines.synthetic.telemetry import BLOCK_NODES
+from predops.pipelines.workspace.lake import Lake
 
 from .conftest import config
 

@@ -7,9 +7,9 @@ from datetime import timedelta
 import polars as pl
 import pytest
 
-from core.schemas import SCHEMAS
-from core.validation import validate
-from pipelines.synthetic.run import TABLES
+from predops.core.schemas import SCHEMAS
+from predops.core.validation import validate
+from predops.pipelines.synthetic.run import TABLES
 
 from .conftest import START
 

@@ -8,10 +8,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from allocator.topology import NodeSpec, Topology
-from pipelines.whatif.cluster import RUNNING, Cluster
-from pipelines.whatif.loop import LoopConfig
-from pipelines.whatif.world import Workload, World, WorldConfig, build_world
+from predops.allocator.topology import NodeSpec, Topology
+from predops.pipelines.whatif.cluster import RUNNING, Cluster
+from predops.pipelines.whatif.loop import LoopConfig
+from predops.pipelines.whatif.world import Workload, World, WorldConfig, build_world
 
 MODEL = "A100"
 

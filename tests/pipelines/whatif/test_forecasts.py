@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
-from pipelines.whatif.forecasts import observed
-from policy.anchoring import OBSERVED, measurements
+from predops.pipelines.whatif.forecasts import observed
+from predops.policy.anchoring import OBSERVED, measurements
 
 H = timedelta(hours=1)
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)

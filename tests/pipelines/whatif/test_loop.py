@@ -13,20 +13,20 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from core.actions import Drain
-from core.clock import FixedClock
-from core.contracts import Forecast
-from pipelines.cli import main
-from pipelines.whatif.cluster import PENDING, RUNNING
-from pipelines.whatif.forecasts import loop_demand
-from pipelines.whatif.loop import Loop, LoopConfig, drain_floor
-from pipelines.whatif.risk import RiskConfig, oracle_risk
-from pipelines.whatif.run import OpsConfig, sim_policy_config, simulate_ops
-from pipelines.whatif.tally import BudgetAuditor
-from pipelines.whatif.world import HOUR_S, World, WorldConfig, build_world
-from policy.config import Budgets
-from policy.engine import plan as make_plan
-from policy.fleet import FleetState
+from predops.core.actions import Drain
+from predops.core.clock import FixedClock
+from predops.core.contracts import Forecast
+from predops.pipelines.cli.main import main
+from predops.pipelines.whatif.cluster import PENDING, RUNNING
+from predops.pipelines.whatif.forecasts import loop_demand
+from predops.pipelines.whatif.loop import Loop, LoopConfig, drain_floor
+from predops.pipelines.whatif.risk import RiskConfig, oracle_risk
+from predops.pipelines.whatif.run import OpsConfig, sim_policy_config, simulate_ops
+from predops.pipelines.whatif.tally import BudgetAuditor
+from predops.pipelines.whatif.world import HOUR_S, World, WorldConfig, build_world
+from predops.policy.config import Budgets
+from predops.policy.engine import plan as make_plan
+from predops.policy.fleet import FleetState
 
 WORLD = WorldConfig(nodes=60, days=4, seed=11, warmup_days=7)
 GUARDS = {
@@ -187,7 +187,7 @@ def test_same_seed_same_json() -> None:
 
 
 def test_predictive_retrains_on_the_past_only(world: World) -> None:
-    from pipelines.whatif.risk import predicted_risk
+    from predops.pipelines.whatif.risk import predicted_risk
 
     small = RiskConfig(retrain_every=timedelta(days=2), params={"n_estimators": 30})
     small = replace(small, params={**small.params, "early_stopping_rounds": 10})

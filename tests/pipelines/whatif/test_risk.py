@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
-from pipelines.whatif.risk import RiskConfig, training_rows
+from predops.pipelines.whatif.risk import RiskConfig, training_rows
 
 CUT = datetime(2026, 3, 1, tzinfo=UTC)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.whatif.run import POOLED_FIGURES, compare, pooled
+from predops.pipelines.whatif.run import POOLED_FIGURES, compare, pooled
 
 
 def _figures(lost: float, drain: float, idle: float, pending: float) -> dict[str, float]:

@@ -8,12 +8,12 @@ from datetime import datetime
 import numpy as np
 import pytest
 
-from core.contracts import Forecast
-from pipelines.whatif.loop import Loop, LoopConfig
-from pipelines.whatif.risk import oracle_risk
-from pipelines.whatif.run import sim_policy_config
-from pipelines.whatif.scaler import reactive_target
-from pipelines.whatif.world import HOUR_S, World, WorldConfig, build_world
+from predops.core.contracts import Forecast
+from predops.pipelines.whatif.loop import Loop, LoopConfig
+from predops.pipelines.whatif.risk import oracle_risk
+from predops.pipelines.whatif.run import sim_policy_config
+from predops.pipelines.whatif.scaler import reactive_target
+from predops.pipelines.whatif.world import HOUR_S, World, WorldConfig, build_world
 
 WORLD = WorldConfig(nodes=60, days=4, seed=11, warmup_days=7)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipelines.whatif.loop import Loop, LoopConfig
-from pipelines.whatif.run import sim_policy_config
-from pipelines.whatif.tally import Tally, unreplaced
-from pipelines.whatif.world import HOUR_S, World, WorldConfig, build_world
+from predops.pipelines.whatif.loop import Loop, LoopConfig
+from predops.pipelines.whatif.run import sim_policy_config
+from predops.pipelines.whatif.tally import Tally, unreplaced
+from predops.pipelines.whatif.world import HOUR_S, World, WorldConfig, build_world
 
 KINDS = [("train", "A100"), ("train", "A100"), ("train", "A100"), ("etl", None), ("etl", None)]
 

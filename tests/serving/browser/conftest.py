@@ -15,10 +15,10 @@ from typing import Any
 import polars as pl
 import pytest
 
-from core.clock import FixedClock
-from pipelines.lake import Lake
-from serving.app import create_app
-from serving.config import ApiToken, ServeConfig, token_digest
+from predops.core.clock import FixedClock
+from predops.pipelines.workspace.lake import Lake
+from predops.serving.app import create_app
+from predops.serving.config import ApiToken, ServeConfig, token_digest
 from tests.serving.conftest import settings_for
 
 CHROMIUM = Path("/usr/bin/chromium")

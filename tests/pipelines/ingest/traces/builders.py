@@ -12,11 +12,11 @@ from typing import Any
 import polars as pl
 from click.testing import CliRunner
 
-from core.clock import FixedClock
-from pipelines.cli import main
-from pipelines.ingest.registry import IngestOptions, adapter
-from pipelines.ingest.run import IngestReport, ingest
-from pipelines.lake import Lake
+from predops.core.clock import FixedClock
+from predops.pipelines.cli.main import main
+from predops.pipelines.ingest.registry import IngestOptions, adapter
+from predops.pipelines.ingest.run import IngestReport, ingest
+from predops.pipelines.workspace.lake import Lake
 
 
 def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[object]]) -> Path:

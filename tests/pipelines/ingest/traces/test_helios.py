@@ -9,9 +9,9 @@ from typing import Any
 import polars as pl
 import pytest
 
-from core.clock import FixedClock
-from pipelines.ingest.batch import IngestError
-from pipelines.lake import Lake
+from predops.core.clock import FixedClock
+from predops.pipelines.ingest.batch import IngestError
+from predops.pipelines.workspace.lake import Lake
 from tests.pipelines.ingest.traces.builders import (
     cli,
     cli_ingest,

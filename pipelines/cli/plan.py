@@ -1,0 +1,129 @@
+"""``predops plan`` and ``predops apply``: the plan use case
+(:mod:`predops.pipelines.jobs.plan`) from the command line.
+
+``predops plan [--at T] --json`` plans in the workspace and prints one JSON object: the
+plan, its ``inputs``, ``summary`` and ``plan_file``.
+
+``predops apply PLAN_ID [--execute] [--kubeconfig K] --json`` re-validates every action
+of a plan just before it would run and records each decision in the audit log. Dry-run
+unless ``--execute``. With ``--kubeconfig`` (a file or ``in-cluster``) the live cluster is
+the state re-validation reads and, with ``--execute``, cordons / drains / uncordons go to
+it; without, the lake's state is re-read. Exit status 2 when an action failed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import click
+
+from predops.core.clock import FixedClock
+from predops.pipelines.cli.support import emit, json_option, parse_duration, parse_time, reports
+from predops.pipelines.workspace.clock import SystemClock
+from predops.pipelines.workspace.plans import plan_path, read_plan
+from predops.pipelines.workspace.settings import Settings, operator_identity
+
+
+def _settings() -> Settings:
+    obj = click.get_current_context().obj
+    assert isinstance(obj, Settings)
+    return obj
+
+
+def _now(at: str | None) -> datetime:
+    return parse_time(at) if at else SystemClock().now()
+
+
+@click.command("plan")
+@click.option("--at", default=None, help="Plan as of this time (ISO-8601). Default: now.")
+@json_option
+@reports
+def plan_command(at: str | None, as_json: bool) -> None:
+    """Plan cordons, drains, uncordons, pool sizes and buys from the workspace (writes the
+    plan file and an audit entry; changes nothing in the cluster)."""
+    # imported here: the jobs load the models (LightGBM), which `predops --help` need not
+    from predops.pipelines.jobs.plan import plan_in_workspace
+
+    out = plan_in_workspace(_settings(), _now(at), who=operator_identity(), clock=SystemClock())
+    emit(out, as_json, _human_plan)
+
+
+def _human_plan(o: dict[str, Any]) -> str:
+    lines = [f"{o['plan_id']} (as of {o['created_at']}) -> {o['plan_file']}"]
+    for a in o["actions"]:
+        lines.append(f"  ACTION {a['kind']:<12} {a['target']:<24} {a['reason']}")
+    for s in o["skips"]:
+        lines.append(f"  skip   {s['kind']:<12} {s['target']:<24} {s['reason']}: {s['detail']}")
+    lines += [f"  ALERT  {a}" for a in o["alerts"]]
+    return "\n".join(lines)
+
+
+@click.command("apply")
+@click.argument("plan_id")
+@click.option("--execute", is_flag=True, help="Act for real (default: dry-run).")
+@click.option(
+    "--kubeconfig",
+    default=None,
+    help="Kubeconfig file or 'in-cluster': re-validate against (and, with --execute, act "
+    "on) this cluster. Default: re-validate against the lake.",
+)
+@click.option("--context", default=None, help="Kubeconfig context.")
+@click.option("--timeout", default="10m", show_default=True, help="Per-drain timeout.")
+@click.option("--at", default=None, help="Apply as of this time (ISO-8601). Default: now.")
+@json_option
+@reports
+def apply_command(
+    plan_id: str,
+    execute: bool,
+    kubeconfig: str | None,
+    context: str | None,
+    timeout: str,
+    at: str | None,
+    as_json: bool,
+) -> None:
+    """Re-validate and apply plan PLAN_ID; every decision goes to the audit log."""
+    from predops.pipelines.jobs.plan import apply_in_workspace
+
+    settings = _settings()
+    plan = read_plan(plan_path(settings.plans_dir, plan_id))
+    clock: Any = FixedClock(parse_time(at)) if at else SystemClock()
+    sleep = _fixed_sleep(clock) if at else time.sleep
+    out = apply_in_workspace(
+        settings,
+        plan,
+        execute=execute,
+        clock=clock,
+        sleep=sleep,
+        who=operator_identity(),
+        kubeconfig=kubeconfig,
+        context=context,
+        timeout_s=_seconds(timeout),
+    )
+    emit(out, as_json, _human_apply)
+    if out["counts"].get("failed"):
+        click.get_current_context().exit(2)
+
+
+def _seconds(text: str) -> float:
+    return parse_duration(text).total_seconds()
+
+
+def _fixed_sleep(clock: FixedClock) -> Any:
+    """With ``--at`` time is simulated: waiting moves the clock."""
+    return lambda s: clock.advance(timedelta(seconds=s))
+
+
+def _human_apply(o: dict[str, Any]) -> str:
+    lines = [f"{o['plan_id']} ({o['mode']}, state from {o['state']}): {o['counts']}"]
+    for a in o["actions"]:
+        why = f" {a['reason']}" if a["reason"] else ""
+        detail = f": {a['detail']}" if a["detail"] else ""
+        lines.append(f"  {a['outcome']:<12} {a['kind']:<12} {a['target']:<24}{why}{detail}")
+    return "\n".join(lines)
+
+
+PLAN_COMMANDS: Sequence[click.Command] = (plan_command, apply_command)
+"""Registered on the main ``predops`` group by ``predops.pipelines.cli.main``."""

@@ -1,0 +1,179 @@
+"""``predops schedule``: the scheduled jobs (see ``pipelines/scheduler``).
+
+- ``predops schedule start --config predops.toml`` runs the scheduler until SIGTERM.
+- ``predops schedule check --config predops.toml --json`` validates the configuration.
+- ``predops schedule run pipeline|retrain --config ... --json`` runs one job once now
+  (idempotent per cutoff, recorded like a scheduled run).
+- ``predops schedule runs --json`` lists the run table (newest first).
+
+The configuration is one TOML file plus ``PREDOPS_SECTION__KEY`` environment overrides
+(:mod:`pipelines.scheduler.config`). This module is the composition root of the
+scheduler: it alone reads the environment and the wall clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+
+from predops.pipelines.cli.support import emit, json_option, reports
+from predops.pipelines.scheduler.config import JOB_NAMES, ConfigError, ScheduleConfig, load_config
+from predops.pipelines.scheduler.context import JobContext
+from predops.pipelines.workspace.clock import SystemClock
+from predops.pipelines.workspace.runs import RunStore
+from predops.pipelines.workspace.settings import Settings
+
+PAUSE_ENV = "PREDOPS_SCHEDULER_TEST_PAUSE"
+"""Test hook: ``step=seconds[,step=seconds]`` waits after those steps, so a test can kill
+the scheduler in the middle of a run. Read here only; never set in production."""
+
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The predops.toml (default: built-in defaults; PREDOPS_SECTION__KEY overrides).",
+)
+
+
+def _settings() -> Settings:
+    obj = click.get_current_context().obj
+    assert isinstance(obj, Settings)
+    return obj
+
+
+def _pause_hook() -> dict[str, float]:
+    text = os.environ.get(PAUSE_ENV, "")
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        step, _, secs = part.partition("=")
+        try:
+            out[step.strip()] = float(secs)
+        except ValueError:
+            raise ConfigError(f"{PAUSE_ENV}: {part!r} is not step=seconds") from None
+    return out
+
+
+def _context(config_path: Path | None) -> JobContext:
+    config = load_config(config_path, os.environ)
+    settings = _settings()
+    return JobContext(
+        settings=settings,
+        config=config,
+        runs=RunStore(settings.scheduler_db),
+        clock=SystemClock(),
+        pause_after=_pause_hook(),
+    )
+
+
+def _describe(config: ScheduleConfig) -> dict[str, Any]:
+    ingest = config.ingest
+    return {
+        "origin": config.origin,
+        "timezone": config.timezone,
+        "misfire_grace_time_s": config.misfire_grace_time.total_seconds(),
+        "max_workers": config.max_workers,
+        "jobs": {n: {"cron": j.cron, "enabled": j.enabled} for n, j in config.jobs.items()},
+        "ingest": None if ingest is None else {"source": ingest.source, "path": ingest.path},
+        "features": {
+            "engine": config.features.engine,
+            "dask_scheduler": config.features.dask_scheduler,
+            "training_window_s": config.features.training_window.total_seconds(),
+        },
+        "retrain": {
+            "demand_config": config.retrain.demand_config,
+            "backtest_cutoffs": config.retrain.backtest_cutoffs,
+        },
+    }
+
+
+@click.group("schedule")
+def schedule_group() -> None:
+    """Scheduled jobs: ingest -> features -> score -> forecast -> plan, and retrain."""
+
+
+@schedule_group.command("check")
+@config_option
+@json_option
+@reports
+def check_cmd(config_path: Path | None, as_json: bool) -> None:
+    """Validate the configuration and show what would be scheduled."""
+    config = load_config(config_path, os.environ)
+    _pause_hook()
+    emit(_describe(config), as_json, lambda d: "\n".join(f"{k}: {v}" for k, v in d.items()))
+
+
+@schedule_group.command("start")
+@config_option
+@reports
+def start_cmd(config_path: Path | None) -> None:
+    """Run the scheduler in the foreground until SIGTERM / SIGINT."""
+    from predops.pipelines.scheduler.service import serve
+
+    ctx = _context(config_path)
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        logging.getLogger(__name__).info("signal %d: stopping after the running job", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    click.echo(f"predops scheduler: workspace {ctx.settings.workspace}", err=True)
+    serve(ctx, stop)
+
+
+@schedule_group.command("run")
+@click.argument("job", type=click.Choice(JOB_NAMES))
+@config_option
+@json_option
+@reports
+def run_cmd(job: str, config_path: Path | None, as_json: bool) -> None:
+    """Run JOB once now (skipped when its cutoff is already done)."""
+    from predops.pipelines.scheduler.runner import run_job
+
+    result = run_job(job, _context(config_path))
+    emit(result, as_json, _human_run)
+    if result.get("status") == "failed":
+        click.get_current_context().exit(2)
+
+
+def _human_run(r: dict[str, Any]) -> str:
+    head = f"{r['job']} at {r.get('cutoff', '-')}: {r['status']}"
+    if r.get("reason"):
+        head += f" ({r['reason']})"
+    lines = [head]
+    for s in r.get("steps", []):
+        lines.append(f"  {s['step']:<18} {s['status']:<12} rows {s.get('rows', 0)}")
+    return "\n".join(lines)
+
+
+@schedule_group.command("runs")
+@click.option("--job", default=None, help="Only this job (pipeline, retrain, ingest).")
+@click.option("--limit", type=click.IntRange(1), default=20, show_default=True)
+@json_option
+@reports
+def runs_cmd(job: str | None, limit: int, as_json: bool) -> None:
+    """The run table, newest first: job, cutoff, status, start, end, rows, error."""
+    runs = RunStore(_settings().scheduler_db).runs(job, limit)
+
+    def human(o: dict[str, Any]) -> str:
+        return "\n".join(
+            f"{r['id']:>5} {r['job']:<9} {r['cutoff']:<27} {r['status']:<9} "
+            f"{r['started_at']} .. {r['ended_at'] or '-'}  rows {r['rows']}"
+            + (f"  {r['error']}" if r["error"] else "")
+            for r in o["runs"]
+        )
+
+    emit({"runs": runs}, as_json, human)

@@ -1,0 +1,73 @@
+"""What every ``predops`` subcommand module shares: ``--json``, error reporting, parsing.
+
+Kept apart from :mod:`predops.pipelines.cli.main` so subcommand modules (allocator,
+models, ...) can use it without importing the main command (which imports them).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+
+from predops.core.validation import SchemaError
+from predops.pipelines.ingest.batch import IngestError
+from predops.pipelines.workspace import timeparse
+from predops.pipelines.workspace.lake import LakeError
+
+F = TypeVar("F", bound=Callable[..., Any])
+EXPECTED_ERRORS: tuple[type[Exception], ...] = (
+    IngestError,
+    SchemaError,
+    LakeError,
+    KeyError,
+    ValueError,
+    OSError,
+)
+"""Errors that are the input's or the environment's fault: one clear message, no trace."""
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+
+
+def parse_duration(text: str) -> timedelta:
+    """'30s', '5m', '1h', '2d', '1w' -> timedelta; a usage error otherwise."""
+    try:
+        return timeparse.parse_duration(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def parse_time(text: str) -> datetime:
+    """ISO-8601 date or time; naive values are UTC; a usage error otherwise."""
+    try:
+        return timeparse.parse_time(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def emit(obj: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]], str]) -> None:
+    """Exactly one JSON object on stdout with --json, else the human rendering."""
+    if as_json:
+        click.echo(json.dumps(obj, default=str, sort_keys=True))
+    else:
+        click.echo(human(obj))
+
+
+def reports(fn: F) -> F:
+    """Turn expected errors into one clear message (and a JSON object with --json)."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except EXPECTED_ERRORS as exc:
+            msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            if kwargs.get("as_json"):
+                click.echo(json.dumps({"error": str(msg), "type": type(exc).__name__}))
+            raise click.ClickException(str(msg)) from exc
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,253 @@
+"""The plan use case: plan in a workspace, apply a plan in a workspace.
+
+Every face calls these as plain functions: ``predops plan`` / ``predops apply``
+(:mod:`predops.pipelines.cli.plan`), the scheduler's ``plan`` step
+(:mod:`predops.pipelines.scheduler.steps`) and the server's apply endpoint
+(:mod:`predops.serving.routes.plans`).
+
+:func:`plan_in_workspace` builds the fleet from the workspace — inventory, node states
+from the lake's events, PDBs (``pdbs`` table), the running pods as the allocator's
+snapshot (:mod:`predops.pipelines.workspace.fleet_state`) — adds the failure risk of the
+champion ``node_failure`` model and the champion ``demand`` model's forecasts when those
+exist (plus each stock position's node demand derived from its series), runs
+:func:`predops.policy.engine.plan`, writes the plan to ``<workspace>/plans/<plan_id>.json``
+(atomically) with one ``planned`` entry in the audit log, and returns the report: the
+plan (actions with reason, evidence and idempotency key; skips with their typed reason),
+``inputs`` (what each input was, or why it is missing; ``buy_forecasts``: per SKU and
+region, the window a buy needs forecasts for and how far they reach — an alert names
+each SKU whose lead time the forecasts do not reach), ``summary`` and ``plan_file``. A
+missing model is never replaced by invented numbers: the plan runs with no risks /
+forecasts, says so in ``inputs`` and raises an alert.
+
+:func:`apply_in_workspace` re-validates every action of a plan just before it would run
+and records each decision in the audit log. Dry-run unless ``execute``. With a
+``kubeconfig`` (a file or ``in-cluster``) the live cluster is the state re-validation
+reads and, with ``execute``, cordons / drains / uncordons go to it and pool resizes to
+its Cluster API MachineDeployments; without, the lake's state is re-read. ``buy``
+actions are written as purchase requests under ``<workspace>/purchases``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from predops.core.actions import Plan
+from predops.core.clock import Clock, FixedClock
+from predops.core.contracts import FailureRisk, Forecast, Provenance
+from predops.pipelines.actuators.apply import (
+    ActionFailed,
+    Actuator,
+    FleetStateSource,
+    StateSource,
+    apply_plan,
+)
+from predops.pipelines.actuators.purchase import PurchaseRequestWriter
+from predops.pipelines.jobs import demand as demand_jobs
+from predops.pipelines.jobs import failure as failure_jobs
+from predops.pipelines.workspace.audit import AuditLog
+from predops.pipelines.workspace.feature_store import FeatureStoreError
+from predops.pipelines.workspace.fleet_state import (
+    buy_forecast_coverage,
+    fleet_from_lake,
+    node_demand_forecasts,
+)
+from predops.pipelines.workspace.lake import Lake
+from predops.pipelines.workspace.plans import write_plan
+from predops.pipelines.workspace.registry import RegistryError
+from predops.pipelines.workspace.settings import Settings
+from predops.policy.config import Budgets, PolicyConfig
+from predops.policy.disruption import latest_risk
+from predops.policy.engine import plan as make_plan
+
+
+def _has_registry(settings: Settings) -> bool:
+    uri = settings.mlflow_uri
+    if uri.startswith("sqlite:///"):
+        return Path(uri.removeprefix("sqlite:///")).exists()
+    return True
+
+
+def failure_risk(settings: Settings, now: datetime) -> tuple[list[FailureRisk], dict[str, Any]]:
+    """The champion failure model's current risks, or none and why."""
+    if not _has_registry(settings):
+        return [], {"status": "missing", "note": "no model registry in the workspace yet"}
+    try:
+        risks = list(failure_jobs.current_risk(settings, now=now))
+    except RegistryError as exc:
+        return [], {"status": "missing", "note": f"no champion failure model: {exc}"}
+    except FeatureStoreError as exc:
+        return [], {"status": "missing", "note": f"no current node features: {exc}"}
+    return risks, {"status": "ok", "nodes_scored": len({r.node_id for r in risks})}
+
+
+def _forecast(d: dict[str, Any], prov: Provenance | None) -> Forecast:
+    return Forecast(
+        series_id=d["series_id"],
+        issued_at=datetime.fromisoformat(d["issued_at"]),
+        valid_at=datetime.fromisoformat(d["valid_at"]),
+        p10=float(d["p10"]),
+        p50=float(d["p50"]),
+        p90=float(d["p90"]),
+        method=d.get("method") or "model",
+        provenance=prov,
+    )
+
+
+def demand_forecasts(settings: Settings) -> tuple[list[Forecast], dict[str, Any]]:
+    """The champion demand model's forecasts of the lake's series, or none and why."""
+    if not _has_registry(settings):
+        return [], {"status": "missing", "note": "no model registry in the workspace yet"}
+    try:
+        out = demand_jobs.forecast(settings)
+    except RegistryError as exc:
+        return [], {"status": "missing", "note": f"no champion demand model: {exc}"}
+    p = out["provenance"]
+    prov = Provenance(
+        p["model_name"],
+        p["model_version"],
+        p["feature_set_hash"],
+        datetime.fromisoformat(p["data_cutoff"]),
+        p.get("run_id"),
+    )
+    forecasts = [_forecast(f, prov) for f in out["forecasts"]]
+    return forecasts, {"status": "ok", "series": out["series"], "version": out["version"]}
+
+
+def summary(plan: Plan) -> dict[str, Any]:
+    """Counts of actions by kind, skips by kind and reason, and alerts."""
+    return {
+        "actions": dict(sorted(Counter(a.kind for a in plan.actions).items())),
+        "skips": dict(sorted(Counter(f"{s.kind}:{s.reason.value}" for s in plan.skips).items())),
+        "alerts": len(plan.alerts),
+    }
+
+
+def plan_in_workspace(
+    settings: Settings,
+    now: datetime,
+    *,
+    who: str,
+    clock: Clock,
+    why: str = "predops plan",
+    budgets: Budgets | None = None,
+    config: PolicyConfig | None = None,
+) -> dict[str, Any]:
+    """Plan as of ``now`` from the workspace (see the module docstring); writes the plan
+    file and one ``planned`` audit entry as ``who`` (stamped by ``clock``), changes
+    nothing in the cluster. Returns the plan's report."""
+    started = time.perf_counter()
+    budgets = budgets if budgets is not None else Budgets()
+    config = config if config is not None else PolicyConfig()
+    lake_fleet = fleet_from_lake(Lake(settings.lake_dir), now)
+    risks, risk_note = failure_risk(settings, now)
+    forecasts, forecast_note = demand_forecasts(settings)
+    forecasts += node_demand_forecasts(forecasts, lake_fleet.demand_in_nodes)
+    coverage = buy_forecast_coverage(lake_fleet, forecasts, now, config.buy.review_period)
+    plan = make_plan(
+        risks,
+        forecasts,
+        lake_fleet.snapshot,
+        lake_fleet.fleet,
+        budgets,
+        FixedClock(now),
+        config,
+    )
+    alerts = [
+        f"{what}: {note['note']} — planned without it"
+        for what, note in (("failure risk", risk_note), ("demand forecast", forecast_note))
+        if note["status"] != "ok"
+    ]
+    if forecast_note["status"] == "ok":  # else the alert above says why there are none
+        alerts += [f"buy {k}: {c['note']}" for k, c in coverage.items() if not c["covered"]]
+    plan = replace(plan, alerts=plan.alerts + tuple(alerts))
+    inputs = {
+        "fleet": lake_fleet.notes,
+        "failure_risk": risk_note,
+        "forecasts": forecast_note,
+        "buy_forecasts": coverage,
+    }
+    path = write_plan(settings.plans_dir, plan, {"inputs": inputs})
+    AuditLog(settings.audit_log, who=who).append(
+        at=clock.now(),
+        outcome="planned",
+        what={"kind": "plan", "target": plan.plan_id, "params": summary(plan)},
+        why=why,
+        plan_id=plan.plan_id,
+        mode="dry_run",
+        detail=f"plan file {path.name}",
+    )
+    return {
+        **plan.to_dict(),
+        "inputs": inputs,
+        "summary": summary(plan),
+        "plan_file": str(path),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+def apply_in_workspace(
+    settings: Settings,
+    plan: Plan,
+    *,
+    execute: bool,
+    clock: Clock,
+    sleep: Callable[[float], None],
+    who: str,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    timeout_s: float = 600.0,
+    budgets: Budgets | None = None,
+    config: PolicyConfig | None = None,
+) -> dict[str, Any]:
+    """Apply ``plan`` (see the module docstring): state from the cluster of
+    ``kubeconfig`` (or the lake), drains and cordons on that cluster, pool resizes
+    through its Cluster API MachineDeployments, buys as purchase files, every decision in
+    the audit log as ``who``. Returns the report with ``state``, ``failure_risk`` and
+    ``audit_log``; raises :class:`OSError` when the cluster cannot even be listed."""
+    budgets = budgets if budgets is not None else Budgets()
+    config = config if config is not None else PolicyConfig()
+    actuators: dict[str, Actuator] = {
+        "buy": PurchaseRequestWriter(settings.workspace / "purchases", clock)
+    }
+    state: StateSource
+    if kubeconfig:
+        from predops.pipelines.actuators.clusterapi import ClusterApi, PoolResizer
+        from predops.pipelines.actuators.kube import KubeActuator, KubeOptions, KubeState, connect
+
+        api = connect(kubeconfig, context, KubeOptions(timeout=timeout_s))
+        state = KubeState(api, clock)
+        kube = KubeActuator(api, clock, sleep)
+        actuators.update(dict.fromkeys(("cordon", "drain", "uncordon"), kube))
+        actuators["resize_pool"] = PoolResizer(ClusterApi(api), clock, sleep)
+    else:
+        state = FleetStateSource(fleet_from_lake(Lake(settings.lake_dir), clock.now()).fleet)
+    risks, risk_note = failure_risk(settings, clock.now())
+    try:
+        report = apply_plan(
+            plan,
+            state=state,
+            actuators=actuators,
+            audit=AuditLog(settings.audit_log, who=who),
+            clock=clock,
+            execute=execute,
+            budgets=budgets,
+            config=config.disruption,
+            risk=latest_risk(risks),
+        )
+    except ActionFailed as exc:  # the cluster could not even be listed
+        raise OSError(f"apply {plan.plan_id}: {exc.reason}") from exc
+    out = report.to_dict()
+    out.update(
+        {
+            "state": "kubernetes" if kubeconfig else "lake",
+            "failure_risk": risk_note,
+            "audit_log": str(settings.audit_log),
+        }
+    )
+    return out

@@ -1,0 +1,40 @@
+"""Promotion: each model's backtest, and the challenger-vs-champion decision by it.
+
+``predops models promote <name>`` and the scheduler's ``promote_*`` steps call
+:func:`promote`; the registry (:func:`predops.pipelines.workspace.registry.promote`)
+scores challenger and champion with the backtest given here and moves ``champion`` only
+for a strictly better challenger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from predops.pipelines.jobs import demand as demand_jobs
+from predops.pipelines.jobs import failure as failure_jobs
+from predops.pipelines.workspace import registry
+from predops.pipelines.workspace.registry import Backtest, RegistryError
+from predops.pipelines.workspace.settings import Settings
+
+BACKTESTS: dict[str, Callable[[Settings], Backtest]] = {
+    "demand": demand_jobs.backtest_for_registry,
+    "node_failure": failure_jobs.backtest_for_registry,
+}
+"""Per-model backtest factories: ``factory(settings)`` gives the :class:`Backtest` (or a
+plain ``callable(model_uri) -> float``, lower is better) a challenger must win."""
+
+
+def backtest_for(name: str, settings: Settings) -> Backtest:
+    """The promotion backtest of model ``name`` (``demand``, ``node_failure``)."""
+    short = registry.registered_name(name).removeprefix(registry.PREFIX)
+    factory = BACKTESTS.get(short)
+    if factory is None:
+        raise RegistryError(f"no backtest known for model {short!r}; known: {sorted(BACKTESTS)}")
+    made: Any = factory(settings)
+    return made if isinstance(made, Backtest) else Backtest(score=made)
+
+
+def promote(name: str, settings: Settings) -> dict[str, Any]:
+    """Backtest challenger and champion of ``name``; promote only a better challenger."""
+    return registry.promote(name, backtest_for(name, settings), uri=settings.mlflow_uri)

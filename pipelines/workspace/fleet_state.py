@@ -1,0 +1,423 @@
+"""The fleet as the lake knows it at a time: what ``predops plan`` plans on and what a
+dry-run ``predops apply`` re-validates against.
+
+From the lake, everything as of ``now`` (nothing later is read):
+
+- **topology**: each node's latest ``inventory`` row;
+- **node state** from ``events`` in time order: ``cordon`` / ``drain`` cordon the node
+  (the owner is the event's ``cause``, e.g. ``predops``; null means unknown),
+  ``uncordon`` ends it; ``failure`` and ``maintenance_start`` put the node out of service
+  (under repair) until ``repair`` / ``maintenance_end``. ``observed_at`` is the node's
+  latest telemetry sample (else its inventory time): the state is known to be current
+  up to there. The lake holds no do-not-disrupt labels or checkpoint schedules: those
+  stay false / unknown (the live Kubernetes state has the labels);
+- **PDBs** from the ``pdbs`` table when present (the lake's pods carry no labels, so
+  which pods a PDB covers is not known here; the Eviction API enforces PDBs at run time);
+- **snapshot**: the allocator's cluster with every pod running at ``now`` (scheduled,
+  not yet deleted) placed on its node; pods that no longer fit their node (bad data)
+  are counted, not placed;
+- **stock** (for inventory buys) when the lake has a ``stock`` table: one
+  :class:`~policy.fleet.StockPosition` per SKU and region from its latest ``stock`` row
+  at or before ``now``. The inventory's ``sku`` and ``region`` columns say which nodes
+  are that SKU: ``in_use`` counts its nodes in service (not under repair; cordoned
+  nodes count, they are still the fleet's), ``in_repair`` those under repair.
+  ``on_order`` holds the orders whose latest ``purchase_orders`` row at or before
+  ``now`` is ``open``, as (nodes, expected_at); an open order past its expected date is
+  late, not lost, and still counts (noted as overdue). Costs left null take documented
+  defaults (:func:`default_costs`). A row whose ``demand_series`` is not in nodes
+  (``demand_scale`` != 1) is bought against ``<region>/<sku>/nodes``, which
+  :func:`node_demand_forecasts` derives from that series' forecasts.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from predops.allocator.engine import Allocator
+from predops.allocator.policies import make_policy
+from predops.allocator.requests import PodRequest, parse_gpu_spec
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.allocator.topology import NodeSpec, Topology
+from predops.core.contracts import Forecast
+from predops.core.schemas import INVENTORY, PURCHASE_ORDERS
+from predops.pipelines.workspace.lake import Lake
+from predops.policy.config import BuyConfig, CostModel
+from predops.policy.fleet import FleetState, NodeState, PdbState, StockPosition, pdbs_from_frame
+
+OUT_OF_SERVICE = {"failure": True, "maintenance_start": True, "repair": False}
+BACK_IN_SERVICE = {"maintenance_end"}
+HOUR = timedelta(hours=1)
+IDLE_SHARE = 0.25
+"""Default idle cost of a node as a share of its shortage cost (critical ratio 0.8).
+An assumption: a server bought and not needed costs its owner depreciation, power and
+space, about a quarter of what its capacity is worth to the work that would use it."""
+
+
+@dataclass
+class LakeFleet:
+    """The fleet at ``now``, the snapshot of running pods, and notes on what was read."""
+
+    fleet: FleetState
+    snapshot: ClusterSnapshot
+    notes: dict[str, Any] = field(default_factory=dict)
+    demand_in_nodes: tuple[DemandInNodes, ...] = ()
+    """Stock positions whose demand is read off a series in other units."""
+
+
+@dataclass(frozen=True, slots=True)
+class DemandInNodes:
+    """A stock position's node demand: ``scale`` nodes per unit of series ``source``,
+    bought against series ``target``."""
+
+    target: str
+    source: str
+    scale: float
+
+
+def _has(lake: Lake, table: str) -> bool:
+    return bool(lake.files(table))
+
+
+def latest_as_of(lake: Lake, table: str, now: datetime, *keys: str) -> pl.LazyFrame:
+    """Each key's latest row of ``table`` at or before ``now``, sorted by the keys."""
+    return (
+        lake.scan(table).filter(pl.col("ts") <= now).sort("ts").group_by(*keys).last().sort(*keys)
+    )
+
+
+def topology_at(lake: Lake, now: datetime) -> tuple[Topology, datetime]:
+    """Latest inventory row per node at or before ``now``, and the newest row's time."""
+    if not _has(lake, "inventory"):
+        raise ValueError("the lake has no inventory; run `predops simulate` or ingest one")
+    inv = latest_as_of(lake, "inventory", now, "node_id").collect()
+    if inv.height == 0:
+        raise ValueError(f"the lake's inventory has no row at or before {now.isoformat()}")
+    return Topology.from_inventory(inv.select(INVENTORY.names)), inv["ts"].max()  # type: ignore[return-value]
+
+
+def _last_seen(lake: Lake, now: datetime) -> dict[str, datetime]:
+    if not _has(lake, "telemetry"):
+        return {}
+    seen = (
+        lake.scan("telemetry")
+        .select("node_id", "ts")
+        .filter(pl.col("ts") <= now)
+        .group_by("node_id")
+        .agg(pl.col("ts").max())
+        .collect()
+    )
+    return dict(zip(seen["node_id"].to_list(), seen["ts"].to_list(), strict=True))
+
+
+def node_states(
+    lake: Lake, topology: Topology, inventory_at: datetime, now: datetime
+) -> dict[str, NodeState]:
+    """:class:`NodeState` per inventory node from events up to ``now``."""
+    seen = _last_seen(lake, now)
+    acc: dict[str, dict[str, Any]] = {
+        n.node_id: {"observed_at": seen.get(n.node_id, inventory_at)} for n in topology.nodes
+    }
+    if _has(lake, "events"):
+        ev = (
+            lake.scan("events")
+            .filter(pl.col("at") <= now)
+            .select("node_id", "kind", "at", "cause")
+            .sort("at", "node_id", "kind")
+            .collect()
+        )
+        for node_id, kind, at, cause in ev.iter_rows():
+            st = acc.get(node_id)
+            if st is None:
+                continue  # an event of a node the inventory no longer has
+            if kind in ("cordon", "drain"):
+                if not st.get("cordoned"):
+                    st["cordoned_at"] = at
+                st.update(cordoned=True, cordon_owner=cause)
+            elif kind == "uncordon":
+                st.update(cordoned=False, cordon_owner=None, uncordoned_at=at)
+            elif kind in OUT_OF_SERVICE:
+                st["under_repair"] = OUT_OF_SERVICE[kind]
+                if kind == "repair":
+                    st["repaired_at"] = at
+            elif kind in BACK_IN_SERVICE:
+                st["under_repair"] = False
+    return {n: NodeState(node_id=n, **kw) for n, kw in acc.items()}
+
+
+def running_pods(lake: Lake, now: datetime) -> pl.DataFrame:
+    """Pods running at ``now``: scheduled on a node by then and not deleted yet."""
+    if not _has(lake, "pods"):
+        return pl.DataFrame()
+    return (
+        lake.scan("pods")
+        .filter(
+            pl.col("node_id").is_not_null()
+            & pl.col("scheduled_at").is_not_null()
+            & (pl.col("scheduled_at") <= now)
+            & (pl.col("deleted_at").is_null() | (pl.col("deleted_at") > now))
+        )
+        .unique("pod_id", keep="last")
+        .sort("pod_id")
+        .collect()
+    )
+
+
+def snapshot_of(
+    topology: Topology, pods: pl.DataFrame, *, seed: int = 0
+) -> tuple[ClusterSnapshot, dict[str, int]]:
+    """The topology with ``pods`` placed on their nodes (devices chosen best-fit)."""
+    snap = ClusterSnapshot(topology)
+    counts = {"running": 0, "placed": 0, "unknown_node": 0, "does_not_fit": 0}
+    if pods.height == 0:
+        return snap, counts
+    alloc = Allocator(
+        snap,
+        make_policy("best_fit", rng=np.random.default_rng(seed + 1)),
+        np.random.default_rng(seed),
+        explain=False,
+    )
+    cols: tuple[str, ...] = ("pod_id", "node_id", "cpu_milli", "memory_mib", "num_gpu")
+    cols += ("gpu_milli", "gpu_spec", "gang_id")
+    for pod_id, node_id, cpu, mem, ngpu, milli, spec, gang in pods.select(cols).iter_rows():
+        counts["running"] += 1
+        try:
+            row = snap.index_of(node_id)
+        except KeyError:
+            counts["unknown_node"] += 1
+            continue
+        req = PodRequest(
+            pod_id=pod_id,
+            cpu_milli=int(cpu),
+            memory_mib=int(mem),
+            num_gpu=int(ngpu),
+            gpu_milli=int(milli) if ngpu else 0,
+            gpu_models=parse_gpu_spec(spec),
+            gang_id=gang,
+        )
+        if alloc.place(req, rows=np.array([row])).placed:
+            counts["placed"] += 1
+        else:
+            counts["does_not_fit"] += 1
+    return snap, counts
+
+
+def fleet_from_lake(lake: Lake, now: datetime) -> LakeFleet:
+    """The fleet, snapshot and notes at ``now``; see the module docstring."""
+    topology, inv_at = topology_at(lake, now)
+    states = node_states(lake, topology, inv_at, now)
+    pdbs: dict[str, PdbState] = {}
+    if _has(lake, "pdbs"):
+        pdbs = pdbs_from_frame(lake.scan("pdbs").filter(pl.col("ts") <= now).collect())
+    pods = running_pods(lake, now)
+    snap, counts = snapshot_of(topology, pods)
+    observed = max(s.observed_at for s in states.values())
+    fleet = FleetState(topology, observed, states, pdbs)
+    demand_in_nodes: tuple[DemandInNodes, ...] = ()
+    stock_notes: dict[str, Any] | None = None
+    if _has(lake, "stock"):
+        positions, demand_in_nodes, stock_notes = stock_positions(lake, topology, states, now)
+        fleet = replace(fleet, stock=positions)
+    notes: dict[str, Any] = {
+        "nodes": len(topology),
+        "inventory_at": inv_at.isoformat(),
+        "observed_at": fleet.observed_at.isoformat(),
+        "cordoned": sum(s.cordoned for s in states.values()),
+        "under_repair": sum(s.under_repair for s in states.values()),
+        "pdbs": len(pdbs),
+        "pods": counts,
+        "not_in_lake": ["do-not-disrupt labels", "checkpoint schedules", "PDB pod coverage"],
+    }
+    if stock_notes is None:
+        notes["not_in_lake"].append("stock (spares, lead times, orders): no stock table")
+    else:
+        notes["stock"] = stock_notes
+    return LakeFleet(fleet, snap, notes, demand_in_nodes)
+
+
+def default_shortage_cost(node: NodeSpec, costs: CostModel, period: timedelta) -> float:
+    """The shortage cost of one node of ``node``'s shape over ``period`` when the stock
+    row gives none, in cost units: its capacity's value for the whole period
+    (``costs.hourly`` of its GPUs and cores). The default idle cost is
+    :data:`IDLE_SHARE` of the shortage cost."""
+    return round(costs.hourly(node.gpus, node.cpu_milli / 1000) * (period / HOUR), 3)
+
+
+def _open_orders(lake: Lake, now: datetime) -> pl.DataFrame:
+    """Orders whose latest export row at or before ``now`` says open."""
+    if not _has(lake, "purchase_orders"):
+        return PURCHASE_ORDERS.empty()
+    return (
+        latest_as_of(lake, "purchase_orders", now, "po_id")
+        .filter(pl.col("status") == "open")
+        .sort("expected_at", "po_id")
+        .collect()
+    )
+
+
+def stock_positions(
+    lake: Lake,
+    topology: Topology,
+    states: dict[str, NodeState],
+    now: datetime,
+    *,
+    costs: CostModel | None = None,
+    period: timedelta | None = None,
+) -> tuple[tuple[StockPosition, ...], tuple[DemandInNodes, ...], dict[str, Any]]:
+    """Stock positions, node-demand conversions and notes at ``now`` (module docstring).
+    ``period`` is the order period the default costs cover (the buy policy's review
+    period by default)."""
+    costs = costs or CostModel()
+    period = period or BuyConfig().review_period
+    rows = latest_as_of(lake, "stock", now, "sku", "region").collect()
+    in_use: Counter[tuple[str, str]] = Counter()
+    in_repair: Counter[tuple[str, str]] = Counter()
+    shape: dict[tuple[str, str], NodeSpec] = {}
+    for n in topology.nodes:
+        key = (n.sku, n.region)
+        shape.setdefault(key, n)
+        if states[n.node_id].under_repair:
+            in_repair[key] += 1
+        else:
+            in_use[key] += 1
+    orders = _open_orders(lake, now)
+    on_order: dict[tuple[str, str], list[tuple[int, datetime]]] = {}
+    for sku, region, nodes, at in orders.select("sku", "region", "nodes", "expected_at").rows():
+        on_order.setdefault((sku, region), []).append((int(nodes), at))
+    positions: list[StockPosition] = []
+    conversions: list[DemandInNodes] = []
+    described: list[dict[str, Any]] = []
+    unpriced: list[str] = []
+    for row in rows.iter_rows(named=True):
+        key = (row["sku"], row["region"])
+        shortage, idle = row["shortage_cost"], row["idle_cost"]
+        if shortage is None:
+            if key not in shape:  # no node of the SKU here to value: say so, skip it
+                unpriced.append(f"{key[0]}@{key[1]}")
+                continue
+            shortage = default_shortage_cost(shape[key], costs, period)
+        if idle is None:
+            idle = round(shortage * IDLE_SHARE, 3)
+        scale = row["demand_scale"] if row["demand_scale"] is not None else 1.0
+        series = row["demand_series"]
+        if series is not None and scale != 1.0:
+            target = f"{key[1]}/{key[0]}/nodes"
+            conversions.append(DemandInNodes(target, series, scale))
+            series = target
+        pos = StockPosition(
+            sku=key[0],
+            region=key[1],
+            in_use=in_use[key],
+            lead_time=timedelta(days=row["lead_time_days"]),
+            shortage_cost=float(shortage),
+            idle_cost=float(idle),
+            on_hand=int(row["on_hand"]),
+            on_order=tuple(on_order.get(key, ())),
+            in_repair=in_repair[key],
+            order_multiple=int(row["order_multiple"] or 1),
+            demand_series=series,
+        )
+        positions.append(pos)
+        described.append(
+            {
+                "sku": pos.sku,
+                "region": pos.region,
+                "snapshot_at": row["ts"].isoformat(),
+                "in_use": pos.in_use,
+                "in_repair": pos.in_repair,
+                "on_hand": pos.on_hand,
+                "on_order": [[q, at.isoformat()] for q, at in pos.on_order],
+                "lead_time_days": row["lead_time_days"],
+                "shortage_cost": pos.shortage_cost,
+                "idle_cost": pos.idle_cost,
+                "costs_from": "table"
+                if row["shortage_cost"] is not None and row["idle_cost"] is not None
+                else "default",
+                "order_multiple": pos.order_multiple,
+                "demand_series": pos.series_id,
+                "demand_read_from": row["demand_series"] or pos.series_id,
+                "demand_scale": scale,
+            }
+        )
+    stocked = {(p.sku, p.region) for p in positions}
+    notes: dict[str, Any] = {
+        "positions": described,
+        "purchase_orders_open": orders.height,
+        "purchase_orders_overdue": orders.filter(pl.col("expected_at") <= now).height,
+        "orders_without_stock_row": sorted(
+            f"{s}@{r}" for s, r in on_order if (s, r) not in stocked
+        ),
+        "inventory_skus_without_stock_row": sorted(
+            f"{s}@{r}" for s, r in shape if (s, r) not in stocked
+        ),
+        "unpriced": unpriced,
+    }
+    return tuple(positions), tuple(conversions), notes
+
+
+def node_demand_forecasts(
+    forecasts: Sequence[Forecast], conversions: Sequence[DemandInNodes]
+) -> list[Forecast]:
+    """Each conversion's ``target`` series from its ``source`` forecasts: the same
+    issue and target times, quantiles times ``scale`` (nodes), the same provenance."""
+    by_source: dict[str, list[Forecast]] = {}
+    for f in forecasts:
+        by_source.setdefault(f.series_id, []).append(f)
+    return [
+        Forecast(
+            series_id=c.target,
+            issued_at=f.issued_at,
+            valid_at=f.valid_at,
+            p10=f.p10 * c.scale,
+            p50=f.p50 * c.scale,
+            p90=f.p90 * c.scale,
+            method=f"{f.method} x {c.scale:g} nodes/unit of {c.source}",
+            provenance=f.provenance,
+        )
+        for c in conversions
+        for f in by_source.get(c.source, ())
+    ]
+
+
+def buy_forecast_coverage(
+    lake_fleet: LakeFleet, forecasts: Sequence[Forecast], now: datetime, review: timedelta
+) -> dict[str, dict[str, Any]]:
+    """Per stock position: the window a buy needs forecasts for (``now`` + lead time to
+    that + ``review``) and how far the given forecasts of its series reach."""
+    read_from = {c.target: c.source for c in lake_fleet.demand_in_nodes}
+    reach: dict[str, datetime] = {}
+    for f in forecasts:
+        if f.series_id not in reach or reach[f.series_id] < f.valid_at:
+            reach[f.series_id] = f.valid_at
+    out: dict[str, dict[str, Any]] = {}
+    for p in lake_fleet.fleet.stock:
+        need_from, last = now + p.lead_time, reach.get(p.series_id)
+        series = p.series_id
+        if series in read_from:
+            series = f"{series} (read from {read_from[series]})"
+        covered = last is not None and last >= need_from
+        note = "covered"
+        if last is None:
+            note = f"no forecast of {series}"
+        elif not covered:
+            note = (
+                f"the forecasts of {series} reach {(last - now) / HOUR:.0f} h "
+                f"ahead (to {last.isoformat()}); a buy needs them from "
+                f"{need_from.isoformat()} (lead time {p.lead_time.days} days) to "
+                f"{(need_from + review).isoformat()}"
+            )
+        out[f"{p.sku}@{p.region}"] = {
+            "series_id": p.series_id,
+            "needed_from": need_from.isoformat(),
+            "needed_to": (need_from + review).isoformat(),
+            "forecasts_reach": last.isoformat() if last else None,
+            "covered": covered,
+            "note": note,
+        }
+    return out

@@ -1,0 +1,406 @@
+"""The Parquet lake: hive-partitioned by source and date, atomic, idempotent.
+
+Layout under the lake root::
+
+    <table>/source=<source>/date=<YYYY-MM-DD>/part-<n>.parquet
+    _quarantine/<table>/source=<source>/date=<ingest date>/part-<n>.parquet
+    _quarantine/_files/<table>/...       stored files found corrupt, moved aside
+    _quarantine/corrupt_files.jsonl      one line per file moved aside (where, why)
+    _ingest_log.jsonl                    one line per ingest (input, digest, counts)
+
+Every file is written to ``_staging/`` first and linked into place only when complete
+(all the partitions of one write are staged before the first is linked), so a reader
+never sees a half-written file and a write that fails (disk full) adds nothing; a crash
+leaves at most staging debris, which the next write removes. Re-writing rows whose key
+(the schema's ``key``) is already in the partition adds nothing, so re-ingesting the
+same input is a no-op.
+
+A stored file that is not readable Parquet any more (truncated, overwritten: its footer
+does not parse) is moved aside into ``_quarantine/_files/`` the first time a read or a
+write lists it, with a warning naming it (logger ``predops.lake``) and a line in
+``_quarantine/corrupt_files.jsonl``; the rest of the table stays readable, ``stats()``
+lists the file, and re-ingesting its input restores its rows (its keys no longer count
+as stored). Files are checked once per (size, mtime) — published files never change.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from predops.core.schemas import SCHEMAS, FrameSchema, schema_for
+from predops.core.validation import QUARANTINE_SCHEMA
+
+_SOURCE_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+QUARANTINE_DIR = "_quarantine"
+STAGING_DIR = "_staging"
+INGEST_LOG = "_ingest_log.jsonl"
+CORRUPT_DIR = "_files"
+CORRUPT_LOG = "corrupt_files.jsonl"
+log = logging.getLogger("predops.lake")
+PARQUET_COMPRESSION: Final = "zstd"
+QUARANTINE_KEY = ("input", "row", "field", "reason", "record")
+"""A quarantined row is the same one again when all of these match (a folder input
+has several files, so the row number alone is not enough)."""
+
+
+class LakeError(RuntimeError):
+    """A lake operation that cannot be done (bad source name, unreadable partition...)."""
+
+
+@dataclass(slots=True)
+class WriteResult:
+    """What one write added: new rows, rows already present, partitions touched."""
+
+    table: str
+    source: str
+    rows_written: int = 0
+    rows_already_present: int = 0
+    partitions: list[str] = field(default_factory=list)
+
+    def merge(self, other: WriteResult) -> None:
+        self.rows_written += other.rows_written
+        self.rows_already_present += other.rows_already_present
+        self.partitions.extend(p for p in other.partitions if p not in self.partitions)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "source": self.source,
+            "rows_written": self.rows_written,
+            "rows_already_present": self.rows_already_present,
+            "partitions": len(self.partitions),
+        }
+
+
+def check_source(source: str) -> str:
+    """Source names become directory names: lower-case letters, digits, ``_.-`` only."""
+    if not _SOURCE_RE.match(source) or source in (".", ".."):
+        raise LakeError(
+            f"invalid source name {source!r}: use lower-case letters, digits, '_', '.', '-'"
+        )
+    return source
+
+
+class Lake:
+    """A Parquet lake rooted at ``root`` (created on first write)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._checked: dict[Path, tuple[int, int]] = {}
+
+    # ------------------------------------------------------------------ paths
+    def table_dir(self, table: str) -> Path:
+        schema_for(table)
+        return self.root / table
+
+    def _partition_dir(self, base: Path, source: str, day: date) -> Path:
+        return base / f"source={source}" / f"date={day.isoformat()}"
+
+    @contextmanager
+    def _locked(self, name: str) -> Iterator[None]:
+        """Serialise writers of one table (readers never need the lock)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / f".{name}.lock", "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def _staging(self) -> Path:
+        d = self.root / STAGING_DIR / uuid.uuid4().hex
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def clean_staging(self) -> None:
+        """Remove files left by interrupted writes (never visible to readers)."""
+        shutil.rmtree(self.root / STAGING_DIR, ignore_errors=True)
+
+    @staticmethod
+    def _publish(tmp: Path, part_dir: Path) -> Path:
+        """Link a complete staged file into the partition under a fresh name."""
+        part_dir.mkdir(parents=True, exist_ok=True)
+        n = len(list(part_dir.glob("part-*.parquet")))
+        while True:
+            dst = part_dir / f"part-{n:05d}.parquet"
+            try:
+                os.link(tmp, dst)  # fails if dst exists: never overwrites a reader's file
+            except FileExistsError:
+                n += 1
+                continue
+            tmp.unlink()
+            return dst
+
+    @staticmethod
+    def _write_staged(frame: pl.DataFrame, staging: Path) -> Path:
+        tmp = staging / f"{uuid.uuid4().hex}.parquet"
+        try:
+            frame.write_parquet(tmp, compression=PARQUET_COMPRESSION, statistics=True)
+        except pl.exceptions.ComputeError as exc:  # polars' form of an I/O error (disk full)
+            raise OSError(f"lake {staging.parent.parent}: cannot stage a file: {exc}") from exc
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        return tmp
+
+    # ------------------------------------------------------------------ writes
+    def write(self, table: str, source: str, frame: pl.DataFrame) -> WriteResult:
+        """Add ``frame`` (already validated, schema columns) to ``table`` under ``source``.
+
+        Rows whose key is already stored in their partition are skipped.
+        """
+        schema = schema_for(table)
+        check_source(source)
+        result = WriteResult(table, source)
+        if frame.height == 0:
+            return result
+        frame = frame.select(schema.names).cast(schema.polars_schema())
+        day = pl.col(schema.time_column).dt.date().alias("__date")
+        sort_cols = [*[k for k in schema.key if k != schema.time_column], schema.time_column]
+        with self._locked(table):
+            staging = self._staging()
+            try:
+                parts = frame.with_columns(day).partition_by(
+                    "__date", as_dict=True, maintain_order=True
+                )
+                staged: list[tuple[Path, Path, int]] = []
+                for (part_day,), part in sorted(parts.items(), key=lambda kv: kv[0]):
+                    assert isinstance(part_day, date)
+                    part_dir = self._partition_dir(self.root / table, source, part_day)
+                    rows = self._new_rows(schema, part.drop("__date"), part_dir)
+                    result.rows_already_present += part.height - rows.height
+                    if rows.height == 0:
+                        continue
+                    rows = rows.sort(sort_cols)
+                    staged.append((self._write_staged(rows, staging), part_dir, rows.height))
+                # Every partition's file is complete before the first is published: a
+                # write that fails (disk full) publishes nothing.
+                for tmp, part_dir, n in staged:
+                    self._publish(tmp, part_dir)
+                    result.partitions.append(str(part_dir.relative_to(self.root)))
+                    result.rows_written += n
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+        return result
+
+    def _new_rows(self, schema: FrameSchema, rows: pl.DataFrame, part_dir: Path) -> pl.DataFrame:
+        existing = self._readable(sorted(part_dir.glob("part-*.parquet")))
+        if not existing:
+            return rows
+        # Only stored keys in the new rows' range of the first key column can clash;
+        # the filter lets the reader skip row groups by their min/max statistics (a
+        # chunked writer of disjoint node ranges then never re-reads earlier chunks).
+        first = schema.key[0]
+        lo, hi = rows[first].min(), rows[first].max()
+        try:
+            stored = (
+                pl.scan_parquet(existing)
+                .select(list(schema.key))
+                .filter(pl.col(first).is_between(pl.lit(lo), pl.lit(hi)))
+                .collect()
+            )
+        except Exception as exc:  # a corrupt file must not be silently ignored
+            raise LakeError(f"cannot read stored keys in {part_dir}: {exc}") from exc
+        return rows.join(stored, on=list(schema.key), how="anti", nulls_equal=True)
+
+    def quarantine(
+        self, table: str, source: str, bad: pl.DataFrame, *, input_name: str, ingested_at: datetime
+    ) -> int:
+        """Keep rejected rows (row, field, reason, original record) with their input."""
+        check_source(source)
+        if bad.height == 0:
+            return 0
+        frame = bad.select(list(QUARANTINE_SCHEMA.names())).with_columns(
+            pl.lit(input_name).alias("input"),
+            pl.lit(ingested_at).cast(pl.Datetime("us", "UTC")).alias("ingested_at"),
+        )
+        base = self.root / QUARANTINE_DIR / table
+        part_dir = self._partition_dir(base, source, ingested_at.date())
+        with self._locked(f"{QUARANTINE_DIR}.{table}"):
+            # Re-ingesting the same input must not quarantine its bad rows twice.
+            known = self._readable(sorted(base.glob(f"source={source}/date=*/part-*.parquet")))
+            if known:
+                seen = pl.scan_parquet(known).select(*QUARANTINE_KEY).collect()
+                frame = frame.join(seen, on=list(QUARANTINE_KEY), how="anti", nulls_equal=True)
+            if frame.height == 0:
+                return 0
+            staging = self._staging()
+            try:
+                self._publish(self._write_staged(frame, staging), part_dir)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+        return frame.height
+
+    def log_ingest(self, entry: dict[str, Any]) -> None:
+        """Append one line to the ingest log (append-only)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / INGEST_LOG, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry, sort_keys=True, default=str) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    # ------------------------------------------------------------------ corrupt files
+    def _readable(self, files: list[Path]) -> list[Path]:
+        """``files`` without those that are not readable Parquet (moved aside)."""
+        out = []
+        for f in files:
+            try:
+                st = f.stat()
+            except FileNotFoundError:  # moved aside by another reader meanwhile
+                continue
+            sig = (st.st_size, st.st_mtime_ns)
+            if self._checked.get(f) == sig:
+                out.append(f)
+                continue
+            try:
+                pq.read_metadata(f)
+            except PermissionError:
+                raise  # unreadable for us is not corrupt
+            except (OSError, ValueError, pa.ArrowException) as exc:
+                self._set_aside(f, f"not readable Parquet ({exc})")
+                continue
+            self._checked[f] = sig
+            out.append(f)
+        return out
+
+    def _set_aside(self, f: Path, why: str) -> None:
+        """Move a corrupt stored file into ``_quarantine/_files`` and say so."""
+        rel = f.relative_to(self.root)
+        dest = (
+            self.root
+            / QUARANTINE_DIR
+            / CORRUPT_DIR
+            / rel.parent
+            / f"{f.name}.{uuid.uuid4().hex[:8]}"
+        )
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            size = f.stat().st_size
+            os.rename(f, dest)  # atomic; a second reader finding it gone just skips it
+        except FileNotFoundError:
+            return
+        table = rel.parts[1] if rel.parts[0] == QUARANTINE_DIR else rel.parts[0]
+        entry = {
+            "table": table,
+            "file": str(rel),
+            "moved_to": str(dest.relative_to(self.root)),
+            "bytes": size,
+            "reason": why,
+        }
+        with open(self.root / QUARANTINE_DIR / CORRUPT_LOG, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry, sort_keys=True) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        log.warning(
+            "lake: %s is %s; moved it to %s (the rest of %s stays readable; "
+            "re-ingest its input to restore its rows)",
+            rel,
+            why,
+            entry["moved_to"],
+            table,
+        )
+
+    def corrupt_files(self, table: str | None = None) -> list[dict[str, Any]]:
+        """Stored files found corrupt and moved aside (``table``: only that table's)."""
+        path = self.root / QUARANTINE_DIR / CORRUPT_LOG
+        if not path.exists():
+            return []
+        out = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a torn last line of a killed process
+            if isinstance(entry, dict) and (table is None or entry.get("table") == table):
+                out.append(entry)
+        return out
+
+    # ------------------------------------------------------------------ reads
+    def files(self, table: str, source: str | None = None) -> list[Path]:
+        """The table's readable part files (corrupt ones are moved aside, see above)."""
+        base = self.table_dir(table)
+        pattern = f"source={source or '*'}/date=*/part-*.parquet"
+        return self._readable(sorted(base.glob(pattern)))
+
+    def quarantine_files(self, table: str) -> list[Path]:
+        base = self.root / QUARANTINE_DIR / table
+        return self._readable(sorted(base.glob("source=*/date=*/part-*.parquet")))
+
+    def scan(self, table: str, source: str | None = None) -> pl.LazyFrame:
+        """All stored rows of ``table`` (optionally one source) with a ``source`` column."""
+        schema = schema_for(table)
+        files = self.files(table, source)
+        if not files:
+            return schema.empty().lazy().with_columns(pl.lit(None, pl.String).alias("source"))
+        lf = pl.scan_parquet(
+            files, hive_partitioning=True, hive_schema={"source": pl.String, "date": pl.Date}
+        )
+        return lf.drop("date")
+
+    def read_quarantine(self, table: str) -> pl.DataFrame:
+        files = self.quarantine_files(table)
+        if not files:
+            return pl.DataFrame(schema=QUARANTINE_SCHEMA)
+        return pl.read_parquet(
+            files, hive_partitioning=True, hive_schema={"source": pl.String, "date": pl.Date}
+        )
+
+    def node_ids(self, source: str) -> set[str] | None:
+        """Node ids the inventory of ``source`` knows, or None when it has no inventory."""
+        files = self.files("inventory", source)
+        if not files:
+            return None
+        ids = pl.scan_parquet(files).select("node_id").unique().collect()
+        return set(ids["node_id"].to_list())
+
+    def stats(self) -> dict[str, Any]:
+        """Rows, partitions, sources, time range, quarantined rows and corrupt files
+        (moved aside) per table."""
+        out: dict[str, Any] = {}
+        for name, schema in SCHEMAS.items():
+            files = self.files(name)
+            qfiles = self.quarantine_files(name)
+            corrupt = self.corrupt_files(name)
+            if not files and not qfiles and not corrupt:
+                continue
+            rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+            partitions = sorted({str(f.parent.relative_to(self.root)) for f in files})
+            sources = sorted({f.parent.parent.name.removeprefix("source=") for f in files})
+            tmin = tmax = None
+            if files:
+                t = schema.time_column
+                rng = (
+                    pl.scan_parquet(files)
+                    .select(pl.col(t).min().alias("min"), pl.col(t).max().alias("max"))
+                    .collect()
+                )
+                tmin, tmax = rng["min"][0], rng["max"][0]
+            quarantined = sum(pq.ParquetFile(f).metadata.num_rows for f in qfiles)
+            out[name] = {
+                "rows": rows,
+                "partitions": len(partitions),
+                "files": len(files),
+                "sources": sources,
+                "time_min": tmin.isoformat() if tmin else None,
+                "time_max": tmax.isoformat() if tmax else None,
+                "quarantined_rows": quarantined,
+                "corrupt_files": [
+                    {k: c.get(k) for k in ("file", "moved_to", "reason")} for c in corrupt
+                ],
+            }
+        return out

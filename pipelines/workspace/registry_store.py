@@ -1,0 +1,98 @@
+"""Is the MLflow store there? Quick probes before :mod:`predops.pipelines.workspace.registry` hands a store
+to MLflow, and store URIs made safe to print.
+
+MLflow waits a long time on a store that cannot answer: 20 s per statement on a SQLite
+file another process holds locked, and minutes of retries (7, doubling) on a tracking
+server that does not answer. A training job that only finds out when it registers has
+spent its fitting time for nothing, so the registry probes first:
+
+- ``sqlite:///path``: a read-only connection that waits at most ``wait_s`` seconds for
+  a shared lock (an exclusive lock held elsewhere -> "locked"); a missing file is fine
+  (MLflow creates it);
+- ``http(s)://``: ``GET <uri>/health`` with a ``wait_s`` timeout; no answer or a 5xx
+  -> unreachable (any other answer means something listens there);
+- other schemes (``postgresql://``, ``mysql://``, ``file:``...) are not probed; their
+  errors are reported when MLflow meets them.
+
+No MLflow import here (only :mod:`predops.pipelines.workspace.registry` talks to MLflow).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+from functools import cache
+from pathlib import Path
+from urllib.parse import quote
+
+import requests
+
+_USERINFO = re.compile(r"^(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:@/]*):[^@/]*@")
+_SECRET_PARAM = re.compile(r"(?i)([?&][^=&]*(?:pass|secret|token|key)[^=&]*=)[^&]*")
+
+
+def redact_uri(uri: str) -> str:
+    """``postgresql://bob:hunter2@db/mlflow?sslpassword=x`` ->
+    ``postgresql://bob:***@db/mlflow?sslpassword=***``: safe for logs and errors."""
+    out = _USERINFO.sub(r"\g<scheme>\g<user>:***@", uri)
+    return _SECRET_PARAM.sub(r"\1***", out)
+
+
+def store_problem(uri: str, wait_s: float) -> str | None:
+    """Why the store at ``uri`` cannot be used now, or None when it looks usable."""
+    if uri.startswith("sqlite:///"):
+        return _sqlite_problem(Path(uri.removeprefix("sqlite:///")), wait_s)
+    if uri.startswith(("http://", "https://")):
+        return _http_problem(uri.rstrip("/"), wait_s)
+    return None
+
+
+def _sqlite_problem(db: Path, wait_s: float) -> str | None:
+    if not db.exists():
+        return None
+    try:
+        con = sqlite3.connect(f"file:{quote(str(db))}?mode=ro", uri=True, timeout=wait_s)
+        try:
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            con.close()
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            return (
+                f"the database is locked by another process or connection "
+                f"(waited {wait_s:g} s); try again when it lets go"
+            )
+        return f"the database cannot be read ({exc})"
+    except sqlite3.DatabaseError as exc:
+        return f"the file is not an SQLite database ({exc})"
+    return None
+
+
+def _http_problem(base: str, wait_s: float) -> str | None:
+    try:
+        r = requests.get(f"{base}/health", timeout=wait_s)
+    except requests.Timeout:
+        return f"no answer within {wait_s:g} s"
+    except requests.RequestException as exc:
+        cause = exc.__context__ or exc
+        while cause.__context__ is not None and cause.__context__ is not cause:
+            cause = cause.__context__
+        return f"cannot connect ({type(cause).__name__}: {cause})"
+    if r.status_code >= 500:
+        return f"the tracking server answers HTTP {r.status_code}"
+    return None
+
+
+class _DropDbErrorDumps(logging.Filter):
+    """MLflow logs every SQLAlchemy error with its SQL and traceback before raising it;
+    the registry reports the error itself, in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("SQLAlchemy database error")
+
+
+@cache
+def quiet_mlflow_db_errors() -> None:
+    """Install the filter above on MLflow's store logger (once per process)."""
+    logging.getLogger("mlflow.store.db.utils").addFilter(_DropDbErrorDumps())

@@ -1,0 +1,94 @@
+"""``predops demo`` end to end, as the README runs it: simulate, retrain job, pipeline job,
+then serve — the server answers and is ready with both champions."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import requests
+
+from predops.pipelines.workspace.runs import RunStore
+
+PREDOPS = Path(sys.executable).with_name("predops")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_demo_trains_scores_plans_then_serves(tmp_path: Path) -> None:
+    ws, port = tmp_path / "ws", _free_port()
+    log = tmp_path / "demo.err"
+    cmd = [str(PREDOPS), "--workspace", str(ws), "demo", "--nodes", "30", "--days", "12"]
+    # The data ends at minute 25 of the last hour, mid-bucket: the plan's next hours must
+    # still find a forecast (see the plan check below).
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    start = hour - timedelta(days=12, minutes=35)
+    cmd += ["--seed", "5", "--port", str(port), "--start", start.isoformat(), "--json"]
+    env = {**os.environ, "OMP_WAIT_POLICY": "passive"}
+    out = tmp_path / "demo.json"
+    with out.open("wb") as stdout, log.open("wb") as stderr:
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, env=env)
+    try:
+        deadline = time.monotonic() + 600
+        url = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            m = re.search(r"dashboards at (http://\S+)", log.read_text(errors="replace"))
+            if m:
+                url = m.group(1)
+                try:
+                    ready = requests.get(url + "readyz", timeout=5)
+                    break
+                except requests.ConnectionError:
+                    pass
+            time.sleep(1)
+        assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
+        assert url == f"http://127.0.0.1:{port}/"
+        assert ready.status_code == 200, ready.text
+        models = ready.json()["models"]
+        assert models["node_failure"]["version"] == "1" and models["demand"]["version"] == "1"
+        token_file = ws / "demo-operator-token"
+        assert token_file.stat().st_mode & 0o777 == 0o600
+        assert "demo-operator-token" in log.read_text() and token_file.read_text().strip()
+        assert token_file.read_text().strip() not in log.read_text()  # never printed
+        board = requests.get(url, timeout=60)
+        assert board.status_code == 200 and 'id="top-nodes"' in board.text  # the risk board
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+
+    report = json.loads(out.read_text())
+    for job in ("retrain", "pipeline"):
+        steps = report["jobs"][job]["steps"]
+        assert report["jobs"][job]["status"] == "done"
+        assert {s["status"] for s in steps.values()} == {"done"}, steps
+    assert report["jobs"]["pipeline"]["steps"]["score"]["rows"] == 30
+    plan_file = Path(report["jobs"]["pipeline"]["plan"]["plan_file"])
+    assert plan_file.is_file() and plan_file.is_relative_to(ws)
+    # Every pool is sized from the fresh forecast (a forecast stamped after the data's
+    # end once left the next hours without one: every pool skipped as no_forecast).
+    plan = json.loads(plan_file.read_text())
+    sized = {a["target"] for a in plan["actions"] if a["kind"] == "resize_pool"} | {
+        s["target"]
+        for s in plan["skips"]
+        if s["kind"] == "resize_pool" and s["reason"] != "no_forecast"
+    }
+    assert sized and not [
+        s for s in plan["skips"] if s["kind"] == "resize_pool" and s["reason"] == "no_forecast"
+    ], plan["skips"]
+    runs = RunStore(ws / "scheduler.db").runs()
+    assert sorted(r["job"] for r in runs) == ["pipeline", "retrain"]
+    assert all(r["status"] == "done" for r in runs)
