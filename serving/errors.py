@@ -1,10 +1,13 @@
-"""One error body everywhere (``{"error": ..., "field": ...}``, see :mod:`serving.schemas`)
-and the request body size limit.
+"""One error body everywhere (``{"error": ..., "field": ...}``, see
+:mod:`predops.serving.schemas`) and the request body size limit.
 
-Handlers turn FastAPI's validation errors, HTTP errors and :class:`ApiError` into that
-body; a JSON document nested too deeply for the parser is a 422, not a 500. The body limit
-is a pure ASGI middleware: a declared ``Content-Length`` over ``max_body_bytes`` is refused
-before anything is read, and a chunked body is counted as it arrives.
+Handlers turn FastAPI's validation errors, HTTP errors, :class:`ApiError` and the
+workspace's typed errors (:mod:`predops.pipelines.workspace.errors`, by
+:data:`WORKSPACE_STATUS`: a missing plan 404, a held lock 409, anything else the workspace
+cannot do now 503) into that body; a JSON document nested too deeply for the parser is a
+422, not a 500. The body limit is a pure ASGI middleware: a declared ``Content-Length``
+over ``max_body_bytes`` is refused before anything is read, and a chunked body is counted
+as it arrives.
 """
 
 from __future__ import annotations
@@ -17,11 +20,25 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from predops.pipelines.workspace.errors import LockHeld, PlanNotFound, WorkspaceError
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+WORKSPACE_STATUS: tuple[tuple[type[WorkspaceError], int], ...] = (
+    (PlanNotFound, 404),
+    (LockHeld, 409),
+    (WorkspaceError, 503),
+)
+"""HTTP status of each workspace error type, the first that matches."""
+
+
+def workspace_status(exc: WorkspaceError) -> int:
+    return next(status for kind, status in WORKSPACE_STATUS if isinstance(exc, kind))
 
 
 class ApiError(Exception):
@@ -78,7 +95,12 @@ def install_error_handlers(app: FastAPI) -> None:
     async def not_text(request: Request, exc: Exception) -> JSONResponse:
         return error_response(422, "body is not UTF-8 text", "body")
 
+    async def workspace_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, WorkspaceError)
+        return error_response(workspace_status(exc), str(exc))
+
     app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(WorkspaceError, workspace_error)
     app.add_exception_handler(RequestValidationError, validation)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RecursionError, too_deep)

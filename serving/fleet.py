@@ -27,7 +27,8 @@ import polars as pl
 from predops.core.contracts import Reason
 from predops.models.failure.scorer import Design, FailureScorer
 from predops.pipelines.jobs.failure import LAST_SAMPLE
-from predops.pipelines.workspace.feature_store import FeatureStore, FeatureStoreError
+from predops.pipelines.workspace.errors import FeatureStoreError
+from predops.pipelines.workspace.feature_store import FeatureStore
 
 NODE_FRAME = "node"
 POOL = "node__pool"

@@ -23,6 +23,7 @@ is checked, tests and benchmarks included), and no module sits loose at the root
 from __future__ import annotations
 
 import ast
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -161,12 +162,16 @@ def mlflow_imports(source: str) -> list[str]:
 
 
 def repo_python_files() -> list[Path]:
-    """Every Python file of the repository (hidden folders such as virtualenvs aside)."""
-    return [
-        p
-        for p in sorted(REPO.rglob("*.py"))
-        if not any(part.startswith(".") for part in p.relative_to(REPO).parts)
-    ]
+    """Every Python file of the repository: tracked, or new and not ignored (so neither
+    virtualenvs nor build output nor workspaces)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    return sorted(REPO / p for p in listed if (REPO / p).is_file())
 
 
 def code_files() -> list[Path]:

@@ -37,6 +37,7 @@ from predops.core.actions import Action, Cordon, Drain, Plan, SkipReason, Uncord
 from predops.core.clock import Clock
 from predops.core.contracts import FailureRisk
 from predops.pipelines.workspace.audit import AuditLog
+from predops.pipelines.workspace.errors import LockHeld
 from predops.policy.config import Budgets, DisruptionConfig
 from predops.policy.fleet import FleetState, NodeState, PdbState
 from predops.policy.revalidate import CurrentView, revalidate
@@ -178,7 +179,7 @@ def apply_lock(path: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RuntimeError(f"another apply holds {path}; try again when it is done") from None
+            raise LockHeld(f"another apply holds {path}; try again when it is done") from None
         yield
     finally:
         os.close(fd)

@@ -33,7 +33,8 @@ from predops.pipelines.cli.serve import serve_command
 from predops.pipelines.cli.support import emit, json_option, parse_duration, parse_time, reports
 from predops.pipelines.cli.whatif import simulate_ops_command
 from predops.pipelines.workspace.clock import SystemClock
-from predops.pipelines.workspace.lake import Lake, LakeError
+from predops.pipelines.workspace.errors import LakeError
+from predops.pipelines.workspace.lake import Lake
 from predops.pipelines.workspace.settings import Settings, load_settings
 
 

@@ -17,13 +17,13 @@ import click
 from predops.core.validation import SchemaError
 from predops.pipelines.ingest.batch import IngestError
 from predops.pipelines.workspace import timeparse
-from predops.pipelines.workspace.lake import LakeError
+from predops.pipelines.workspace.errors import WorkspaceError
 
 F = TypeVar("F", bound=Callable[..., Any])
 EXPECTED_ERRORS: tuple[type[Exception], ...] = (
     IngestError,
     SchemaError,
-    LakeError,
+    WorkspaceError,
     KeyError,
     ValueError,
     OSError,

@@ -38,8 +38,9 @@ from predops.features.labels import label_name
 from predops.models.failure import metrics as M
 from predops.models.failure.model import FailureModel, observed, train_failure_model
 from predops.models.failure.scorer import pyfunc_predict
-from predops.pipelines.workspace.feature_store import STALE, FeatureStore, FeatureStoreError
-from predops.pipelines.workspace.registry import Backtest, RegistryError
+from predops.pipelines.workspace.errors import FeatureStoreError, RegistryError
+from predops.pipelines.workspace.feature_store import STALE, FeatureStore
+from predops.pipelines.workspace.registry import Backtest
 from predops.pipelines.workspace.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -51,7 +51,7 @@ from predops.pipelines.actuators.purchase import PurchaseRequestWriter
 from predops.pipelines.jobs import demand as demand_jobs
 from predops.pipelines.jobs import failure as failure_jobs
 from predops.pipelines.workspace.audit import AuditLog
-from predops.pipelines.workspace.feature_store import FeatureStoreError
+from predops.pipelines.workspace.errors import FeatureStoreError, RegistryError
 from predops.pipelines.workspace.fleet_state import (
     buy_forecast_coverage,
     fleet_from_lake,
@@ -59,7 +59,6 @@ from predops.pipelines.workspace.fleet_state import (
 )
 from predops.pipelines.workspace.lake import Lake
 from predops.pipelines.workspace.plans import write_plan
-from predops.pipelines.workspace.registry import RegistryError
 from predops.pipelines.workspace.settings import Settings
 from predops.policy.config import Budgets, PolicyConfig
 from predops.policy.disruption import latest_risk

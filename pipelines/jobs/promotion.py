@@ -14,7 +14,8 @@ from typing import Any
 from predops.pipelines.jobs import demand as demand_jobs
 from predops.pipelines.jobs import failure as failure_jobs
 from predops.pipelines.workspace import registry
-from predops.pipelines.workspace.registry import Backtest, RegistryError
+from predops.pipelines.workspace.errors import RegistryError
+from predops.pipelines.workspace.registry import Backtest
 from predops.pipelines.workspace.settings import Settings
 
 BACKTESTS: dict[str, Callable[[Settings], Backtest]] = {

@@ -28,6 +28,7 @@ from typing import Any
 from predops.pipelines.scheduler.config import check_cron
 from predops.pipelines.scheduler.context import JobContext
 from predops.pipelines.scheduler.runner import run_job
+from predops.pipelines.workspace.errors import LockHeld
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ _context: JobContext | None = None
 persistent store carry only their name, never settings or secrets."""
 
 
-class SchedulerBusy(OSError):
+class SchedulerBusy(LockHeld):
     """Another scheduler already serves this workspace."""
 
 

@@ -183,7 +183,7 @@ def train_demand(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
 
 def _promote(ctx: JobContext, model: str) -> StepOutcome:
     from predops.pipelines.jobs.promotion import promote
-    from predops.pipelines.workspace.registry import RegistryError
+    from predops.pipelines.workspace.errors import RegistryError
 
     try:
         decision = promote(model, ctx.settings)

@@ -29,12 +29,10 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.feather as feather
 
+from predops.pipelines.workspace.errors import FeatureStoreError
+
 STALE = "stale"
 META_KEY = b"predops"
-
-
-class FeatureStoreError(RuntimeError):
-    """The store has no such frame, or its metadata does not match."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,7 @@ import pyarrow.parquet as pq
 
 from predops.core.schemas import SCHEMAS, FrameSchema, schema_for
 from predops.core.validation import QUARANTINE_SCHEMA
+from predops.pipelines.workspace.errors import LakeError
 
 _SOURCE_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 QUARANTINE_DIR = "_quarantine"
@@ -57,10 +58,6 @@ PARQUET_COMPRESSION: Final = "zstd"
 QUARANTINE_KEY = ("input", "row", "field", "reason", "record")
 """A quarantined row is the same one again when all of these match (a folder input
 has several files, so the row number alone is not enough)."""
-
-
-class LakeError(RuntimeError):
-    """A lake operation that cannot be done (bad source name, unreadable partition...)."""
 
 
 @dataclass(slots=True)

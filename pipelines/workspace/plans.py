@@ -18,6 +18,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
+from predops.pipelines.workspace.errors import PlanError, PlanNotFound
 from predops.core.actions import (
     Action,
     Buy,
@@ -131,9 +132,19 @@ def action_from_dict(d: dict[str, Any], where: str = "action") -> Action:
 
 
 def read_plan(path: Path) -> Plan:
-    """The :class:`Plan` in a plan file; ValueError naming the file and field otherwise."""
+    """The :class:`Plan` in a plan file. :class:`PlanNotFound` when there is none,
+    :class:`PlanError` naming the file and field when it cannot be read."""
     if not path.exists():
-        raise FileNotFoundError(f"no plan file {path}; run `predops plan` first")
+        raise PlanNotFound(f"no plan file {path}; run `predops plan` first")
+    try:
+        return _read_plan(path)
+    except KeyError as exc:
+        raise PlanError(f"{path}: field {exc.args[0]!r} is missing") from None
+    except (ValueError, TypeError) as exc:
+        raise PlanError(str(exc) if str(path) in str(exc) else f"{path}: {exc}") from None
+
+
+def _read_plan(path: Path) -> Plan:
     try:
         d = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:

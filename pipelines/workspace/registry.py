@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from predops.core.contracts import Provenance
+from predops.pipelines.workspace.errors import RegistryError, RegistryUnavailable
 from predops.pipelines.workspace.registry_store import quiet_mlflow_db_errors, redact_uri, store_problem
 
 PREFIX = "predops."
@@ -58,15 +59,6 @@ HISTORY_TAG = "predops.champion_history"
 # Version tags (the feature-set hash and data cutoff make a Provenance on load).
 TAG_FEATURES = "predops.feature_set_hash"
 TAG_CUTOFF = "predops.data_cutoff"
-
-class RegistryError(ValueError):
-    """A registry operation that cannot proceed (unknown model, missing alias, ...)."""
-
-
-class RegistryUnavailable(RegistryError):
-    """The MLflow store cannot be used now (locked, unreachable, failing); nothing was
-    changed in it by the operation that raised this."""
-
 
 STORE_WAIT_S = 5.0
 """How long the store probe waits for a locked SQLite file or a silent server (s)."""

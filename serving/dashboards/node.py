@@ -19,7 +19,8 @@ import polars as pl
 from predops.core.schemas import EVENT_KINDS
 from predops.features.definitions import COUNTERS, GAUGES
 from predops.pipelines.jobs.features import NODE_TRAINING
-from predops.pipelines.workspace.feature_store import FeatureStore, FeatureStoreError
+from predops.pipelines.workspace.errors import FeatureStoreError
+from predops.pipelines.workspace.feature_store import FeatureStore
 from predops.pipelines.workspace.lake import Lake
 from predops.serving.context import ServeContext
 

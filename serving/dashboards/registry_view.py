@@ -18,7 +18,8 @@ from predops.models.failure.model import observed
 from predops.pipelines.jobs.failure import PRIMARY_HORIZON
 from predops.pipelines.jobs.features import NODE_ONLINE, NODE_TRAINING
 from predops.pipelines.workspace import registry
-from predops.pipelines.workspace.feature_store import FeatureStore, FeatureStoreError
+from predops.pipelines.workspace.errors import FeatureStoreError
+from predops.pipelines.workspace.feature_store import FeatureStore
 from predops.pipelines.workspace.lake import Lake
 from predops.serving.context import ServeContext
 

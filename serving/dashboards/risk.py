@@ -16,7 +16,7 @@ import numpy as np
 
 from predops.core.contracts import FailureRisk
 from predops.pipelines.jobs.failure import PRIMARY_HORIZON
-from predops.pipelines.workspace.feature_store import FeatureStoreError
+from predops.pipelines.workspace.errors import FeatureStoreError
 from predops.serving.context import ServeContext
 from predops.serving.fleet import FRESH
 

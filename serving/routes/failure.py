@@ -22,7 +22,7 @@ from starlette.concurrency import run_in_threadpool
 
 from predops.core.contracts import Reason
 from predops.models.failure.scorer import FailureScorer, FeatureVectorError
-from predops.pipelines.workspace.feature_store import FeatureStoreError
+from predops.pipelines.workspace.errors import FeatureStoreError
 from predops.serving.auth import Reader
 from predops.serving.context import Ctx, ServeContext
 from predops.serving.errors import ApiError

@@ -1,7 +1,8 @@
 """``/v1/plans``: read plans, approve them (role approver) and apply them (role operator).
 
 Apply needs an approval first (409 otherwise) and goes through the same machinery as
-``predops apply`` (:func:`predops.pipelines.cli.plan.apply_in_workspace`): dry-run unless the
+``predops apply`` (:func:`predops.pipelines.jobs.plan.apply_in_workspace`); another
+apply holding the workspace lock is a 409 (:mod:`predops.serving.errors`): dry-run unless the
 server is configured with ``apply_execute``; every decision is in the audit log, plus an
 ``approved`` / ``apply_requested`` entry naming the token that asked.
 """
@@ -39,12 +40,8 @@ def _load(ctx: ServeContext, plan_id: str) -> tuple[Plan, dict[str, Any]]:
         raise ApiError(422, str(exc), "path.plan_id") from None
     if not path.exists():
         raise ApiError(404, f"no plan {plan_id!r}", "path.plan_id")
-    try:
-        plan = read_plan(path)
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, KeyError) as exc:
-        raise ApiError(503, f"plan {plan_id!r} cannot be read: {exc}") from None
-    return plan, raw
+    plan = read_plan(path)  # a PlanError is a 503 (serving.errors)
+    return plan, json.loads(path.read_text(encoding="utf-8"))
 
 
 def _plan_out(ctx: ServeContext, plan: Plan, raw: dict[str, Any]) -> dict[str, Any]:
@@ -136,8 +133,6 @@ def _apply(ctx: ServeContext, plan_id: str, token: ApiToken) -> dict[str, Any]:
             kubeconfig=cfg.kubeconfig,
             context=cfg.kube_context,
         )
-    except RuntimeError as exc:  # another apply holds the workspace lock
-        raise ApiError(409, str(exc)) from None
     except OSError as exc:  # the cluster could not be read
         raise ApiError(503, str(exc)) from None
     return out

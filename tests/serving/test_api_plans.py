@@ -118,3 +118,45 @@ def test_protected_reads_need_a_viewer_token(served_workspace: Path, shared_data
             assert c.get(path).status_code == 401, path
             assert c.get(path, headers=bearer("viewer")).status_code == 200, path
         assert c.get("/healthz").status_code == 200
+
+
+def test_apply_errors_are_mapped_by_their_type(
+    served_workspace: Path, shared_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another apply holding the workspace lock is a 409; a lake or registry that cannot
+    be read during apply is a 503 naming it, never a lock conflict."""
+    from predops.pipelines.actuators.apply import apply_lock
+    from predops.pipelines.jobs import plan as plan_jobs
+    from predops.pipelines.workspace.errors import LakeError, RegistryUnavailable
+
+    pid = plan_id(served_workspace)
+    with TestClient(make_app(served_workspace, shared_data)) as c:
+        assert c.post(f"/v1/plans/{pid}/approve", headers=bearer("approver")).status_code == 200
+        with apply_lock(served_workspace / "audit.jsonl.lock"):  # a real second apply
+            r = c.post(f"/v1/plans/{pid}/apply", headers=bearer("operator"))
+        assert r.status_code == 409 and "another apply holds" in r.json()["error"], r.text
+        for error in (
+            LakeError("lake/inventory/source=x/date=2026-01-05/part-0.parquet: truncated"),
+            RegistryUnavailable("the MLflow store sqlite:///m.db is locked"),
+        ):
+
+            def failing(*args: object, error: Exception = error, **kwargs: object) -> None:
+                raise error
+
+            monkeypatch.setattr(plan_jobs, "apply_in_workspace", failing)
+            r = c.post(f"/v1/plans/{pid}/apply", headers=bearer("operator"))
+            assert r.status_code == 503, r.text
+            assert r.json() == {"error": str(error), "field": None}
+
+
+def test_an_unreadable_plan_file_is_a_503_naming_it(
+    served_workspace: Path, shared_data: Path
+) -> None:
+    pid = plan_id(served_workspace)
+    path = plan_path(served_workspace / "plans", pid)
+    raw = json.loads(path.read_text())
+    raw["actions"] = [{"kind": "teleport", "target": "node-1"}]
+    path.write_text(json.dumps(raw))
+    with TestClient(make_app(served_workspace, shared_data)) as c:
+        r = c.get(f"/v1/plans/{pid}")
+    assert r.status_code == 503 and str(path) in r.json()["error"], r.text

@@ -224,6 +224,15 @@ def test_apply_of_an_unknown_plan_says_so(workspace: Path) -> None:
 
 
 @pytest.mark.slow
+def test_apply_while_another_apply_holds_the_lock_says_so(workspace: Path) -> None:
+    from predops.pipelines.actuators.apply import apply_lock
+
+    _, planned = _run(workspace, "plan", "--at", AT.isoformat(), "--json")
+    with apply_lock(workspace / "audit.jsonl.lock"):
+        code, out = _run(workspace, "apply", planned["plan_id"], "--at", AT.isoformat(), "--json")
+    assert code == 1 and out["type"] == "LockHeld" and "another apply holds" in out["error"]
+
+
 def test_plan_buys_from_a_real_weekly_demand_model(tmp_path: Path) -> None:
     """End to end, no stand-ins: 150 simulated days (enough weekly history for the
     procurement configuration), the weekly demand model trained and registered, then

@@ -20,7 +20,8 @@ from predops.pipelines.jobs.features import (
     compute_node_features,
     materialise_online,
 )
-from predops.pipelines.workspace.feature_store import FeatureStore, FeatureStoreError
+from predops.pipelines.workspace.errors import FeatureStoreError
+from predops.pipelines.workspace.feature_store import FeatureStore
 from predops.pipelines.workspace.lake import Lake
 from tests.features import builders
 
