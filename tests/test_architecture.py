@@ -212,6 +212,24 @@ def test_no_module_is_looked_up_by_name(path: Path) -> None:
     assert name_lookups(path.read_text(encoding="utf-8")) == [], _id(path)
 
 
+SERVER_MAY_USE = ("predops.pipelines.jobs", "predops.pipelines.workspace")
+
+
+def server_reaches_past_jobs(source: str) -> list[str]:
+    """Imports of ``predops.pipelines`` by the server outside the jobs and the workspace."""
+    return [
+        f"line {line}: {target}"
+        for line, target in imported_modules(ast.parse(source))
+        if target.startswith("predops.pipelines.")
+        and not target.startswith(tuple(m + "." for m in SERVER_MAY_USE))
+    ]
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "serving").rglob("*.py")), ids=_id)
+def test_the_server_uses_only_jobs_and_the_workspace(path: Path) -> None:
+    assert server_reaches_past_jobs(path.read_text(encoding="utf-8")) == [], _id(path)
+
+
 def test_every_code_file_is_in_a_room() -> None:
     rooms = {module_name(p): room_of(module_name(p)) for p in code_files()}
     loose = sorted(m for m, r in rooms.items() if r is None and m != "predops.pipelines")
@@ -256,6 +274,8 @@ def test_checker_catches_violations() -> None:
         )
         == []
     )
+    assert server_reaches_past_jobs("from predops.pipelines.actuators.kube import connect\n")
+    assert server_reaches_past_jobs("from predops.pipelines.jobs.plan import apply\n") == []
     assert name_lookups("import importlib\nm = importlib.import_module('predops.pipelines.jobs')\n")
     assert name_lookups("m = __import__('pipelines.failure_jobs')\n")
     assert name_lookups("import importlib\nm = importlib.import_module(NAME)\n")

@@ -18,7 +18,6 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from predops.pipelines.workspace.errors import PlanError, PlanNotFound
 from predops.core.actions import (
     Action,
     Buy,
@@ -32,6 +31,7 @@ from predops.core.actions import (
     Uncordon,
 )
 from predops.core.contracts import Provenance
+from predops.pipelines.workspace.errors import PlanError, PlanNotFound
 
 PLAN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 

@@ -24,7 +24,8 @@ MLflow's public ``unwrap_python_model()``. No other module imports MLflow
 (``tests/test_architecture.py`` checks).
 
 A store that cannot answer (a SQLite file locked by another process, a tracking server
-that is down) is probed before MLflow is given it (:mod:`predops.pipelines.workspace.registry_store`) and
+that is down) is probed before MLflow is given it
+(:mod:`predops.pipelines.workspace.registry_store`) and
 any store error MLflow raises becomes a :class:`RegistryUnavailable` naming the store
 (password redacted), in one line. A version whose registration fails half-way (after
 MLflow created it, before its tags and aliases) is deleted again.
@@ -49,7 +50,11 @@ from typing import Any
 
 from predops.core.contracts import Provenance
 from predops.pipelines.workspace.errors import RegistryError, RegistryUnavailable
-from predops.pipelines.workspace.registry_store import quiet_mlflow_db_errors, redact_uri, store_problem
+from predops.pipelines.workspace.registry_store import (
+    quiet_mlflow_db_errors,
+    redact_uri,
+    store_problem,
+)
 
 PREFIX = "predops."
 CHAMPION = "champion"
@@ -114,8 +119,8 @@ def _python_object_model() -> type:
         def predict(self, context, model_input, params=None):  # type: ignore[no-untyped-def]
             return self.predict_fn(self.obj, model_input)
 
-    # Pickles name the class ``predops.pipelines.workspace.registry.PythonObjectModel``; the module's
-    # __getattr__ resolves that name when a model is loaded in a fresh process.
+    # Pickles name the class ``predops.pipelines.workspace.registry.PythonObjectModel``;
+    # the module's __getattr__ resolves that name when a model is loaded in a fresh process.
     PythonObjectModel.__module__ = __name__
     PythonObjectModel.__qualname__ = "PythonObjectModel"
     return PythonObjectModel

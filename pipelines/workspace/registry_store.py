@@ -1,5 +1,6 @@
-"""Is the MLflow store there? Quick probes before :mod:`predops.pipelines.workspace.registry` hands a store
-to MLflow, and store URIs made safe to print.
+"""Is the MLflow store there? Quick probes before
+:mod:`predops.pipelines.workspace.registry` hands a store to MLflow, and store URIs made
+safe to print.
 
 MLflow waits a long time on a store that cannot answer: 20 s per statement on a SQLite
 file another process holds locked, and minutes of retries (7, doubling) on a tracking

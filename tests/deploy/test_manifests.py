@@ -152,3 +152,5 @@ def test_dockerfile_is_slim_non_root_and_passive() -> None:
     # Every package the project installs is copied into the build.
     for pkg in ("core", "features", "models", "allocator", "policy", "pipelines", "serving"):
         assert f"COPY {pkg} ./{pkg}" in text
+    # ... and the root of the predops package (`python -m predops`)
+    assert re.search(r"^COPY .*\b__main__\.py\b.* \./$", text, re.M)

@@ -24,6 +24,7 @@ from predops.core.contracts import Provenance
 from predops.pipelines.actuators.apply import FleetStateSource, apply_plan
 from predops.pipelines.actuators.purchase import PurchaseRequestWriter
 from predops.pipelines.workspace.audit import AuditLog
+from predops.pipelines.workspace.errors import PlanError, PlanNotFound
 from predops.pipelines.workspace.plans import plan_path, read_plan, write_plan
 from predops.policy.fleet import FleetState
 from tests.pipelines.actuators.conftest import T0, drain
@@ -73,11 +74,11 @@ def test_an_edited_plan_is_refused(tmp_path: Path) -> None:
     body = json.loads(path.read_text())
     body["actions"][0]["target"] = "some-other-node"
     path.write_text(json.dumps(body))
-    with pytest.raises(ValueError, match=r"actions\[0\]: idempotency key"):
+    with pytest.raises(PlanError, match=r"actions\[0\]: idempotency key"):
         read_plan(path)
     with pytest.raises(ValueError, match="not a plan id"):
         plan_path(tmp_path, "../etc/passwd")
-    with pytest.raises(FileNotFoundError, match="predops plan"):
+    with pytest.raises(PlanNotFound, match="predops plan"):
         read_plan(tmp_path / "nope.json")
 
 

@@ -14,14 +14,14 @@ from polars.testing import assert_frame_equal
 from predops.core.clock import FixedClock
 from predops.core.contracts import Forecast, Provenance
 from predops.core.schemas import INVENTORY, PURCHASE_ORDERS, STOCK
+from predops.pipelines.ingest.batch import Batch
+from predops.pipelines.ingest.run import ingest
 from predops.pipelines.workspace.fleet_state import (
     IDLE_SHARE,
     buy_forecast_coverage,
     fleet_from_lake,
     node_demand_forecasts,
 )
-from predops.pipelines.ingest.batch import Batch
-from predops.pipelines.ingest.run import ingest
 from predops.pipelines.workspace.lake import Lake
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)

@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 
 from predops.core.schemas import DEMAND
-from predops.pipelines.workspace.lake import Lake
 from predops.pipelines.workspace.errors import LakeError
+from predops.pipelines.workspace.lake import Lake
 
 T0 = datetime(2026, 3, 1, 22, tzinfo=UTC)
 

@@ -23,11 +23,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from predops.pipelines.cli.main import main
 from predops.pipelines.jobs import promotion
 from predops.pipelines.workspace import registry
-from predops.pipelines.cli.main import main
-from predops.pipelines.workspace.registry import Backtest
 from predops.pipelines.workspace.errors import RegistryError
+from predops.pipelines.workspace.registry import Backtest
 from predops.pipelines.workspace.settings import Settings
 
 CUTOFF = datetime(2026, 5, 1, 12, tzinfo=UTC)
