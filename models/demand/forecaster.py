@@ -1,5 +1,8 @@
 """``DemandForecaster``: one LightGBM model across every demand series, direct
 multi-horizon, with p10 / p50 / p90.
+Over 500 lines: one estimator. ``fit`` (smoothing choice, the conformal held-out
+windows, the blend) and ``predict`` share the fitted state, and the shared contract
+suite checks the class as a whole.
 
 - **Global and direct.** All series (pool x resource x GPU model) train one model; a
   training row is an (origin, horizon) pair, the horizon is an input, and each

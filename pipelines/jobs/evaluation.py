@@ -1,4 +1,7 @@
 """``predops eval failure``: the failure model against the baselines on one source.
+Over 500 lines: one use case, ``predops eval failure``, over its three sources (nodes,
+Backblaze drives, NAB), which share the validated reads, the splits and the scoreboard;
+a fourth source would be the time to give each source its module.
 
 - ``synthetic``: the simulated fleet (``--nodes`` x ``--days``, simulated in memory, or
   read from a lake at ``--path``), node features every hour, horizons 6 h / 24 h / 72 h,
