@@ -1,4 +1,4 @@
-"""The injected-fault scenarios of ``benchmarks/reliability.py`` (no server needed).
+"""The injected-fault scenarios of ``benchmarks/bench_reliability.py`` (no server needed).
 
 Each scenario injects its faults the way ``tests/reliability/`` does (it reuses their
 helpers and fakes: a local Prometheus-like server, the fake Kubernetes API, a real tmpfs,

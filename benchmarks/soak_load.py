@@ -1,4 +1,4 @@
-"""The soak's load generator, run by ``benchmarks/soak.py`` as a second process.
+"""The soak's load generator, run by ``benchmarks/bench_soak.py`` as a second process.
 
     python benchmarks/soak_load.py MIX_JSON OUT_JSON --port P --start-at EPOCH
         --seconds S [--clients 4] [--max-requests N]

@@ -131,7 +131,7 @@ HOURLY_CONFIG = ForecastConfig(
     calibration_steps=72,
     # Three weeks: Holt-Winters restarted on the last week forecast Helios' validation
     # cutoffs at MASE 0.693 alone, on all the history they had (<= 18 days) at 0.555
-    # (README).
+    # (docs/demand.md).
     stack_window=504,
 )
 """Elastic pools: hours ahead, a daily and a weekly season; the target is the change

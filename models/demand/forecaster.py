@@ -1,5 +1,8 @@
 """``DemandForecaster``: one LightGBM model across every demand series, direct
 multi-horizon, with p10 / p50 / p90.
+Over 500 lines: one estimator. ``fit`` (smoothing choice, the conformal held-out
+windows, the blend) and ``predict`` share the fitted state, and the shared contract
+suite checks the class as a whole.
 
 - **Global and direct.** All series (pool x resource x GPU model) train one model; a
   training row is an (origin, horizon) pair, the horizon is an input, and each
@@ -13,12 +16,12 @@ multi-horizon, with p10 / p50 / p90.
   input, so the trees learn corrections to an exponential-smoothing forecast;
   ``"offset"`` makes it the starting point the trees add to, ``"none"`` leaves it out.
   ``blend=True`` also mixes it into the point forecast with a per-horizon weight
-  chosen on the held-out windows. Chosen on validation cutoffs (README).
+  chosen on the held-out windows. Chosen on validation cutoffs (docs/demand.md).
 - **Loss.** The median model's L1 loss on the scaled target, unweighted by default.
   ``weighting="mase"`` weights it by scale / seasonal noise (:func:`mase_weights`),
   which makes it the MASE the forecasts are judged by; it is not the default because
   LightGBM's weighted L1 leaf renewal made a fit ~2-3.5x slower (benchmark panel) and
-  the gain it showed on early Helios cutoffs reversed on the scored ones (README).
+  the gain it showed on early Helios cutoffs reversed on the scored ones (docs/demand.md).
 - **Quantiles.** ``interval="conformal"`` (default): a median (L1) model plus split
   conformal bands: inside ``fit`` the last ``calibration_steps`` origins are held
   out (``cal_folds`` such windows, one before the other, each forecast by a model
@@ -29,7 +32,7 @@ multi-horizon, with p10 / p50 / p90.
   window cut shorter than a season by a short history gives a symmetric band.
   ``interval="quantile"``: three LightGBM quantile models (0.1, 0.5, 0.9), sorted per
   row so they never cross. Both were measured (``predops eval demand`` prints both);
-  conformal is the default because it was the better calibrated (see the README).
+  conformal is the default because it was the better calibrated (see docs/demand.md).
 - **Short series.** A series with fewer than ``min_history`` observed buckets (or no
   level) is forecast by :func:`models.demand.baselines.short_series`, and its rows say
   which method answered.
@@ -106,7 +109,7 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
     :func:`panel.fleet_outages`, so the trees do not learn that a pool can drop to
     nothing overnight) and ``outage_window_gaps`` (False, the default: outage buckets
     are missing to the window statistics, lags, last sample and scale, not zeros; see
-    :func:`panel.build_panel`). Chosen on validation cutoffs (README).
+    :func:`panel.build_panel`). Chosen on validation cutoffs (docs/demand.md).
     """
 
     def __init__(
@@ -263,7 +266,7 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         """Each series' Holt-Winters setting: the smallest absolute error over its
         training pairs (all of the fit data, as ETS estimates on all of it; choosing on
         the targets before the held-out windows only, or on the pairs issued in them
-        only, was not better on the validation cutoffs, see the README)."""
+        only, was not better on the validation cutoffs, see docs/demand.md)."""
         if o.size > SMOOTHING_CHOICE_ROWS:  # a random subset decides (the cost is per pair)
             rng = np.random.default_rng(int(self.random_state) + 100)
             keep = np.sort(rng.choice(o.size, size=SMOOTHING_CHOICE_ROWS, replace=False))

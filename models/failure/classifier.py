@@ -1,4 +1,7 @@
 """``NodeFailureClassifier``: a calibrated LightGBM classifier for rare failures.
+Over 500 lines: one estimator. Slicing, down-sampling, the linear blend, calibration and
+prediction share the fitted state, and the shared contract suite checks the class as a
+whole.
 
 What ``fit(X, y, time=...)`` does, in order:
 

@@ -7,7 +7,7 @@
    of each becomes ``champion``);
 3. the scheduler's ``pipeline`` job, run once now: online features, score every node,
    forecast every demand series, plan (dry run: a plan file and an audit entry);
-4. ``predops demo`` then serves the API and dashboards (see ``pipelines/cli.py``).
+4. ``predops demo`` then serves the API and dashboards (see ``pipelines/cli/serve.py``).
 
 Steps 2 and 3 are the scheduled jobs themselves (``pipelines/scheduler``), so their runs
 are recorded where the dashboards show them and a later ``predops schedule start`` finds

@@ -1,4 +1,7 @@
 """Kubernetes API -> inventory, telemetry (node Ready), events, pods and pdbs: one snapshot.
+Over 500 lines: one adapter reading one snapshot; the node, pod and PDB converters share
+the quantity parsing, label and condition helpers and one paged list, and a tenth of the
+file is this docstring documenting the mapping.
 
 ``predops ingest kubernetes KUBECONFIG|in-cluster [-o KEY=VALUE ...]`` lists nodes, pods and
 PodDisruptionBudgets through the official ``kubernetes`` client (its kubeconfig, token

@@ -1,4 +1,8 @@
 """Prometheus HTTP API -> telemetry: ``query_range``, chunked by time and by node, retried.
+Over 500 lines: one adapter. The query templates, the retried client, the chunked fetch
+and the staged read share one ``PromConfig`` and are read together; a tenth of the file
+is this docstring, which documents every default query. Its seam, if it grows: the
+configuration parsing (``MetricQuery`` .. ``config_from_options``).
 
 ``predops ingest prometheus URL --start T0 [--end T1] [--step 5m] [-o KEY=VALUE ...]``
 

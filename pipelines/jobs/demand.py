@@ -1,5 +1,8 @@
 """Demand forecasting jobs: evaluate on a trace, train + register, forecast from the
 champion, and the backtest the registry promotes by.
+Over 500 lines: the demand use cases (load and validate a source, evaluate, train and
+register, forecast, the registry's backtest) share the source loading, the model
+factories and the frame conversions; each is short.
 
 - :func:`load_source` reads any file in the format of ``../shared/data`` through the
   ingest adapters (validated against the ``demand`` contract, bad rows counted, no

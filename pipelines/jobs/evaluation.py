@@ -1,4 +1,7 @@
 """``predops eval failure``: the failure model against the baselines on one source.
+Over 500 lines: one use case, ``predops eval failure``, over its three sources (nodes,
+Backblaze drives, NAB), which share the validated reads, the splits and the scoreboard;
+a fourth source would be the time to give each source its module.
 
 - ``synthetic``: the simulated fleet (``--nodes`` x ``--days``, simulated in memory, or
   read from a lake at ``--path``), node features every hour, horizons 6 h / 24 h / 72 h,
@@ -73,7 +76,7 @@ drive-days) 548 / 539 / 465 of 1,014 (1.18x the rule), recall at 0.5 % false ala
 of 286 (1.15x); daily drive-cohort split PR-AUC 0.245 / 0.209 / 0.074, caught at the rule's rate
 (9.1 %) 24 / 27 / 21 of 37 (1.14x), recall at 0.5 % 0.32 / 0.37 / 0.19.
 
-Why 1.5x is out of reach here (``benchmarks/failure_ceiling.py``, test rows only): the
+Why 1.5x is out of reach here (``benchmarks/bench_failure_ceiling.py``, test rows only): the
 rule fires in the 30 days before every failure that shows a SMART 5/187/197/198 count
 and catches all of them (hds 465; daily 21), so 1.5x must come from the quiet failures
 (hds 549, daily 16) within the rule's own false-alarm budget (hds 42,921 drive-days).
@@ -95,7 +98,7 @@ window inside the training period (time cut: PR-AUC 0.154 -> 0.144, caught at th
 false-alarm rate 823 -> 822 of the rule's 771, recall at 0.5 % 0.35 -> 0.31; cohort cut:
 0.147 -> 0.139, 180 -> 176) and did not change what the daily model catches there (15
 vs the rule's 14; PR-AUC 0.185 -> 0.197). The drive model category already carries the
-training period's rate; ``benchmarks/failure_ceiling.py`` still reads it."""
+training period's rate; ``benchmarks/bench_failure_ceiling.py`` still reads it."""
 SYNTHETIC_START = datetime(2026, 1, 5, tzinfo=UTC)
 
 

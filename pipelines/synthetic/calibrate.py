@@ -1,4 +1,6 @@
 """Recompute the synthetic fleet's calibration figures from the real public traces.
+Over 500 lines: one short ``*_figures`` function per trace family, all feeding
+``all_figures``, which the calibration test compares with ``calibration.py`` as a whole.
 
 Each ``*_figures(root)`` function reads one trace family under ``root`` (the shared
 data folder; see each folder's PROVENANCE.md) and returns named figures. The constants
@@ -6,7 +8,7 @@ in :mod:`pipelines.synthetic.calibration` were copied from these functions' outp
 ``tests/pipelines/synthetic/test_calibration.py`` recomputes them and checks that the
 constants still agree, so the write-up in ``data/README.md`` cannot silently drift.
 
-Run ``python -m pipelines.synthetic.calibrate [DATA_ROOT]`` to print every figure as
+Run ``python -m predops.pipelines.synthetic.calibrate [DATA_ROOT]`` to print every figure as
 one JSON object.
 """
 

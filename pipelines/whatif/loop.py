@@ -1,4 +1,7 @@
 """The closed loop: one policy driven hour by hour over one :class:`World`.
+Over 500 lines: one class, the hourly tick, whose steps read and write the same live
+state (cluster, tally, pending failures, drains) in the fixed order below; split, that
+state would be passed between modules.
 
 Each tick ``T`` (one hour):
 

@@ -35,7 +35,7 @@ count finds 5-16 % of a needless drain's hours bit on seed 11. A node running on
 8-GPU job is drained above p_fail 0.30 (with the headroom price: 0.14 / 0.33 / 0.74
 with an idle / a parked / no spare node). On seed 11 the headroom price averted more
 failures (1,000 x 21: 31 against 20; 500 x 21: 22 against 4) but saved no more lost
-GPU-hours, at a higher unreplaced cost (design note), so it is not the simulator's
+GPU-hours, at a higher unreplaced cost (docs/whatif.md), so it is not the simulator's
 setting; ``price_by_headroom=True`` (the engine default) turns it on."""
 
 

@@ -1,4 +1,6 @@
 """The one module that talks to MLflow: log, register, load, promote and roll back models.
+Over 500 lines: the one module allowed to import MLflow (an import-linter contract and
+``tests/test_architecture.py`` check it), so every registry operation lives here.
 
 Registered model names are ``predops.<name>`` (``predops.demand``, ``predops.node_failure``).
 Every new version gets the alias ``challenger``; the very first version of a model also

@@ -1,4 +1,4 @@
-"""The soak (``benchmarks/soak.py``) in miniature: ``predops serve`` on a copy of the served
+"""The soak (``benchmarks/bench_soak.py``) in miniature: ``predops serve`` on a copy of the served
 workspace, the mixed load from a second process for ~15 s, memory sampled every 3 s.
 
 Checks the report's shape and that no request failed; the memory bound itself is the
@@ -19,7 +19,7 @@ WARMUP_S, SOAK_S, EVERY_S = 3, 12, 3
 
 @pytest.mark.slow
 def test_soak_smoke_serves_every_request_and_samples_memory(served_workspace: Path) -> None:
-    cmd = [sys.executable, str(REPO / "benchmarks" / "soak.py"), "--workspace"]
+    cmd = [sys.executable, "-m", "benchmarks.bench_soak", "--workspace"]
     cmd += [str(served_workspace), "--minutes", str(SOAK_S / 60), "--json"]
     cmd += ["--warmup-seconds", str(WARMUP_S), "--sample-seconds", str(EVERY_S)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)

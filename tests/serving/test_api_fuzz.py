@@ -2,7 +2,7 @@
 operation, in process (ASGI) on the served workspace with an operator token (plans are
 approved and applied as a dry-run). A bounded number of examples per operation; no answer
 may be a 5xx, and every answer must match the schema documented for its status.
-``benchmarks/reliability.py`` runs the same against ``predops serve`` on 127.0.0.1."""
+``benchmarks/bench_reliability.py`` runs the same against ``predops serve`` on 127.0.0.1."""
 
 from __future__ import annotations
 

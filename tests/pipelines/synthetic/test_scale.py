@@ -1,4 +1,4 @@
-"""A 2,000-node day streams through the lake in node blocks (speed: benchmarks/ingest.py)."""
+"""A 2,000-node day streams through the lake in node blocks (speed: benchmarks/bench_ingest.py)."""
 
 from __future__ import annotations
 

@@ -10,28 +10,23 @@ figure on a loaded machine). Default: 10,000 nodes x
 1 day at 1-minute resolution = 14.4 M telemetry rows. Targets on a 2-core machine:
 < 60 s and < 4 GiB peak RSS.
 
-    python benchmarks/ingest.py --json
-    python benchmarks/ingest.py --nodes 2000 --days 1 --interval 5m --json
+    python benchmarks/bench_ingest.py --json
+    python benchmarks/bench_ingest.py --nodes 2000 --days 1 --interval 5m --json
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-# Python puts this script's folder first on sys.path, where sibling benchmark scripts
-# (allocator.py, features.py) would shadow the packages of the same name.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import argparse
 import json
 import os
 import resource
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 from predops.core.clock import FixedClock
 from predops.pipelines.synthetic.run import SimConfig, build, simulate_to_lake

@@ -1,7 +1,7 @@
 """Reliability report: injected faults, a bounded load burst, API fuzzing and hostile
 input, each with what was tried and what was lost (which must be nothing).
 
-    python benchmarks/reliability.py --json [--workspace WS] [--no-api | --no-faults]
+    python -m benchmarks.bench_reliability --json [--workspace WS] [--no-api | --no-faults]
         [--requests 1000] [--fuzz-examples 10]
 
 Fault scenarios (``benchmarks/reliability_faults.py``, the same injections as
@@ -13,10 +13,11 @@ unreachable.
 API scenarios, against ``predops serve`` on 127.0.0.1 (a copy of WS, or a workspace built
 with ``predops demo --no-serve``) with an operator, an expired operator and a viewer token:
 
-- load: single-node scoring (a feature vector) from a second process (``benchmarks/serving.py``'s
-  load generator) — a fixed request count at 1, 4 and 16 connections, then at 4 while the
-  ``champion`` alias moves to a new version, and at 4 while the scheduler's pipeline job
-  rebuilds features, scores and plans; throughput, p50 / p99 latency, errors (must be 0);
+- load: single-node scoring (a feature vector) from a second process
+  (``benchmarks/bench_serving.py``'s load generator) — a fixed request count at 1, 4 and
+  16 connections, then at 4 while the ``champion`` alias moves to a new version, and at 4
+  while the scheduler's pipeline job rebuilds features, scores and plans; throughput,
+  p50 / p99 latency, errors (must be 0);
 - fuzz: schemathesis against the server's own OpenAPI document (bounded examples per
   operation, with the operator token): 5xx answers and response-schema violations must be 0;
 - hostile input: path traversal, oversized bodies and batches, NaN / inf / huge numbers,
@@ -30,7 +31,6 @@ A scenario that cannot run here says ``not_run`` and why; nothing is faked.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import resource
@@ -45,24 +45,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-# Python puts this script's folder first on sys.path, where benchmarks/features.py would
-# shadow the features package; the repository root goes there instead (tests' fakes).
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != HERE]
+from benchmarks import bench_serving
+from benchmarks import reliability_faults as faults
 
-
-def _load(name: str, file: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, HERE / file)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-faults = _load("reliability_faults", "reliability_faults.py")
-bench_serving = _load("bench_serving", "serving.py")
+# Run as a module from the repository root (``python -m benchmarks.bench_reliability``):
+# the fault scenarios reuse the helpers and fakes under ``tests/``.
+ROOT = Path(__file__).resolve().parent.parent
 
 SECRETS = {"operator": "op-7f3a91c2-secret", "expired": "old-22b8e0d4-secret"}
 SECRETS["viewer"] = "view-5c6d1e9a-secret"

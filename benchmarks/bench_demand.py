@@ -15,18 +15,11 @@ process; its peak RSS is its own. Two mlforecast runs are timed: recursive point
 forecasts (one model), and with conformal prediction intervals (``n_windows=2``, three
 fits), the like-for-like match of our p10/p90.
 
-    python benchmarks/demand.py --json
-    python benchmarks/demand.py --series 200 --points 1000 --json   # quicker
+    python benchmarks/bench_demand.py --json
+    python benchmarks/bench_demand.py --series 200 --points 1000 --json   # quicker
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-# Python puts this script's folder first on sys.path, where a benchmark named after a
-# package would shadow it; drop it before importing predops.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import argparse
 import dataclasses
@@ -34,9 +27,11 @@ import json
 import os
 import resource
 import subprocess
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")

@@ -41,16 +41,10 @@ leaf, no early stopping, no calibration: only the ranking counts) are far more t
 evaluated model uses; 15,000 leaves on rows that carry power-on hours and dates can
 learn which drives fail, which is why the in-sample figures are bounds, not estimates.
 
-    python benchmarks/failure_ceiling.py --json [--source backblaze-hds] [--data DIR]
+    python benchmarks/bench_failure_ceiling.py --json [--source backblaze-hds] [--data DIR]
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-# Python puts this script's folder first on sys.path; keep it from shadowing packages.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import argparse
 import json
@@ -59,6 +53,7 @@ import os
 import resource
 import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")

@@ -5,26 +5,21 @@ the same run on the same input, the time of a straightforward pandas groupby-rol
 implementation of the same window features (``speedup_vs_pandas``); and the time to
 read the online store for every node.
 
-    python benchmarks/features.py --nodes 10000 --hours 24 --json
+    python benchmarks/bench_features.py --nodes 10000 --hours 24 --json
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-# Python puts this script's folder first on sys.path, where this file's name would
-# shadow the ``features`` package.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import argparse
 import gc
 import json
 import os
 import resource
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import pandas as pd

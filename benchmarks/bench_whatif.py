@@ -7,23 +7,18 @@ oracle against reactive, in the same run), and wall / CPU seconds per stage and 
 total, with the peak RSS. With ``--seeds`` it runs one world per seed, one after the
 other, and adds the comparison of the figures summed over them (``pooled``).
 
-    python benchmarks/whatif.py --json                  # 2,000 nodes x 60 days
-    python benchmarks/whatif.py --nodes 200 --days 14 --json
-    python benchmarks/whatif.py --seeds 7,11,13 --json  # three worlds, ~25 min each
+    python benchmarks/bench_whatif.py --json                  # 2,000 nodes x 60 days
+    python benchmarks/bench_whatif.py --nodes 200 --days 14 --json
+    python benchmarks/bench_whatif.py --seeds 7,11,13 --json  # three worlds, ~25 min each
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-# Python puts this script's folder first on sys.path; keep it from shadowing packages.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import argparse
 import json
 import logging
 import resource
+import sys
 import time
 
 from predops.pipelines.whatif.run import OpsConfig, compare, pooled, simulate_ops

@@ -1,10 +1,10 @@
 """Soak: ``predops serve`` under a steady mixed load for minutes, its memory sampled.
 
-    python benchmarks/soak.py --json [--minutes 10] [--workspace WS] [--clients 4]
-    python benchmarks/soak.py --json --minutes 0.5      # smoke
+    python -m benchmarks.bench_soak --json [--minutes 10] [--workspace WS] [--clients 4]
+    python -m benchmarks.bench_soak --json --minutes 0.5      # smoke
 
 The server runs on 127.0.0.1 on a copy of WS (or of a workspace built with
-``predops demo --no-serve``), started as ``benchmarks/reliability.py`` starts it (its
+``predops demo --no-serve``), started as ``benchmarks/bench_reliability.py`` starts it (its
 TOML: operator / viewer tokens, alias check every second). A second process
 (``benchmarks/soak_load.py``) keeps ``--clients`` keep-alive connections busy (closed
 loop) with a fixed mix, 60 % single-node scoring (``POST /v1/failure/score``: a feature
@@ -48,16 +48,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-# The repository root first (benchmarks/features.py must not shadow the features package),
-# this folder last (the reliability report's server helpers are imported from it).
-HERE = Path(__file__).resolve().parent
-sys.path[:] = [str(HERE.parent), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
-sys.path.append(str(HERE))
-
 import numpy as np
-import reliability
 
-bench_serving = reliability.bench_serving
+# Run as a module from the repository root (``python -m benchmarks.bench_soak``), as
+# bench_reliability is: the server helpers are imported from it.
+from benchmarks import bench_reliability as reliability
+from benchmarks import bench_serving
+
+HERE = Path(__file__).resolve().parent
 
 BOUND_MIB = 50.0
 MIB = 1024 * 1024

@@ -16,23 +16,17 @@ Prints one JSON object:
   FGD, next to the division lower bound (total GPUs / GPUs per node, total CPU / CPU
   per node) it is compared with.
 
-    python benchmarks/allocator.py --json
+    python benchmarks/bench_allocator.py --json
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-# Python puts this script's folder first on sys.path, where this file's name would
-# shadow the ``allocator`` package.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import argparse
 import json
 import math
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np

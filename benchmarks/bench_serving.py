@@ -1,6 +1,6 @@
 """Serving benchmark: our server vs ``mlflow models serve`` on the same failure model.
 
-    python benchmarks/serving.py --json [--workspace WS] [--seconds 10]
+    python benchmarks/bench_serving.py --json [--workspace WS] [--seconds 10]
 
 Without ``--workspace`` a small one is built with ``predops demo --no-serve`` (60 nodes x
 12 days, both models trained and registered). The workspace is copied, and the copy's online
@@ -38,10 +38,6 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-
-# Python puts this script's folder first on sys.path, where benchmarks/features.py would
-# shadow the features package.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import numpy as np
 

@@ -17,25 +17,21 @@ Prints one JSON object:
 
 Each part runs in its own process so each peak RSS is its own.
 
-    python benchmarks/failure.py --json
+    python benchmarks/bench_failure.py --json
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-# Python puts this script's folder first on sys.path; keep it from shadowing packages.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import argparse
 import json
 import os
 import resource
 import subprocess
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
