@@ -1,8 +1,9 @@
 """``/v1/plans``: read plans, approve them (role approver) and apply them (role operator).
 
 Apply needs an approval first (409 otherwise) and goes through the same machinery as
-``predops apply`` (:func:`predops.pipelines.cli.plan.apply_in_workspace`): dry-run unless the
-server is configured with ``apply_execute``; every decision is in the audit log, plus an
+``predops apply`` (:func:`predops.pipelines.jobs.plan.apply_in_workspace`): dry-run unless the
+server is configured with ``apply_execute``, re-validated with the server's ``[policy]``
+(the report's ``policy`` says which values); every decision is in the audit log, plus an
 ``approved`` / ``apply_requested`` entry naming the token that asked.
 """
 
@@ -135,6 +136,9 @@ def _apply(ctx: ServeContext, plan_id: str, token: ApiToken) -> dict[str, Any]:
             who=who(token),
             kubeconfig=cfg.kubeconfig,
             context=cfg.kube_context,
+            budgets=cfg.policy.budgets,
+            config=cfg.policy.config,
+            policy_origin=cfg.policy.origin,
         )
     except RuntimeError as exc:  # another apply holds the workspace lock
         raise ApiError(409, str(exc)) from None
