@@ -26,9 +26,18 @@ with errors that name the key (never a secret)::
     sha256 = "<hex SHA-256 of the secret>"   # `predops serve --hash-token` prints it
     expires_at = 2026-12-31T00:00:00Z        # optional, UTC
 
+    [[policy.budgets]]          # optional: budgets and knobs /apply re-validates with
+    scope = "rack"
+    max_nodes = 1
+
+The file may be the scheduler's too: its ``[scheduler]``, ``[jobs.*]``, ``[ingest]``,
+``[features]`` and ``[retrain]`` are left to the scheduler, which validates them; a
+section no reader knows is an error here as well.
+
 Environment: ``PREDOPS_API_TOKEN=<secret>`` adds an operator token named ``env`` (a quick
-start; only its digest is kept), and ``PREDOPS_SERVER__<KEY>=value`` overrides a
-``[server]`` key (e.g. ``PREDOPS_SERVER__PROTECT_READS=true``).
+start; only its digest is kept), ``PREDOPS_SERVER__<KEY>=value`` overrides a
+``[server]`` key (e.g. ``PREDOPS_SERVER__PROTECT_READS=true``) and
+``PREDOPS_POLICY__<TABLE>__<KEY>`` a ``[policy]`` one.
 """
 
 from __future__ import annotations
@@ -41,7 +50,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from predops.pipelines.workspace.config import ConfigError, ConfigTable, merge_env, read_toml
+from predops.pipelines.workspace.config import (
+    ConfigError,
+    ConfigTable,
+    check_sections,
+    merge_env,
+    read_toml,
+)
+from predops.pipelines.workspace.policy_config import (
+    POLICY_ENV_PREFIX,
+    PolicySettings,
+    parse_policy,
+)
 
 ROLES = ("viewer", "approver", "operator")
 ENV_TOKEN = "PREDOPS_API_TOKEN"
@@ -104,6 +124,8 @@ class ServeConfig:
     kube_context: str | None = None
     host: str = "127.0.0.1"
     port: int = 8080
+    policy: PolicySettings = field(default_factory=PolicySettings)
+    """The budgets and policy knobs ``/apply`` re-validates with (``[policy]``)."""
     origin: str = "defaults"
     """Where it came from (file and environment keys used; never a secret)."""
 
@@ -112,11 +134,11 @@ def load_serve_config(path: Path | None, environ: Mapping[str, str]) -> ServeCon
     """The server's configuration from ``path`` (TOML; None: defaults) and ``environ``
     (see the module docstring). Raises :class:`ConfigError` naming the file and key."""
     where, raw = read_toml(path)
-    server_env = {k: v for k, v in environ.items() if k.startswith(ENV_SERVER_PREFIX)}
+    ours = (ENV_SERVER_PREFIX, POLICY_ENV_PREFIX)
+    server_env = {k: v for k, v in environ.items() if k.startswith(ours)}
     applied = merge_env(raw, server_env, where)
-    unknown = sorted(set(raw) - {"server", "tokens"})
-    if unknown:
-        raise ConfigError(f"{where}: [{unknown[0]}]: unknown section (known: server, tokens)")
+    check_sections(raw, where)
+    policy = parse_policy(raw, where, env_keys=applied)
     t = ConfigTable(raw.get("server", {}), where, "server")
     defaults = ServeConfig()
     max_age = t.duration("max_data_age", defaults.max_data_age)
@@ -149,7 +171,7 @@ def load_serve_config(path: Path | None, environ: Mapping[str, str]) -> ServeCon
         tokens.append(ApiToken("env", "operator", token_digest(secret)))
         used.append(ENV_TOKEN)
     origin = where + (f" + environment ({', '.join(used)})" if used else "")
-    return ServeConfig(tokens=tuple(tokens), origin=origin, **kw)
+    return ServeConfig(tokens=tuple(tokens), policy=policy, origin=origin, **kw)
 
 
 def _tokens(raw: Any, where: str) -> list[ApiToken]:

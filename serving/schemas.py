@@ -237,3 +237,7 @@ class ApplyResponse(BaseModel):
     counts: dict[str, int]
     actions: list[ActionOutcomeOut]
     state: str = Field(description="where re-validation read the cluster: lake or kubernetes")
+    policy: dict[str, Any] = Field(
+        description="the budgets and disruption values re-validation used, and their origin "
+        "(durations in seconds)"
+    )

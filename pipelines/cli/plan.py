@@ -1,21 +1,30 @@
 """``predops plan`` and ``predops apply``: the plan use case
 (:mod:`predops.pipelines.jobs.plan`) from the command line.
 
-``predops plan [--at T] --json`` plans in the workspace and prints one JSON object: the
-plan, its ``inputs``, ``summary`` and ``plan_file``.
+``predops plan [--at T] [--config FILE] --json`` plans in the workspace and prints one
+JSON object: the plan, its ``inputs`` (``inputs.policy``: the budgets and policy values
+used), ``summary`` and ``plan_file``.
 
 ``predops apply PLAN_ID [--execute] [--kubeconfig K] --json`` re-validates every action
 of a plan just before it would run and records each decision in the audit log. Dry-run
 unless ``--execute``. With ``--kubeconfig`` (a file or ``in-cluster``) the live cluster is
 the state re-validation reads and, with ``--execute``, cordons / drains / uncordons go to
 it; without, the lake's state is re-read. Exit status 2 when an action failed.
+
+Both read the budgets and policy knobs from the ``[policy]`` table of ``--config FILE``
+(default ``$PREDOPS_CONFIG``, else the documented defaults), the same ``predops.toml``
+the scheduler and the server read
+(:mod:`predops.pipelines.workspace.policy_config`), with ``PREDOPS_POLICY__*``
+environment overrides.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import click
@@ -24,6 +33,7 @@ from predops.core.clock import FixedClock
 from predops.pipelines.cli.support import emit, json_option, parse_duration, parse_time, reports
 from predops.pipelines.workspace.clock import SystemClock
 from predops.pipelines.workspace.plans import plan_path, read_plan
+from predops.pipelines.workspace.policy_config import PolicySettings, load_policy_settings
 from predops.pipelines.workspace.settings import Settings, operator_identity
 
 
@@ -37,17 +47,45 @@ def _now(at: str | None) -> datetime:
     return parse_time(at) if at else SystemClock().now()
 
 
+CONFIG_ENV = "PREDOPS_CONFIG"
+"""The default of ``--config``: the path of the shared ``predops.toml``."""
+
+policy_config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar=CONFIG_ENV,
+    default=None,
+    help=f"predops.toml whose [policy] sets budgets and policy knobs (default: ${CONFIG_ENV}, "
+    "else the documented defaults; PREDOPS_POLICY__* overrides).",
+)
+
+
+def _policy(config_path: Path | None) -> PolicySettings:
+    return load_policy_settings(config_path, os.environ)
+
+
 @click.command("plan")
 @click.option("--at", default=None, help="Plan as of this time (ISO-8601). Default: now.")
+@policy_config_option
 @json_option
 @reports
-def plan_command(at: str | None, as_json: bool) -> None:
+def plan_command(at: str | None, config_path: Path | None, as_json: bool) -> None:
     """Plan cordons, drains, uncordons, pool sizes and buys from the workspace (writes the
     plan file and an audit entry; changes nothing in the cluster)."""
     # imported here: the jobs load the models (LightGBM), which `predops --help` need not
     from predops.pipelines.jobs.plan import plan_in_workspace
 
-    out = plan_in_workspace(_settings(), _now(at), who=operator_identity(), clock=SystemClock())
+    policy = _policy(config_path)
+    out = plan_in_workspace(
+        _settings(),
+        _now(at),
+        who=operator_identity(),
+        clock=SystemClock(),
+        budgets=policy.budgets,
+        config=policy.config,
+        policy_origin=policy.origin,
+    )
     emit(out, as_json, _human_plan)
 
 
@@ -73,6 +111,7 @@ def _human_plan(o: dict[str, Any]) -> str:
 @click.option("--context", default=None, help="Kubeconfig context.")
 @click.option("--timeout", default="10m", show_default=True, help="Per-drain timeout.")
 @click.option("--at", default=None, help="Apply as of this time (ISO-8601). Default: now.")
+@policy_config_option
 @json_option
 @reports
 def apply_command(
@@ -82,11 +121,13 @@ def apply_command(
     context: str | None,
     timeout: str,
     at: str | None,
+    config_path: Path | None,
     as_json: bool,
 ) -> None:
     """Re-validate and apply plan PLAN_ID; every decision goes to the audit log."""
     from predops.pipelines.jobs.plan import apply_in_workspace
 
+    policy = _policy(config_path)
     settings = _settings()
     plan = read_plan(plan_path(settings.plans_dir, plan_id))
     clock: Any = FixedClock(parse_time(at)) if at else SystemClock()
@@ -101,6 +142,9 @@ def apply_command(
         kubeconfig=kubeconfig,
         context=context,
         timeout_s=_seconds(timeout),
+        budgets=policy.budgets,
+        config=policy.config,
+        policy_origin=policy.origin,
     )
     emit(out, as_json, _human_apply)
     if out["counts"].get("failed"):

@@ -28,6 +28,7 @@ from predops.pipelines.cli.support import emit, json_option, reports
 from predops.pipelines.scheduler.config import JOB_NAMES, ConfigError, ScheduleConfig, load_config
 from predops.pipelines.scheduler.context import JobContext
 from predops.pipelines.workspace.clock import SystemClock
+from predops.pipelines.workspace.policy_config import policy_settings_dict
 from predops.pipelines.workspace.runs import RunStore
 from predops.pipelines.workspace.settings import Settings
 
@@ -92,6 +93,7 @@ def _describe(config: ScheduleConfig) -> dict[str, Any]:
             "demand_config": config.retrain.demand_config,
             "backtest_cutoffs": config.retrain.backtest_cutoffs,
         },
+        "policy": policy_settings_dict(config.policy),
     }
 
 

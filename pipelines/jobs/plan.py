@@ -15,7 +15,10 @@ exist (plus each stock position's node demand derived from its series), runs
 plan (actions with reason, evidence and idempotency key; skips with their typed reason),
 ``inputs`` (what each input was, or why it is missing; ``buy_forecasts``: per SKU and
 region, the window a buy needs forecasts for and how far they reach — an alert names
-each SKU whose lead time the forecasts do not reach), ``summary`` and ``plan_file``. A
+each SKU whose lead time the forecasts do not reach; ``policy``: every budget and policy
+value planned with and where they came from, see
+:func:`predops.pipelines.workspace.policy_config.policy_settings_dict`), ``summary`` and
+``plan_file``. A
 missing model is never replaced by invented numbers: the plan runs with no risks /
 forecasts, says so in ``inputs`` and raises an alert.
 
@@ -24,7 +27,11 @@ and records each decision in the audit log. Dry-run unless ``execute``. With a
 ``kubeconfig`` (a file or ``in-cluster``) the live cluster is the state re-validation
 reads and, with ``execute``, cordons / drains / uncordons go to it and pool resizes to
 its Cluster API MachineDeployments; without, the lake's state is re-read. ``buy``
-actions are written as purchase requests under ``<workspace>/purchases``.
+actions are written as purchase requests under ``<workspace>/purchases``. Its report's
+``policy`` holds the budgets and disruption values re-validation used.
+
+Both take ``budgets`` / ``config`` (None: the documented defaults) and ``policy_origin``,
+where the caller read them (a file's ``[policy]``; recorded with the values).
 """
 
 from __future__ import annotations
@@ -59,6 +66,11 @@ from predops.pipelines.workspace.fleet_state import (
 )
 from predops.pipelines.workspace.lake import Lake
 from predops.pipelines.workspace.plans import write_plan
+from predops.pipelines.workspace.policy_config import (
+    REVALIDATION_KEYS,
+    PolicySettings,
+    policy_settings_dict,
+)
 from predops.pipelines.workspace.settings import Settings
 from predops.policy.config import Budgets, PolicyConfig
 from predops.policy.disruption import latest_risk
@@ -118,6 +130,20 @@ def demand_forecasts(settings: Settings) -> tuple[list[Forecast], dict[str, Any]
     return forecasts, {"status": "ok", "series": out["series"], "version": out["version"]}
 
 
+def policy_in_force(
+    budgets: Budgets | None, config: PolicyConfig | None, origin: str | None
+) -> PolicySettings:
+    """The budgets and config a caller passed (None: the defaults) and where they came
+    from: ``origin`` when given, else ``"defaults"`` or ``"passed by the caller"``."""
+    if origin is None:
+        origin = "defaults" if budgets is None and config is None else "passed by the caller"
+    return PolicySettings(
+        budgets if budgets is not None else Budgets(),
+        config if config is not None else PolicyConfig(),
+        origin,
+    )
+
+
 def summary(plan: Plan) -> dict[str, Any]:
     """Counts of actions by kind, skips by kind and reason, and alerts."""
     return {
@@ -136,13 +162,14 @@ def plan_in_workspace(
     why: str = "predops plan",
     budgets: Budgets | None = None,
     config: PolicyConfig | None = None,
+    policy_origin: str | None = None,
 ) -> dict[str, Any]:
     """Plan as of ``now`` from the workspace (see the module docstring); writes the plan
     file and one ``planned`` audit entry as ``who`` (stamped by ``clock``), changes
     nothing in the cluster. Returns the plan's report."""
     started = time.perf_counter()
-    budgets = budgets if budgets is not None else Budgets()
-    config = config if config is not None else PolicyConfig()
+    policy = policy_in_force(budgets, config, policy_origin)
+    budgets, config = policy.budgets, policy.config
     lake_fleet = fleet_from_lake(Lake(settings.lake_dir), now)
     risks, risk_note = failure_risk(settings, now)
     forecasts, forecast_note = demand_forecasts(settings)
@@ -170,6 +197,7 @@ def plan_in_workspace(
         "failure_risk": risk_note,
         "forecasts": forecast_note,
         "buy_forecasts": coverage,
+        "policy": policy_settings_dict(policy),
     }
     path = write_plan(settings.plans_dir, plan, {"inputs": inputs})
     AuditLog(settings.audit_log, who=who).append(
@@ -203,14 +231,16 @@ def apply_in_workspace(
     timeout_s: float = 600.0,
     budgets: Budgets | None = None,
     config: PolicyConfig | None = None,
+    policy_origin: str | None = None,
 ) -> dict[str, Any]:
     """Apply ``plan`` (see the module docstring): state from the cluster of
     ``kubeconfig`` (or the lake), drains and cordons on that cluster, pool resizes
     through its Cluster API MachineDeployments, buys as purchase files, every decision in
-    the audit log as ``who``. Returns the report with ``state``, ``failure_risk`` and
-    ``audit_log``; raises :class:`OSError` when the cluster cannot even be listed."""
-    budgets = budgets if budgets is not None else Budgets()
-    config = config if config is not None else PolicyConfig()
+    the audit log as ``who``. Returns the report with ``state``, ``failure_risk``,
+    ``policy`` (the values re-validation used) and ``audit_log``; raises
+    :class:`OSError` when the cluster cannot even be listed."""
+    policy = policy_in_force(budgets, config, policy_origin)
+    budgets, config = policy.budgets, policy.config
     actuators: dict[str, Actuator] = {
         "buy": PurchaseRequestWriter(settings.workspace / "purchases", clock)
     }
@@ -246,6 +276,9 @@ def apply_in_workspace(
         {
             "state": "kubernetes" if kubeconfig else "lake",
             "failure_risk": risk_note,
+            "policy": {
+                k: v for k, v in policy_settings_dict(policy).items() if k in REVALIDATION_KEYS
+            },
             "audit_log": str(settings.audit_log),
         }
     )

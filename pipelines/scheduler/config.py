@@ -5,6 +5,11 @@ a typed, frozen :class:`ScheduleConfig`; every error names the key
 (``predops.toml: [jobs.pipeline] cron: ...``). Unknown sections and keys are errors, so a
 typo never silently falls back to a default.
 
+The same file may feed the server and the CLI: ``[policy]`` (budgets and policy knobs,
+:mod:`predops.pipelines.workspace.policy_config`) is read here too, for the ``plan``
+step; the server's ``[server]`` / ``[[tokens]]`` are left to the server, which validates
+them when it starts. A section no reader knows is still an error here.
+
 Environment overrides use double underscores between levels, e.g.
 ``PREDOPS_JOBS__PIPELINE__CRON="*/5 * * * *"`` or ``PREDOPS_INGEST__PATH=/data/drop``.
 Variables without ``__`` (``PREDOPS_WORKSPACE``, ``PREDOPS_OPERATOR``, ...) and the
@@ -29,17 +34,28 @@ Example::
     path = "http://prometheus:9090"
     lookback = "30m"
     step = "1m"
+
+    [[policy.budgets]]           # optional: the plan step's budgets and policy knobs
+    scope = "rack"
+    max_nodes = 1
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from predops.pipelines.workspace.config import ConfigError, ConfigTable, merge_env, read_toml
+from predops.pipelines.workspace.config import (
+    ConfigError,
+    ConfigTable,
+    check_sections,
+    merge_env,
+    read_toml,
+)
+from predops.pipelines.workspace.policy_config import PolicySettings, parse_policy
 
 __all__ = ["ConfigError", "load_config", "parse_config"]
 
@@ -108,6 +124,8 @@ class ScheduleConfig:
     ingest: IngestConfig | None = None
     features: FeaturesConfig = FeaturesConfig()
     retrain: RetrainConfig = RetrainConfig()
+    policy: PolicySettings = field(default_factory=PolicySettings)
+    """The ``plan`` step's budgets and policy knobs (``[policy]``)."""
     origin: str = "defaults"
     """Where it came from (the file, plus which environment keys), for reports."""
 
@@ -118,18 +136,9 @@ def load_config(path: Path | None, env: Mapping[str, str]) -> ScheduleConfig:
     where, raw = read_toml(path)
     ours = {k: v for k, v in env.items() if not k.startswith(SERVER_ENV_PREFIX)}
     applied = merge_env(raw, ours, where)
-    cfg = parse_config(raw, where)
+    cfg = parse_config(raw, where, env_keys=applied)
     origin = where + (f" + environment ({', '.join(applied)})" if applied else "")
-    return ScheduleConfig(
-        jobs=cfg.jobs,
-        timezone=cfg.timezone,
-        misfire_grace_time=cfg.misfire_grace_time,
-        max_workers=cfg.max_workers,
-        ingest=cfg.ingest,
-        features=cfg.features,
-        retrain=cfg.retrain,
-        origin=origin,
-    )
+    return replace(cfg, origin=origin)
 
 
 # ---------------------------------------------------------------- validation
@@ -154,14 +163,13 @@ def check_cron(expr: str, timezone: str) -> Any:
     raise ValueError(f"{expr!r} has {len(fields)} fields; expected 5 (or 6 with seconds first)")
 
 
-def parse_config(raw: Mapping[str, Any], where: str) -> ScheduleConfig:
-    """Validate a parsed TOML document (see the module docstring for its shape)."""
-    known = {"scheduler", "jobs", "ingest", "features", "retrain"}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown section [{unknown[0]}] (known: {', '.join(sorted(known))})"
-        )
+def parse_config(
+    raw: Mapping[str, Any], where: str, *, env_keys: Sequence[str] = ()
+) -> ScheduleConfig:
+    """Validate a parsed TOML document (see the module docstring for its shape);
+    ``env_keys`` are the environment overrides already merged into it (for the policy's
+    origin)."""
+    check_sections(raw, where)
     sched = ConfigTable(raw.get("scheduler", {}), where, "scheduler")
     timezone = sched.text("timezone", "UTC")
     assert timezone is not None
@@ -235,6 +243,7 @@ def parse_config(raw: Mapping[str, Any], where: str) -> ScheduleConfig:
     )
     t.done()
     return ScheduleConfig(
+        policy=parse_policy(raw, where, env_keys=env_keys),
         jobs=jobs,
         timezone=timezone,
         misfire_grace_time=grace,

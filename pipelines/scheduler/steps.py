@@ -94,12 +94,21 @@ def forecast(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
 
 
 def plan(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
-    """Plan as of the cutoff: the same plan file (named by its content, so a re-run
-    overwrites it) and audit entry as ``predops plan --at <cutoff>`` writes."""
+    """Plan as of the cutoff with the configuration's ``[policy]``: the same plan file
+    (named by its content, so a re-run overwrites it) and audit entry as
+    ``predops plan --at <cutoff> --config <the same file>`` writes."""
     from predops.pipelines.jobs.plan import plan_in_workspace
 
+    policy = ctx.config.policy
     report = plan_in_workspace(
-        ctx.settings, cutoff, who=operator_identity(), clock=ctx.clock, why="predops plan"
+        ctx.settings,
+        cutoff,
+        who=operator_identity(),
+        clock=ctx.clock,
+        why="predops plan",
+        budgets=policy.budgets,
+        config=policy.config,
+        policy_origin=policy.origin,
     )
     rows = len(report.get("actions", [])) + len(report.get("skips", []))
     detail = {

@@ -8,6 +8,7 @@ policy_config`) validate their sections of the same kind of file with
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Mapping
 from datetime import timedelta
@@ -17,6 +18,15 @@ from typing import Any
 from predops.pipelines.workspace.timeparse import parse_duration
 
 ENV_PREFIX = "PREDOPS_"
+
+SECTIONS_BY_READER: Mapping[str, tuple[str, ...]] = {
+    "scheduler": ("scheduler", "jobs", "ingest", "features", "retrain"),
+    "server": ("server", "tokens"),
+    "policy": ("policy",),
+}
+"""The top-level tables of a ``predops.toml`` and who validates each: one file may feed
+the scheduler, the server and the CLI. Each reader validates its own tables (unknown keys
+are errors there) and leaves the others' to them; a table no reader knows is a typo."""
 
 
 class ConfigError(ValueError):
@@ -41,6 +51,15 @@ def merge_env(raw: dict[str, Any], env: Mapping[str, str], where: str) -> list[s
         node[path[-1]] = value
         applied.append(name)
     return applied
+
+
+def check_sections(document: Mapping[str, Any], where: str) -> None:
+    """Raise :class:`ConfigError` naming the first top-level table of ``document`` that no
+    reader of :data:`SECTIONS_BY_READER` knows (``[schedular]``, ``[polcy]``)."""
+    known = sorted({name for names in SECTIONS_BY_READER.values() for name in names})
+    unknown = sorted(set(document) - set(known))
+    if unknown:
+        raise ConfigError(f"{where}: [{unknown[0]}]: unknown section (known: {', '.join(known)})")
 
 
 def read_toml(path: Path | None) -> tuple[str, dict[str, Any]]:
@@ -88,7 +107,11 @@ class ConfigTable:
             raise self.fail(key, "is required")
         return v
 
-    def duration(self, key: str, default: timedelta | None) -> timedelta | None:
+    def duration(
+        self, key: str, default: timedelta | None, *, allow_zero: bool = False
+    ) -> timedelta | None:
+        """A duration written like ``"90s"``, ``"6h"``, ``"7d"``; positive unless
+        ``allow_zero`` (then ``"0s"`` is accepted too)."""
         v = self.get(key)
         if v is None:
             return default
@@ -98,11 +121,12 @@ class ConfigTable:
             d = parse_duration(v)
         except ValueError as exc:
             raise self.fail(key, str(exc)) from None
-        if d <= timedelta(0):
-            raise self.fail(key, f"{v!r} must be positive")
+        if d < timedelta(0) or (d == timedelta(0) and not allow_zero):
+            raise self.fail(key, f"{v!r} must be {'zero or more' if allow_zero else 'positive'}")
         return d
 
-    def integer(self, key: str, default: int, low: int) -> int:
+    def integer(self, key: str, default: int, low: int, high: int | None = None) -> int:
+        """An integer in ``low`` .. ``high`` (inclusive; no upper bound when None)."""
         v = self.get(key)
         if v is None:
             return default
@@ -113,7 +137,27 @@ class ConfigTable:
                 raise self.fail(key, f"{v!r} is not an integer") from None
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
             raise self.fail(key, f"{v!r} must be an integer >= {low}")
+        if high is not None and v > high:
+            raise self.fail(key, f"{v!r} must be an integer in {low}..{high}")
         return v
+
+    def number(self, key: str, default: float, low: float, high: float | None = None) -> float:
+        """A finite number (an integer is taken as one) in ``low`` .. ``high`` (inclusive;
+        no upper bound when None)."""
+        v = self.get(key)
+        if v is None:
+            return default
+        if isinstance(v, str):  # environment overrides are text
+            try:
+                v = float(v)
+            except ValueError:
+                raise self.fail(key, f"{v!r} is not a number") from None
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise self.fail(key, f"{v!r} must be a number")
+        if v < low or (high is not None and v > high):
+            bounds = f">= {low}" if high is None else f"in [{low}, {high}]"
+            raise self.fail(key, f"{v!r} must be {bounds}")
+        return float(v)
 
     def boolean(self, key: str, default: bool) -> bool:
         v = self.get(key)

@@ -1,9 +1,10 @@
 """``/v1/plans``: read plans, approve them (role approver) and apply them (role operator).
 
 Apply needs an approval first (409 otherwise) and goes through the same machinery as
-``predops apply`` (:func:`predops.pipelines.jobs.plan.apply_in_workspace`); another
-apply holding the workspace lock is a 409 (:mod:`predops.serving.errors`): dry-run unless the
-server is configured with ``apply_execute``; every decision is in the audit log, plus an
+``predops apply`` (:func:`predops.pipelines.jobs.plan.apply_in_workspace`): dry-run unless the
+server is configured with ``apply_execute``, re-validated with the server's ``[policy]``
+(the report's ``policy`` says which values); another apply holding the workspace lock is
+a 409 (:mod:`predops.serving.errors`); every decision is in the audit log, plus an
 ``approved`` / ``apply_requested`` entry naming the token that asked.
 """
 
@@ -132,6 +133,9 @@ def _apply(ctx: ServeContext, plan_id: str, token: ApiToken) -> dict[str, Any]:
             who=who(token),
             kubeconfig=cfg.kubeconfig,
             context=cfg.kube_context,
+            budgets=cfg.policy.budgets,
+            config=cfg.policy.config,
+            policy_origin=cfg.policy.origin,
         )
     except OSError as exc:  # the cluster could not be read
         raise ApiError(503, str(exc)) from None

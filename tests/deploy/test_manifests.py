@@ -141,6 +141,38 @@ def test_example_configuration_validates(objects: list[dict[str, Any]]) -> None:
     assert set(cfg.jobs) == {"pipeline", "retrain"}
 
 
+def test_server_and_scheduler_read_the_same_configuration(
+    objects: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """One predops.toml feeds both: the server accepts the scheduler's sections, and the
+    commented [policy] example, uncommented, validates for both."""
+    import tomllib
+
+    from predops.serving.config import load_serve_config
+
+    paths = set()
+    for name in ("predops-server", "predops-scheduler"):
+        pod = one(objects, "Deployment", name)["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes["config"]["configMap"] == {"name": "predops-config"}
+        path = container["args"][container["args"].index("--config") + 1]
+        assert path.startswith(mounts["config"] + "/")
+        paths.add(path)
+    assert len(paths) == 1
+    text = one(objects, "ConfigMap", "predops-config")["data"]["predops.toml"]
+    uncommented = re.sub(r"^# ?(?=\[|\w+ = )", "", text, flags=re.M)
+    assert "\n[policy.disruption]\n" in uncommented
+    scheduled = parse_config(tomllib.loads(uncommented), "configmap").policy
+    assert [b.scope for b in scheduled.budgets.budgets] == ["pool", "rack"]
+    assert scheduled.config.disruption.min_hold.total_seconds() == 6 * 3600
+    shared = tmp_path / "predops.toml"
+    shared.write_text(uncommented)
+    served = load_serve_config(shared, {}).policy
+    assert (served.budgets, served.config) == (scheduled.budgets, scheduled.config)
+
+
 def test_dockerfile_is_slim_non_root_and_passive() -> None:
     text = (DEPLOY / "Dockerfile").read_text()
     assert re.search(r"^FROM python:3\.11-slim\s*$", text, re.M)

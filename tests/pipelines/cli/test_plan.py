@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -90,12 +91,11 @@ def test_plan_json_shows_actions_skips_and_missing_models(workspace: Path) -> No
     assert [(e["outcome"], e["plan_id"]) for e in audit][-1] == ("planned", out["plan_id"])
 
 
-def test_plan_with_a_failure_model_proposes_drains_with_evidence(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def _stand_in_failure_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """A stand-in for ``predops.pipelines.jobs.failure`` held to the contract
     ``current_risk(settings, *, now)``, so the risks are exact (the real module is
-    exercised end to end in ``test_failure_jobs``)."""
+    exercised end to end in ``test_failure_jobs``): node-00035 and node-00030 at 0.97,
+    node-00036 at 0.01; no demand forecasts."""
     prov = Provenance("predops.node_failure", "4", "fs-test", AT - timedelta(hours=1))
 
     def current_risk(settings: Any, *, now: datetime) -> list[FailureRisk]:
@@ -110,6 +110,12 @@ def test_plan_with_a_failure_model_proposes_drains_with_evidence(
     monkeypatch.setattr(
         plan_jobs, "demand_forecasts", lambda s: ([], {"status": "missing", "note": "test"})
     )
+
+
+def test_plan_with_a_failure_model_proposes_drains_with_evidence(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _stand_in_failure_model(monkeypatch)
     code, out = _run(workspace, "plan", "--at", AT.isoformat(), "--json")
     assert code == 0 and out["inputs"]["failure_risk"] == {"status": "ok", "nodes_scored": 3}
     drains = {a["target"]: a for a in out["actions"] if a["kind"] == "drain"}
@@ -215,6 +221,92 @@ def test_apply_dry_run_revalidates_against_the_lake_and_audits(workspace: Path) 
     mine = [e for e in audit if e["plan_id"] == planned["plan_id"]]
     assert [e["outcome"] for e in mine][-2:] == ["would_run", "unsupported"]
     assert not any(e["outcome"] == "done" for e in mine)
+
+
+SHARED_CONFIG = """
+[scheduler]                 # the scheduler's and the server's sections: left to them
+timezone = "UTC"
+[server]
+port = 9000
+
+[[policy.budgets]]          # tighter than the default 10 % of a pool
+scope = "pool"
+max_nodes = 0
+
+[policy.disruption]
+owner = "predops-east"      # node-00003 was cordoned by "predops": not ours any more
+"""
+
+
+def _run_with(ws: Path, env: Mapping[str, str | None], *args: str) -> tuple[int, dict[str, Any]]:
+    res = CliRunner().invoke(main, ["--workspace", str(ws), *args], env=env)
+    lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.output
+    return res.exit_code, json.loads(lines[0])
+
+
+def test_plan_and_apply_read_policy_from_the_config_file(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--config`` (or ``$PREDOPS_CONFIG``) sets the budgets and knobs: the tighter pool
+    budget turns node-00035's drain into a skip, the other owner leaves node-00003
+    cordoned, and both plan and apply record the values they used."""
+    _stand_in_failure_model(monkeypatch)
+    config = tmp_path / "predops.toml"
+    config.write_text(SHARED_CONFIG)
+    code, out = _run(workspace, "plan", "--at", AT.isoformat(), "--config", str(config), "--json")
+    assert code == 0
+    assert not [a for a in out["actions"] if a["kind"] in ("drain", "uncordon")]
+    skips = {(s["kind"], s["target"]): s for s in out["skips"]}
+    assert skips[("drain", "node-00035")]["reason"] == "budget_exhausted"
+    assert skips[("drain", "node-00035")]["detail"].startswith("pool ")
+    assert skips[("uncordon", "node-00003")]["reason"] == "not_owned"
+    policy = out["inputs"]["policy"]
+    assert policy["origin"] == f"{config} [policy]"
+    assert policy["budgets"] == [
+        {"scope": "pool", "max_nodes": 0, "max_percent": None, "min_nodes": 0, "domain": None}
+    ]
+    assert policy["disruption"]["owner"] == "predops-east"
+    assert policy["disruption"]["min_hold"] == 6 * 3600  # unset keys: the defaults
+    saved = json.loads(Path(out["plan_file"]).read_text())
+    assert saved["inputs"]["policy"] == policy
+    # apply takes the file from $PREDOPS_CONFIG, with an environment override
+    env = {"PREDOPS_CONFIG": str(config), "PREDOPS_POLICY__DISRUPTION__BENEFIT_MARGIN": "3"}
+    code, applied = _run_with(
+        workspace, env, "apply", out["plan_id"], "--at", AT.isoformat(), "--json"
+    )
+    assert code == 0
+    assert applied["policy"]["origin"] == (
+        f"{config} [policy] + environment (PREDOPS_POLICY__DISRUPTION__BENEFIT_MARGIN)"
+    )
+    assert applied["policy"]["budgets"] == policy["budgets"]
+    assert applied["policy"]["disruption"]["benefit_margin"] == 3.0
+    # without a file: the documented defaults, and said so
+    no_file: dict[str, str | None] = {"PREDOPS_CONFIG": None}  # unset, whatever the shell has
+    _, default = _run_with(workspace, no_file, "plan", "--at", AT.isoformat(), "--json")
+    assert default["inputs"]["policy"]["origin"] == "defaults"
+    assert default["inputs"]["policy"]["disruption"]["owner"] == "predops"
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[policy.disruption]\nbenefit_margn = 1.0\n", "[policy.disruption] benefit_margn"),
+        ("[[policy.budgets]]\nscope = 'rack'\n", "[policy.budgets[0]] max_nodes"),
+        ("[polcy]\n", "[polcy]: unknown section"),
+    ],
+)
+def test_plan_refuses_a_bad_policy_naming_the_key(
+    workspace: Path, tmp_path: Path, text: str, needle: str
+) -> None:
+    config = tmp_path / "predops.toml"
+    config.write_text(text)
+    code, out = _run_with(workspace, {}, "plan", "--config", str(config), "--json")
+    assert code == 1 and needle in out["error"] and str(config) in out["error"]
+    code, out = _run_with(
+        workspace, {"PREDOPS_CONFIG": str(tmp_path / "none.toml")}, "plan", "--json"
+    )
+    assert code == 1 and "no such configuration file" in out["error"]
 
 
 def test_apply_of_an_unknown_plan_says_so(workspace: Path) -> None:
