@@ -86,19 +86,6 @@ def failure_risk(settings: Settings, now: datetime) -> tuple[list[FailureRisk], 
     return risks, {"status": "ok", "nodes_scored": len({r.node_id for r in risks})}
 
 
-def _forecast(d: dict[str, Any], prov: Provenance | None) -> Forecast:
-    return Forecast(
-        series_id=d["series_id"],
-        issued_at=datetime.fromisoformat(d["issued_at"]),
-        valid_at=datetime.fromisoformat(d["valid_at"]),
-        p10=float(d["p10"]),
-        p50=float(d["p50"]),
-        p90=float(d["p90"]),
-        method=d.get("method") or "model",
-        provenance=prov,
-    )
-
-
 def demand_forecasts(settings: Settings) -> tuple[list[Forecast], dict[str, Any]]:
     """The champion demand model's forecasts of the lake's series, or none and why."""
     if not _has_registry(settings):
@@ -107,15 +94,8 @@ def demand_forecasts(settings: Settings) -> tuple[list[Forecast], dict[str, Any]
         out = demand_jobs.forecast(settings)
     except RegistryError as exc:
         return [], {"status": "missing", "note": f"no champion demand model: {exc}"}
-    p = out["provenance"]
-    prov = Provenance(
-        p["model_name"],
-        p["model_version"],
-        p["feature_set_hash"],
-        datetime.fromisoformat(p["data_cutoff"]),
-        p.get("run_id"),
-    )
-    forecasts = [_forecast(f, prov) for f in out["forecasts"]]
+    prov = Provenance.from_dict(out["provenance"])
+    forecasts = [Forecast.from_dict(f, prov) for f in out["forecasts"]]
     return forecasts, {"status": "ok", "series": out["series"], "version": out["version"]}
 
 
