@@ -39,7 +39,7 @@ from typing import Any
 
 from predops.core.actions import Plan
 from predops.core.clock import Clock, FixedClock
-from predops.core.contracts import FailureRisk, Forecast, Provenance
+from predops.core.contracts import FailureRisk, Forecast
 from predops.pipelines.actuators.apply import (
     ActionFailed,
     Actuator,
@@ -91,12 +91,11 @@ def demand_forecasts(settings: Settings) -> tuple[list[Forecast], dict[str, Any]
     if not _has_registry(settings):
         return [], {"status": "missing", "note": "no model registry in the workspace yet"}
     try:
-        out = demand_jobs.forecast(settings)
+        out = demand_jobs.issue_forecasts(settings)
     except RegistryError as exc:
         return [], {"status": "missing", "note": f"no champion demand model: {exc}"}
-    prov = Provenance.from_dict(out["provenance"])
-    forecasts = [Forecast.from_dict(f, prov) for f in out["forecasts"]]
-    return forecasts, {"status": "ok", "series": out["series"], "version": out["version"]}
+    series = len({f.series_id for f in out.forecasts})
+    return list(out.forecasts), {"status": "ok", "series": series, "version": out.version}
 
 
 def summary(plan: Plan) -> dict[str, Any]:
