@@ -52,16 +52,13 @@ from predops.pipelines.jobs import demand as demand_jobs
 from predops.pipelines.jobs import failure as failure_jobs
 from predops.pipelines.workspace.audit import AuditLog
 from predops.pipelines.workspace.feature_store import FeatureStoreError
-from predops.pipelines.workspace.fleet_state import (
-    buy_forecast_coverage,
-    fleet_from_lake,
-    node_demand_forecasts,
-)
+from predops.pipelines.workspace.fleet_state import fleet_from_lake
 from predops.pipelines.workspace.lake import Lake
 from predops.pipelines.workspace.plans import write_plan
 from predops.pipelines.workspace.registry import RegistryError
 from predops.pipelines.workspace.settings import Settings
 from predops.policy.config import Budgets, PolicyConfig
+from predops.policy.demand_nodes import buy_forecast_coverage, node_demand_forecasts
 from predops.policy.disruption import latest_risk
 from predops.policy.engine import plan as make_plan
 
@@ -127,7 +124,13 @@ def plan_in_workspace(
     risks, risk_note = failure_risk(settings, now)
     forecasts, forecast_note = demand_forecasts(settings)
     forecasts += node_demand_forecasts(forecasts, lake_fleet.demand_in_nodes)
-    coverage = buy_forecast_coverage(lake_fleet, forecasts, now, config.buy.review_period)
+    coverage = buy_forecast_coverage(
+        lake_fleet.fleet.stock,
+        lake_fleet.demand_in_nodes,
+        forecasts,
+        now,
+        config.buy.review_period,
+    )
     plan = make_plan(
         risks,
         forecasts,
