@@ -131,12 +131,13 @@ def eval_failure(
 def train_failure(strategy: str | None, backtest_days: float, as_json: bool) -> None:
     """Fit on the node training frame, log and register predops.node_failure."""
     _lightgbm_env()
+    from predops.models.failure.config import STRATEGY
     from predops.pipelines.jobs import failure as fj
     from predops.pipelines.workspace import registry
 
     settings = current_settings()
     registry.check_store(settings.mlflow_uri)  # fail before fitting, not after
-    report = fj.train(settings, strategy=strategy or fj.STRATEGY, backtest_days=backtest_days)
+    report = fj.train(settings, strategy=strategy or STRATEGY, backtest_days=backtest_days)
     emit(_finite(report), as_json, _human)
 
 
