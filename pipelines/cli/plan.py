@@ -21,16 +21,17 @@ from typing import Any
 import click
 
 from predops.core.clock import FixedClock
-from predops.pipelines.cli.support import emit, json_option, parse_duration, parse_time, reports
+from predops.pipelines.cli.support import (
+    current_settings,
+    emit,
+    json_option,
+    parse_duration,
+    parse_time,
+    reports,
+)
 from predops.pipelines.workspace.clock import SystemClock
 from predops.pipelines.workspace.plans import plan_path, read_plan
-from predops.pipelines.workspace.settings import Settings, operator_identity
-
-
-def _settings() -> Settings:
-    obj = click.get_current_context().obj
-    assert isinstance(obj, Settings)
-    return obj
+from predops.pipelines.workspace.settings import operator_identity
 
 
 def _now(at: str | None) -> datetime:
@@ -47,7 +48,9 @@ def plan_command(at: str | None, as_json: bool) -> None:
     # imported here: the jobs load the models (LightGBM), which `predops --help` need not
     from predops.pipelines.jobs.plan import plan_in_workspace
 
-    out = plan_in_workspace(_settings(), _now(at), who=operator_identity(), clock=SystemClock())
+    out = plan_in_workspace(
+        current_settings(), _now(at), who=operator_identity(), clock=SystemClock()
+    )
     emit(out, as_json, _human_plan)
 
 
@@ -87,7 +90,7 @@ def apply_command(
     """Re-validate and apply plan PLAN_ID; every decision goes to the audit log."""
     from predops.pipelines.jobs.plan import apply_in_workspace
 
-    settings = _settings()
+    settings = current_settings()
     plan = read_plan(plan_path(settings.plans_dir, plan_id))
     clock: Any = FixedClock(parse_time(at)) if at else SystemClock()
     sleep = _fixed_sleep(clock) if at else time.sleep

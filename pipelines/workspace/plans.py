@@ -1,8 +1,9 @@
 """Plans as files: ``<workspace>/plans/<plan_id>.json``, written atomically, read back.
 
 A plan file is :meth:`core.actions.Plan.to_dict` as JSON. It is written to a temporary
-file in the same directory, fsynced and renamed into place, so a reader (``predops
-apply``) sees a whole plan or none. :func:`read_plan` rebuilds the typed plan with
+file in the same directory, fsynced and renamed into place
+(:mod:`predops.pipelines.workspace.atomic`), so a reader (``predops apply``) sees a
+whole plan or none. :func:`read_plan` rebuilds the typed plan with
 :meth:`core.actions.Plan.from_dict`, which checks that each rebuilt action has the
 idempotency key the file recorded — a plan edited by hand, or written by a version that
 computes keys differently, is refused rather than applied with keys that no longer
@@ -12,13 +13,12 @@ match the audit log.
 from __future__ import annotations
 
 import json
-import os
 import re
-import uuid
 from pathlib import Path
 from typing import Any
 
 from predops.core.actions import Plan
+from predops.pipelines.workspace.atomic import atomic_write_text
 
 PLAN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 
@@ -28,26 +28,6 @@ def plan_path(plans_dir: Path, plan_id: str) -> Path:
     if not PLAN_ID.match(plan_id):
         raise ValueError(f"{plan_id!r} is not a plan id (letters, digits, '.', '_', '-')")
     return plans_dir / f"{plan_id}.json"
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a fsynced temporary file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 def write_plan(plans_dir: Path, plan: Plan, extra: dict[str, Any] | None = None) -> Path:
