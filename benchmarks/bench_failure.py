@@ -3,7 +3,7 @@
 Prints one JSON object:
 
 - ``train``: fitting :class:`NodeFailureClassifier` (the production parameters of
-  ``predops.pipelines.jobs.failure.MODEL_PARAMS``: early stopping, negative down-sampling,
+  ``predops.models.failure.config.MODEL_PARAMS``: early stopping, negative down-sampling,
   calibration) on ``--nodes`` x ``--days`` hourly rows of the full node feature set
   (161 features), synthesised directly as a float32 matrix with a planted signal;
   seconds, boosting rounds and the peak RSS of that process.
@@ -101,7 +101,7 @@ def make_matrix(
 
 def bench_train(nodes: int, days: int, seed: int) -> dict[str, Any]:
     from predops.models.failure.classifier import NodeFailureClassifier
-    from predops.pipelines.jobs.failure import MODEL_PARAMS
+    from predops.models.failure.config import MODEL_PARAMS
 
     t0 = time.perf_counter()
     X, y, t, _names, cats = make_matrix(nodes, days * 24, seed)
@@ -132,9 +132,9 @@ def bench_train(nodes: int, days: int, seed: int) -> dict[str, Any]:
 
 
 def bench_score(nodes: int, seed: int, train_nodes: int, train_days: int) -> dict[str, Any]:
+    from predops.models.failure.config import MODEL_PARAMS, STRATEGY, node_model_defs
     from predops.models.failure.model import train_failure_model
     from predops.pipelines.jobs.evaluation import synthetic_nodes
-    from predops.pipelines.jobs.failure import MODEL_PARAMS, STRATEGY, node_model_defs
     from predops.pipelines.workspace.feature_store import STALE, FeatureStore
 
     # A real model: trained on a simulated fleet's features, so its trees (count, depth)

@@ -64,6 +64,7 @@ import polars as pl
 from predops.features.labels import label_name
 from predops.models.failure import metrics as M
 from predops.models.failure.baselines import ReactiveRule
+from predops.models.failure.config import DRIVE_PARAMS
 from predops.models.failure.drives import drive_feature_defs
 from predops.models.failure.evaluation import Split, in_cohort
 from predops.models.failure.model import train_failure_model
@@ -74,7 +75,6 @@ from predops.pipelines.jobs.evaluation import (
     drive_rule_columns,
     drive_splits,
 )
-from predops.pipelines.jobs.failure import DRIVE_PARAMS
 from predops.pipelines.workspace.clock import SystemClock
 
 SOURCES = {

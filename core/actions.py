@@ -2,6 +2,12 @@
 
 A Plan names every candidate it considered exactly once: as an Action (with reason,
 evidence and an idempotency key) or as a Skip (with a typed reason).
+
+Each type's ``to_dict`` has its inverse here: :func:`action_from_dict`,
+:meth:`Skip.from_dict` and :meth:`Plan.from_dict`. An action read back must have the
+idempotency key its dict recorded — a plan edited by hand, or written by a version that
+computes keys differently, is refused rather than applied with keys that no longer
+match the audit log.
 """
 
 from __future__ import annotations
@@ -214,6 +220,11 @@ class Skip:
             "detail": self.detail,
         }
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Skip:
+        """The skip behind one :meth:`to_dict`."""
+        return cls(d["kind"], d["target"], SkipReason(d["reason"]), d.get("detail", ""))
+
 
 @dataclass(frozen=True, slots=True)
 class Plan:
@@ -259,3 +270,83 @@ class Plan:
             "provenance": [p.to_dict() for p in self.provenance],
             "alerts": list(self.alerts),
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], where: str = "plan") -> Plan:
+        """The plan behind one :meth:`to_dict` (fields it does not know are ignored);
+        ValueError naming ``where`` and the field otherwise."""
+        actions = tuple(
+            action_from_dict(a, f"{where} actions[{i}]") for i, a in enumerate(d.get("actions", []))
+        )
+        skips = tuple(Skip.from_dict(s) for s in d.get("skips", []))
+        prov = tuple(Provenance.from_dict(p) for p in d.get("provenance", []))
+        created, cutoff = _time(d, "created_at", where), _time(d, "data_cutoff", where)
+        if created is None or cutoff is None or not d.get("plan_id"):
+            raise ValueError(f"{where}: plan_id, created_at and data_cutoff are required")
+        return cls(
+            plan_id=str(d["plan_id"]),
+            created_at=created,
+            data_cutoff=cutoff,
+            actions=actions,
+            skips=skips,
+            budgets_used={str(k): int(v) for k, v in (d.get("budgets_used") or {}).items()},
+            provenance=prov,
+            dry_run=bool(d.get("dry_run", True)),
+            alerts=tuple(d.get("alerts") or ()),
+        )
+
+
+def _time(d: dict[str, Any], name: str, where: str) -> datetime | None:
+    v = d.get(name)
+    if v is None:
+        return None
+    try:
+        return datetime.fromisoformat(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: field {name} is not an ISO-8601 time: {v!r}") from None
+
+
+def action_from_dict(d: dict[str, Any], where: str = "action") -> Action:
+    """The typed action behind one :meth:`Action.to_dict` (its key is checked)."""
+    kind, params = d.get("kind"), d.get("params") or {}
+    common: dict[str, Any] = {
+        "target": d.get("target") or "",
+        "reason": d.get("reason") or "",
+        "evidence": d.get("evidence") or {},
+        "not_before": _time(d, "not_before", where),
+        "expires": _time(d, "expires", where),
+        "expected_benefit": d.get("expected_benefit"),
+        "expected_cost": d.get("expected_cost"),
+    }
+    try:
+        action: Action
+        if kind == "cordon":
+            action = Cordon(**common)
+        elif kind == "uncordon":
+            action = Uncordon(**common)
+        elif kind == "drain":
+            action = Drain(**common, grace_period_s=int(params["grace_period_s"]))
+        elif kind == "resize_pool":
+            action = ResizePool(
+                **common, from_nodes=int(params["from_nodes"]), to_nodes=int(params["to_nodes"])
+            )
+        elif kind == "lend_nodes":
+            action = LendNodes(**common, to_pool=str(params["to_pool"]), nodes=int(params["nodes"]))
+        elif kind == "buy":
+            action = Buy(
+                **common,
+                region=str(params["region"]),
+                quantity=int(params["quantity"]),
+                by_date=date.fromisoformat(str(params["by_date"])),
+            )
+        else:
+            raise ValueError(f"{where}: unknown action kind {kind!r}")
+    except KeyError as exc:
+        raise ValueError(f"{where}: params lack field {exc.args[0]}") from None
+    recorded = d.get("idempotency_key")
+    if recorded != action.idempotency_key:
+        raise ValueError(
+            f"{where}: idempotency key {recorded!r} does not match the action's content "
+            f"({action.idempotency_key}); the plan was edited or written by another version"
+        )
+    return action

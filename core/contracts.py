@@ -43,6 +43,17 @@ class Provenance:
     def to_dict(self) -> dict[str, Any]:
         return dict(_iso(asdict(self)))
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Provenance:
+        """The provenance behind one :meth:`to_dict`."""
+        return cls(
+            d["model_name"],
+            d["model_version"],
+            d["feature_set_hash"],
+            datetime.fromisoformat(d["data_cutoff"]),
+            d.get("run_id"),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Reason:
@@ -112,3 +123,20 @@ class Forecast:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(_iso(asdict(self)))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], provenance: Provenance | None = None) -> Forecast:
+        """The forecast behind one :meth:`to_dict`. ``provenance``, when given, is used
+        instead of the dict's own (many forecasts of one model share one object)."""
+        prov = d.get("provenance")
+        return cls(
+            series_id=d["series_id"],
+            issued_at=datetime.fromisoformat(d["issued_at"]),
+            valid_at=datetime.fromisoformat(d["valid_at"]),
+            p10=float(d["p10"]),
+            p50=float(d["p50"]),
+            p90=float(d["p90"]),
+            method=d.get("method") or "model",
+            provenance=provenance or (Provenance.from_dict(prov) if prov else None),
+            extra={str(k): float(v) for k, v in (d.get("extra") or {}).items()},
+        )

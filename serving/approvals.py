@@ -13,7 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from predops.pipelines.workspace.plans import PLAN_ID, atomic_write_text
+from predops.pipelines.workspace.atomic import atomic_write_text
+from predops.pipelines.workspace.plans import PLAN_ID
 
 APPROVALS_DIR = "plan_approvals"
 

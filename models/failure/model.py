@@ -18,7 +18,7 @@ Measured by ``predops eval failure --source synthetic --compare-strategies`` (2,
 nodes x 60 days, trained on days 0-35, tested on days 38-57): PR-AUC 6 h / 24 h / 72 h was
 0.140 / 0.167 / 0.169 stacked vs 0.139 / 0.165 / 0.156 per horizon, and per-horizon
 probabilities were out of order on 0.4 % of rows. Production trains ``stacked``
-(``predops.pipelines.jobs.failure.STRATEGY``); the monotonicity alone decided it, the figures
+(``predops.models.failure.config.STRATEGY``); the monotonicity alone decided it, the figures
 (on the evaluation's own test period) only agree.
 """
 

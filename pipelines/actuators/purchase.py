@@ -17,7 +17,8 @@ from typing import Any
 from predops.core.actions import Action, Buy
 from predops.core.clock import Clock
 from predops.pipelines.actuators.apply import ActionFailed
-from predops.pipelines.workspace.plans import atomic_write_text, plan_path
+from predops.pipelines.workspace.atomic import atomic_write_text
+from predops.pipelines.workspace.plans import plan_path
 
 COLUMNS = ("idempotency_key", "sku", "region", "quantity", "by_date", "requested_at", "reason")
 

@@ -14,24 +14,21 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import click
 
-from predops.pipelines.cli.models import (
+from predops.pipelines.cli.support import (
     current_settings,
+    emit,
+    json_option,
+    lightgbm_env,
+    parse_duration,
+    reports,
 )
-from predops.pipelines.cli.support import emit, json_option, parse_duration, reports
 from predops.pipelines.workspace.clock import SystemClock
 
 SOURCE_CHOICES = ("synthetic", "helios", "philly", "datacenter", "azure-vm", "openb")
-
-
-def _lightgbm_env() -> None:
-    # LightGBM's OpenMP threads spin while idle unless told otherwise; the machines are
-    # shared. Set before lightgbm is imported (the jobs module imports it).
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 
 def _summary(report: dict[str, Any]) -> str:
@@ -81,7 +78,7 @@ def eval_demand(
     as_json: bool,
 ) -> None:
     """Backtest the demand model and the baselines on SOURCE data at PATH."""
-    _lightgbm_env()
+    lightgbm_env()
     from predops.models.demand.config import config_named
     from predops.pipelines.jobs.demand import evaluate, load_source, with_horizon
 
@@ -118,7 +115,7 @@ def train_demand(
     config_name: str, lake_source: str | None, backtest_cutoffs: int, seed: int, as_json: bool
 ) -> None:
     """Fit on the lake's demand, backtest, log and register predops.demand."""
-    _lightgbm_env()
+    lightgbm_env()
     from predops.models.demand.config import config_named
     from predops.pipelines.jobs.demand import train
     from predops.pipelines.workspace import registry
@@ -142,7 +139,7 @@ def train_demand(
 @reports
 def forecast_demand(alias: str, lake_source: str | None, as_json: bool) -> None:
     """Forecasts with provenance from the champion (or --alias) of predops.demand."""
-    _lightgbm_env()
+    lightgbm_env()
     from predops.pipelines.jobs.demand import forecast
 
     out = forecast(current_settings(), alias=alias, source=lake_source)

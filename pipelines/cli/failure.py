@@ -17,20 +17,20 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from typing import Any
 
 import click
 
-from predops.pipelines.cli.models import current_settings
-from predops.pipelines.cli.support import emit, json_option, parse_duration, parse_time, reports
+from predops.pipelines.cli.support import (
+    current_settings,
+    emit,
+    json_option,
+    lightgbm_env,
+    parse_duration,
+    parse_time,
+    reports,
+)
 from predops.pipelines.workspace.clock import SystemClock
-
-
-def _lightgbm_env() -> None:
-    # LightGBM's OpenMP threads spin while idle unless told otherwise (shared machines);
-    # must be set before lightgbm is first imported.
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 
 def _human(report: dict[str, Any]) -> str:
@@ -89,7 +89,7 @@ def eval_failure(
     as_json: bool,
 ) -> None:
     """Evaluate the failure model against both baselines (or NAB-score the detector)."""
-    _lightgbm_env()
+    lightgbm_env()
     from predops.pipelines.jobs import evaluation as fe
 
     clock = SystemClock()
@@ -130,13 +130,14 @@ def eval_failure(
 @reports
 def train_failure(strategy: str | None, backtest_days: float, as_json: bool) -> None:
     """Fit on the node training frame, log and register predops.node_failure."""
-    _lightgbm_env()
+    lightgbm_env()
+    from predops.models.failure.config import STRATEGY
     from predops.pipelines.jobs import failure as fj
     from predops.pipelines.workspace import registry
 
     settings = current_settings()
     registry.check_store(settings.mlflow_uri)  # fail before fitting, not after
-    report = fj.train(settings, strategy=strategy or fj.STRATEGY, backtest_days=backtest_days)
+    report = fj.train(settings, strategy=strategy or STRATEGY, backtest_days=backtest_days)
     emit(_finite(report), as_json, _human)
 
 
@@ -155,7 +156,7 @@ def train_failure(strategy: str | None, backtest_days: float, as_json: bool) -> 
 @reports
 def score_failure(as_of: str, max_age: str, reasons_for: int, as_json: bool) -> None:
     """Failure risk (with reasons) for every node from the champion."""
-    _lightgbm_env()
+    lightgbm_env()
     from predops.pipelines.jobs import failure as fj
 
     report = fj.score(

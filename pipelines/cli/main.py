@@ -30,12 +30,19 @@ from predops.pipelines.cli.models import (
 from predops.pipelines.cli.plan import PLAN_COMMANDS
 from predops.pipelines.cli.schedule import schedule_group
 from predops.pipelines.cli.serve import serve_command
-from predops.pipelines.cli.support import emit, json_option, parse_duration, parse_time, reports
+from predops.pipelines.cli.support import (
+    current_settings,
+    emit,
+    json_option,
+    parse_duration,
+    parse_time,
+    reports,
+)
 from predops.pipelines.cli.whatif import simulate_ops_command
 from predops.pipelines.workspace.clock import SystemClock
 from predops.pipelines.workspace.errors import LakeError
 from predops.pipelines.workspace.lake import Lake
-from predops.pipelines.workspace.settings import Settings, load_settings
+from predops.pipelines.workspace.settings import load_settings
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -50,12 +57,6 @@ from predops.pipelines.workspace.settings import Settings, load_settings
 def main(ctx: click.Context, workspace: str | None) -> None:
     """predops: predictive operations for large compute clusters."""
     ctx.obj = load_settings(workspace)
-
-
-def _settings() -> Settings:
-    obj = click.get_current_context().obj
-    assert isinstance(obj, Settings)
-    return obj
 
 
 # ---------------------------------------------------------------- simulate
@@ -80,7 +81,7 @@ def simulate(nodes: int, days: float, interval: str, seed: int, start: str, as_j
         seed=seed,
         start=parse_time(start),
     )
-    lake = Lake(_settings().lake_dir)
+    lake = Lake(current_settings().lake_dir)
     summary = simulate_to_lake(lake, cfg, clock=SystemClock(), progress=not as_json)
     emit(summary, as_json, lambda s: json.dumps(s, indent=2, default=str))
 
@@ -140,7 +141,7 @@ def ingest(
         step_s=parse_duration(step).total_seconds() if step else None,
         extra=pairs,
     )
-    lake = Lake(_settings().lake_dir)
+    lake = Lake(current_settings().lake_dir)
     report = run_ingest(
         lake, source_name or mod.SOURCE, mod.read(path, opts), clock=clock, input_name=path
     )
@@ -164,7 +165,7 @@ def _refresh_online(lake_: Lake) -> dict[str, Any]:
     as_of = max((x for x in (t, d) if x is not None), default=None)
     if as_of is None:
         return {}
-    return materialise_online(lake_, FeatureStore(_settings().features_dir), as_of=as_of)
+    return materialise_online(lake_, FeatureStore(current_settings().features_dir), as_of=as_of)
 
 
 def _human_ingest(r: dict[str, Any]) -> str:
@@ -189,7 +190,7 @@ def lake() -> None:
 @reports
 def lake_stats(as_json: bool) -> None:
     """Rows, partitions, sources, time range and quarantined rows per table."""
-    settings = _settings()
+    settings = current_settings()
     stats = Lake(settings.lake_dir).stats()
     emit({"lake": str(settings.lake_dir), "tables": stats}, as_json, _human_stats)
 
@@ -249,7 +250,7 @@ def features_build(
     from predops.pipelines.jobs.features import build_features
     from predops.pipelines.workspace.feature_store import FeatureStore
 
-    settings = _settings()
+    settings = current_settings()
     lake_ = Lake(settings.lake_dir)
     cutoff = parse_time(as_of) if as_of else _latest_telemetry(lake_)
     spec = NodeFeatureSpec(ingestion_delay=parse_duration(ingestion_delay))
@@ -328,7 +329,7 @@ def demo(
     serve the dashboards."""
     from predops.pipelines.cli.demo import DemoFailed, run_demo
 
-    settings = _settings()
+    settings = current_settings()
     if not as_json:
         click.echo(f"workspace: {settings.workspace}", err=True)
     try:

@@ -13,27 +13,9 @@ to them explicitly, so two models never register rival ``train`` groups.
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import click
 
-from predops.pipelines.cli.support import json_option, reports
-from predops.pipelines.workspace.settings import Settings
-
-
-def current_settings() -> Settings:
-    """The settings the ``predops`` group put on the context (or loaded fresh)."""
-    obj = click.get_current_context().find_root().obj
-    if isinstance(obj, Settings):
-        return obj
-    from predops.pipelines.workspace.settings import load_settings
-
-    return load_settings()
-
-
-def emit(obj: Any, as_json: bool) -> None:
-    click.echo(json.dumps(obj, default=str, sort_keys=True, indent=None if as_json else 2))
+from predops.pipelines.cli.support import current_settings, emit, json_option, reports
 
 
 @click.group("models")

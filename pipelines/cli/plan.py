@@ -30,17 +30,18 @@ from typing import Any
 import click
 
 from predops.core.clock import FixedClock
-from predops.pipelines.cli.support import emit, json_option, parse_duration, parse_time, reports
+from predops.pipelines.cli.support import (
+    current_settings,
+    emit,
+    json_option,
+    parse_duration,
+    parse_time,
+    reports,
+)
 from predops.pipelines.workspace.clock import SystemClock
 from predops.pipelines.workspace.plans import plan_path, read_plan
 from predops.pipelines.workspace.policy_config import PolicySettings, load_policy_settings
-from predops.pipelines.workspace.settings import Settings, operator_identity
-
-
-def _settings() -> Settings:
-    obj = click.get_current_context().obj
-    assert isinstance(obj, Settings)
-    return obj
+from predops.pipelines.workspace.settings import operator_identity
 
 
 def _now(at: str | None) -> datetime:
@@ -78,7 +79,7 @@ def plan_command(at: str | None, config_path: Path | None, as_json: bool) -> Non
 
     policy = _policy(config_path)
     out = plan_in_workspace(
-        _settings(),
+        current_settings(),
         _now(at),
         who=operator_identity(),
         clock=SystemClock(),
@@ -128,7 +129,7 @@ def apply_command(
     from predops.pipelines.jobs.plan import apply_in_workspace
 
     policy = _policy(config_path)
-    settings = _settings()
+    settings = current_settings()
     plan = read_plan(plan_path(settings.plans_dir, plan_id))
     clock: Any = FixedClock(parse_time(at)) if at else SystemClock()
     sleep = _fixed_sleep(clock) if at else time.sleep

@@ -24,13 +24,12 @@ from typing import Any
 
 import click
 
-from predops.pipelines.cli.support import emit, json_option, reports
+from predops.pipelines.cli.support import current_settings, emit, json_option, reports
 from predops.pipelines.scheduler.config import JOB_NAMES, ConfigError, ScheduleConfig, load_config
 from predops.pipelines.scheduler.context import JobContext
 from predops.pipelines.workspace.clock import SystemClock
 from predops.pipelines.workspace.policy_config import policy_settings_dict
 from predops.pipelines.workspace.runs import RunStore
-from predops.pipelines.workspace.settings import Settings
 
 PAUSE_ENV = "PREDOPS_SCHEDULER_TEST_PAUSE"
 """Test hook: ``step=seconds[,step=seconds]`` waits after those steps, so a test can kill
@@ -43,12 +42,6 @@ config_option = click.option(
     default=None,
     help="The predops.toml (default: built-in defaults; PREDOPS_SECTION__KEY overrides).",
 )
-
-
-def _settings() -> Settings:
-    obj = click.get_current_context().obj
-    assert isinstance(obj, Settings)
-    return obj
 
 
 def _pause_hook() -> dict[str, float]:
@@ -65,7 +58,7 @@ def _pause_hook() -> dict[str, float]:
 
 def _context(config_path: Path | None) -> JobContext:
     config = load_config(config_path, os.environ)
-    settings = _settings()
+    settings = current_settings()
     return JobContext(
         settings=settings,
         config=config,
@@ -168,7 +161,7 @@ def _human_run(r: dict[str, Any]) -> str:
 @reports
 def runs_cmd(job: str | None, limit: int, as_json: bool) -> None:
     """The run table, newest first: job, cutoff, status, start, end, rows, error."""
-    runs = RunStore(_settings().scheduler_db).runs(job, limit)
+    runs = RunStore(current_settings().scheduler_db).runs(job, limit)
 
     def human(o: dict[str, Any]) -> str:
         return "\n".join(

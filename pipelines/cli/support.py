@@ -1,4 +1,5 @@
-"""What every ``predops`` subcommand module shares: ``--json``, error reporting, parsing.
+"""What every ``predops`` subcommand module shares: the workspace settings, ``--json``
+output, error reporting, parsing.
 
 Kept apart from :mod:`predops.pipelines.cli.main` so subcommand modules (allocator,
 models, ...) can use it without importing the main command (which imports them).
@@ -7,6 +8,7 @@ models, ...) can use it without importing the main command (which imports them).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import wraps
@@ -18,6 +20,7 @@ from predops.core.validation import SchemaError
 from predops.pipelines.ingest.batch import IngestError
 from predops.pipelines.workspace import timeparse
 from predops.pipelines.workspace.errors import WorkspaceError
+from predops.pipelines.workspace.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 EXPECTED_ERRORS: tuple[type[Exception], ...] = (
@@ -49,12 +52,36 @@ def parse_time(text: str) -> datetime:
         raise click.BadParameter(str(exc)) from None
 
 
-def emit(obj: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]], str]) -> None:
-    """Exactly one JSON object on stdout with --json, else the human rendering."""
+def current_settings() -> Settings:
+    """The settings the ``predops`` group put on the context (or loaded fresh)."""
+    obj = click.get_current_context().find_root().obj
+    if isinstance(obj, Settings):
+        return obj
+    from predops.pipelines.workspace.settings import load_settings
+
+    return load_settings()
+
+
+def lightgbm_env() -> None:
+    """Call before lightgbm is first imported (the model jobs import it)."""
+    # LightGBM's OpenMP threads spin while idle unless told otherwise; the machines are
+    # shared.
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
+
+def emit(
+    obj: dict[str, Any],
+    as_json: bool,
+    human: Callable[[dict[str, Any]], str] | None = None,
+) -> None:
+    """Exactly one JSON object on stdout with --json, else the human rendering (without
+    one: the same JSON, indented)."""
     if as_json:
         click.echo(json.dumps(obj, default=str, sort_keys=True))
-    else:
+    elif human is not None:
         click.echo(human(obj))
+    else:
+        click.echo(json.dumps(obj, default=str, sort_keys=True, indent=2))
 
 
 def reports(fn: F) -> F:

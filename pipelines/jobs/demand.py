@@ -11,8 +11,9 @@ factories and the frame conversions; each is short.
 - :func:`evaluate` runs the rolling-origin backtest of the model and every baseline
   and reports the metrics per horizon bucket, plus the issue's targets.
 - :func:`train` fits on the lake's ``demand`` table and logs + registers the model
-  (``predops.demand``); :func:`forecast` loads the champion and issues
-  :class:`core.contracts.Forecast` objects with its provenance.
+  (``predops.demand``); :func:`issue_forecasts` loads the champion and issues
+  :class:`core.contracts.Forecast` objects with its provenance (:func:`forecast`: the
+  same as a report).
 """
 
 from __future__ import annotations
@@ -460,16 +461,37 @@ def train(
     }
 
 
-def forecast(
+@dataclass(frozen=True, slots=True)
+class DemandForecasts:
+    """One demand model version's forecasts of the lake's series, with its provenance."""
+
+    version: str
+    provenance: Provenance
+    forecasts: tuple[Forecast, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report ``predops forecast demand`` prints and the server serves."""
+        return {
+            "model": self.provenance.model_name,
+            "version": self.version,
+            "provenance": self.provenance.to_dict(),
+            "series": len({f.series_id for f in self.forecasts}),
+            "forecasts": [f.to_dict() for f in self.forecasts],
+        }
+
+
+def issue_forecasts(
     settings: Settings,
     *,
     alias: str = "champion",
     source: str | None = None,
     loaded: tuple[Any, str, Provenance] | None = None,
-) -> dict[str, Any]:
+) -> DemandForecasts:
     """Forecasts of every lake series from the ``alias`` version, with its provenance.
     ``loaded``: an already loaded ``(pyfunc model, version, provenance)`` to use instead
-    (the server's champion)."""
+    (the server's champion). The forecaster inside the registered model is called on
+    the lake's polars frames directly (its pyfunc face, :func:`predict_forecasts`, is
+    the same call behind a pandas round trip)."""
     from predops.pipelines.workspace import registry
 
     model, version, prov = loaded or registry.load(MODEL_NAME, alias, uri=settings.mlflow_uri)
@@ -480,21 +502,19 @@ def forecast(
     # Only the last lookback buckets matter (plus one bucket of slack for alignment).
     since = end - (forecaster.lookback + 1) * forecaster.config_.freq
     recent = data.demand.filter(pl.col("ts") > since)
-    frame = pl.from_pandas(
-        model.predict({"demand": recent.to_pandas(), "calendar": _pandas(data.calendar)})
-    )
-    forecasts = forecasts_from_frame(frame, prov)
-    return {
-        "model": prov.model_name,
-        "version": version,
-        "provenance": prov.to_dict(),
-        "series": len({f.series_id for f in forecasts}),
-        "forecasts": [f.to_dict() for f in forecasts],
-    }
+    frame = forecaster.predict(recent, calendar=data.calendar)
+    return DemandForecasts(version, prov, tuple(forecasts_from_frame(frame, prov)))
 
 
-def _pandas(frame: pl.DataFrame | None) -> Any:
-    return None if frame is None else frame.to_pandas()
+def forecast(
+    settings: Settings,
+    *,
+    alias: str = "champion",
+    source: str | None = None,
+    loaded: tuple[Any, str, Provenance] | None = None,
+) -> dict[str, Any]:
+    """:func:`issue_forecasts` as the report :meth:`DemandForecasts.to_dict` gives."""
+    return issue_forecasts(settings, alias=alias, source=source, loaded=loaded).to_dict()
 
 
 def forecasts_from_frame(frame: pl.DataFrame, provenance: Provenance | None) -> list[Forecast]:
@@ -539,10 +559,12 @@ def backtest_for_registry(settings: Settings) -> Backtest:
 
 __all__ = [
     "SOURCES",
+    "DemandForecasts",
     "SourceData",
     "backtest_for_registry",
     "evaluate",
     "forecast",
+    "issue_forecasts",
     "load_source",
     "model_factories",
     "train",

@@ -41,6 +41,7 @@ from predops.features.labels import add_failure_labels, label_name
 from predops.models.anomaly.nab import PROFILES, nab_score, prepare_file
 from predops.models.anomaly.series import alarm_score
 from predops.models.failure.baselines import DRIVE_RULE_COLUMNS, node_rule_columns
+from predops.models.failure.config import DRIVE_PARAMS, MODEL_PARAMS, node_model_defs
 from predops.models.failure.drives import drive_feature_defs, drive_features, present_smart_ids
 from predops.models.failure.evaluation import (
     Split,
@@ -49,7 +50,6 @@ from predops.models.failure.evaluation import (
     evaluate_split,
     time_split,
 )
-from predops.pipelines.jobs.failure import DRIVE_PARAMS, MODEL_PARAMS, node_model_defs
 from predops.pipelines.workspace.lake import Lake
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -32,10 +31,15 @@ import numpy as np
 import polars as pl
 
 from predops.core.contracts import FailureRisk, Provenance
-from predops.features.definitions import FeatureDef, node_feature_set
 from predops.features.frames import DEFAULT_HORIZONS
 from predops.features.labels import label_name
 from predops.models.failure import metrics as M
+from predops.models.failure.config import (
+    MODEL_PARAMS,
+    PRIMARY_HORIZON,
+    STRATEGY,
+    node_model_defs,
+)
 from predops.models.failure.model import FailureModel, observed, train_failure_model
 from predops.models.failure.scorer import pyfunc_predict
 from predops.pipelines.workspace.errors import FeatureStoreError, RegistryError
@@ -54,45 +58,7 @@ PIP_REQUIREMENTS = [
     "numpy>=1.26",
     "scipy>=1.11",
 ]
-PRIMARY_HORIZON = timedelta(hours=24)
 BACKTEST_DAYS = 7.0
-STRATEGY = "stacked"
-"""One model with the horizon as a monotone feature (see :mod:`models.failure.model`)."""
-EXCLUDED_FEATURES = frozenset({"node__rack"})
-"""A rack id lets the trees memorise which racks failed in the training window. On the
-simulated 2,000-node fleet (24 h horizon, trained on days 0-26, validated on days
-27-39, never the test period) dropping it raised PR-AUC in all 8 parameter settings
-tried, e.g. 0.109 -> 0.116 at 15 leaves; rack-level effects still reach the model
-through the rack-peer deviation features."""
-
-MODEL_PARAMS: dict[str, Any] = {
-    "learning_rate": 0.02,
-    "n_estimators": 600,
-    "early_stopping_rounds": 200,
-    "min_child_samples": 200,
-    "reg_lambda": 10.0,
-    "feature_fraction": 0.3,
-    "num_leaves": 15,
-    "negative_rate": 0.2,
-    "calibration": "sigmoid",
-    "n_jobs": max(1, min(4, os.cpu_count() or 1)),
-}
-"""Chosen on the simulated fleet's time-later validation slice (never its test period).
-At most 600 rounds bounds scoring cost (10,000 nodes x 3 horizons in about a second on
-2 cores); early stopping on the 2,000-node fleet stopped at 147-415 rounds anyway."""
-
-DRIVE_PARAMS: dict[str, Any] = {**MODEL_PARAMS, "n_estimators": 3000}
-"""Backblaze drives (evaluation only, never served): the node settings with room for
-more boosting rounds, since scoring latency does not bind here. Early stopping ends far
-below the cap (validation windows inside training: hds 694 rounds on the time cut and
-247 on the cohort cut, daily 187; the evaluation's own fits: hds 681 and 521, daily
-425). Each source's own settings go on top
-(``predops.pipelines.jobs.evaluation.DRIVE_SOURCE_PARAMS``)."""
-
-
-def node_model_defs() -> list[FeatureDef]:
-    """The node features the model reads: the node feature set minus the excluded ids."""
-    return [d for d in node_feature_set().defs if d.name not in EXCLUDED_FEATURES]
 
 
 # ---------------------------------------------------------------- data

@@ -46,7 +46,7 @@ from typing import Any
 
 from predops.core.actions import Plan
 from predops.core.clock import Clock, FixedClock
-from predops.core.contracts import FailureRisk, Forecast, Provenance
+from predops.core.contracts import FailureRisk, Forecast
 from predops.pipelines.actuators.apply import (
     ActionFailed,
     Actuator,
@@ -59,11 +59,7 @@ from predops.pipelines.jobs import demand as demand_jobs
 from predops.pipelines.jobs import failure as failure_jobs
 from predops.pipelines.workspace.audit import AuditLog
 from predops.pipelines.workspace.errors import FeatureStoreError, RegistryError
-from predops.pipelines.workspace.fleet_state import (
-    buy_forecast_coverage,
-    fleet_from_lake,
-    node_demand_forecasts,
-)
+from predops.pipelines.workspace.fleet_state import fleet_from_lake
 from predops.pipelines.workspace.lake import Lake
 from predops.pipelines.workspace.plans import write_plan
 from predops.pipelines.workspace.policy_config import (
@@ -73,6 +69,7 @@ from predops.pipelines.workspace.policy_config import (
 )
 from predops.pipelines.workspace.settings import Settings
 from predops.policy.config import Budgets, PolicyConfig
+from predops.policy.demand_nodes import buy_forecast_coverage, node_demand_forecasts
 from predops.policy.disruption import latest_risk
 from predops.policy.engine import plan as make_plan
 
@@ -97,37 +94,16 @@ def failure_risk(settings: Settings, now: datetime) -> tuple[list[FailureRisk], 
     return risks, {"status": "ok", "nodes_scored": len({r.node_id for r in risks})}
 
 
-def _forecast(d: dict[str, Any], prov: Provenance | None) -> Forecast:
-    return Forecast(
-        series_id=d["series_id"],
-        issued_at=datetime.fromisoformat(d["issued_at"]),
-        valid_at=datetime.fromisoformat(d["valid_at"]),
-        p10=float(d["p10"]),
-        p50=float(d["p50"]),
-        p90=float(d["p90"]),
-        method=d.get("method") or "model",
-        provenance=prov,
-    )
-
-
 def demand_forecasts(settings: Settings) -> tuple[list[Forecast], dict[str, Any]]:
     """The champion demand model's forecasts of the lake's series, or none and why."""
     if not _has_registry(settings):
         return [], {"status": "missing", "note": "no model registry in the workspace yet"}
     try:
-        out = demand_jobs.forecast(settings)
+        out = demand_jobs.issue_forecasts(settings)
     except RegistryError as exc:
         return [], {"status": "missing", "note": f"no champion demand model: {exc}"}
-    p = out["provenance"]
-    prov = Provenance(
-        p["model_name"],
-        p["model_version"],
-        p["feature_set_hash"],
-        datetime.fromisoformat(p["data_cutoff"]),
-        p.get("run_id"),
-    )
-    forecasts = [_forecast(f, prov) for f in out["forecasts"]]
-    return forecasts, {"status": "ok", "series": out["series"], "version": out["version"]}
+    series = len({f.series_id for f in out.forecasts})
+    return list(out.forecasts), {"status": "ok", "series": series, "version": out.version}
 
 
 def policy_in_force(
@@ -174,7 +150,13 @@ def plan_in_workspace(
     risks, risk_note = failure_risk(settings, now)
     forecasts, forecast_note = demand_forecasts(settings)
     forecasts += node_demand_forecasts(forecasts, lake_fleet.demand_in_nodes)
-    coverage = buy_forecast_coverage(lake_fleet, forecasts, now, config.buy.review_period)
+    coverage = buy_forecast_coverage(
+        lake_fleet.fleet.stock,
+        lake_fleet.demand_in_nodes,
+        forecasts,
+        now,
+        config.buy.review_period,
+    )
     plan = make_plan(
         risks,
         forecasts,

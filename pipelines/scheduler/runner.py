@@ -30,7 +30,7 @@ from predops.pipelines.scheduler.steps import (
     StepOutcome,
     StepSkipped,
 )
-from predops.pipelines.workspace.plans import atomic_write_text
+from predops.pipelines.workspace.atomic import atomic_write_text
 from predops.pipelines.workspace.runs import DONE, FAILED, NotStarted, process_owner
 from predops.pipelines.workspace.settings import Settings
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from predops.pipelines.scheduler.context import JobContext
-from predops.pipelines.workspace.plans import atomic_write_text
+from predops.pipelines.workspace.atomic import atomic_write_text
 from predops.pipelines.workspace.settings import operator_identity
 
 

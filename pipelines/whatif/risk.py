@@ -33,8 +33,8 @@ import polars as pl
 from predops.features.definitions import FeatureDef, NodeFeatureSpec, node_feature_set
 from predops.features.frames import finish_node_features, node_local_features
 from predops.features.labels import add_failure_labels
+from predops.models.failure.config import MODEL_PARAMS, PRIMARY_HORIZON, node_model_defs
 from predops.models.failure.model import FailureModel, train_failure_model
-from predops.pipelines.jobs.failure import EXCLUDED_FEATURES, MODEL_PARAMS, PRIMARY_HORIZON
 from predops.pipelines.whatif.world import HOUR_S, World
 
 HOURLY_SPEC = NodeFeatureSpec(
@@ -81,7 +81,8 @@ class RiskTable:
 
 
 def model_defs(spec: NodeFeatureSpec = HOURLY_SPEC) -> list[FeatureDef]:
-    return [d for d in node_feature_set(spec).defs if d.name not in EXCLUDED_FEATURES]
+    """The production model's features (:func:`node_model_defs`) on ``spec``'s grid."""
+    return node_model_defs(spec)
 
 
 def node_frame(world: World, spec: NodeFeatureSpec = HOURLY_SPEC) -> pl.DataFrame:

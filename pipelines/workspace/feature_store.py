@@ -18,8 +18,6 @@ rows carry the time of their entity's last sample; a read flags rows older than
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -29,6 +27,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.feather as feather
 
+from predops.pipelines.workspace.atomic import atomic_write
 from predops.pipelines.workspace.errors import FeatureStoreError
 
 STALE = "stale"
@@ -46,18 +45,13 @@ class OnlineFrame:
 
 
 def _atomic_write(path: Path, write: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
+    def polars_errors_as_os_errors(tmp: Path) -> None:
         try:
             write(tmp)
         except pl.exceptions.ComputeError as exc:  # polars' form of an I/O error
             raise OSError(f"cannot write {path}: {exc}") from exc
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+    atomic_write(path, polars_errors_as_os_errors)
 
 
 def _embedded_meta(path: Path) -> dict[str, Any] | None:

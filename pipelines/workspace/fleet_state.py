@@ -26,13 +26,13 @@ From the lake, everything as of ``now`` (nothing later is read):
   late, not lost, and still counts (noted as overdue). Costs left null take documented
   defaults (:func:`default_costs`). A row whose ``demand_series`` is not in nodes
   (``demand_scale`` != 1) is bought against ``<region>/<sku>/nodes``, which
-  :func:`node_demand_forecasts` derives from that series' forecasts.
+  :func:`policy.demand_nodes.node_demand_forecasts` derives from that series'
+  forecasts.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -45,10 +45,10 @@ from predops.allocator.policies import make_policy
 from predops.allocator.requests import PodRequest, parse_gpu_spec
 from predops.allocator.snapshot import ClusterSnapshot
 from predops.allocator.topology import NodeSpec, Topology
-from predops.core.contracts import Forecast
 from predops.core.schemas import INVENTORY, PURCHASE_ORDERS
 from predops.pipelines.workspace.lake import Lake
 from predops.policy.config import BuyConfig, CostModel
+from predops.policy.demand_nodes import DemandInNodes
 from predops.policy.fleet import FleetState, NodeState, PdbState, StockPosition, pdbs_from_frame
 
 OUT_OF_SERVICE = {"failure": True, "maintenance_start": True, "repair": False}
@@ -69,16 +69,6 @@ class LakeFleet:
     notes: dict[str, Any] = field(default_factory=dict)
     demand_in_nodes: tuple[DemandInNodes, ...] = ()
     """Stock positions whose demand is read off a series in other units."""
-
-
-@dataclass(frozen=True, slots=True)
-class DemandInNodes:
-    """A stock position's node demand: ``scale`` nodes per unit of series ``source``,
-    bought against series ``target``."""
-
-    target: str
-    source: str
-    scale: float
 
 
 def _has(lake: Lake, table: str) -> bool:
@@ -359,65 +349,3 @@ def stock_positions(
         "unpriced": unpriced,
     }
     return tuple(positions), tuple(conversions), notes
-
-
-def node_demand_forecasts(
-    forecasts: Sequence[Forecast], conversions: Sequence[DemandInNodes]
-) -> list[Forecast]:
-    """Each conversion's ``target`` series from its ``source`` forecasts: the same
-    issue and target times, quantiles times ``scale`` (nodes), the same provenance."""
-    by_source: dict[str, list[Forecast]] = {}
-    for f in forecasts:
-        by_source.setdefault(f.series_id, []).append(f)
-    return [
-        Forecast(
-            series_id=c.target,
-            issued_at=f.issued_at,
-            valid_at=f.valid_at,
-            p10=f.p10 * c.scale,
-            p50=f.p50 * c.scale,
-            p90=f.p90 * c.scale,
-            method=f"{f.method} x {c.scale:g} nodes/unit of {c.source}",
-            provenance=f.provenance,
-        )
-        for c in conversions
-        for f in by_source.get(c.source, ())
-    ]
-
-
-def buy_forecast_coverage(
-    lake_fleet: LakeFleet, forecasts: Sequence[Forecast], now: datetime, review: timedelta
-) -> dict[str, dict[str, Any]]:
-    """Per stock position: the window a buy needs forecasts for (``now`` + lead time to
-    that + ``review``) and how far the given forecasts of its series reach."""
-    read_from = {c.target: c.source for c in lake_fleet.demand_in_nodes}
-    reach: dict[str, datetime] = {}
-    for f in forecasts:
-        if f.series_id not in reach or reach[f.series_id] < f.valid_at:
-            reach[f.series_id] = f.valid_at
-    out: dict[str, dict[str, Any]] = {}
-    for p in lake_fleet.fleet.stock:
-        need_from, last = now + p.lead_time, reach.get(p.series_id)
-        series = p.series_id
-        if series in read_from:
-            series = f"{series} (read from {read_from[series]})"
-        covered = last is not None and last >= need_from
-        note = "covered"
-        if last is None:
-            note = f"no forecast of {series}"
-        elif not covered:
-            note = (
-                f"the forecasts of {series} reach {(last - now) / HOUR:.0f} h "
-                f"ahead (to {last.isoformat()}); a buy needs them from "
-                f"{need_from.isoformat()} (lead time {p.lead_time.days} days) to "
-                f"{(need_from + review).isoformat()}"
-            )
-        out[f"{p.sku}@{p.region}"] = {
-            "series_id": p.series_id,
-            "needed_from": need_from.isoformat(),
-            "needed_to": (need_from + review).isoformat(),
-            "forecasts_reach": last.isoformat() if last else None,
-            "covered": covered,
-            "note": note,
-        }
-    return out

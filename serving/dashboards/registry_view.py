@@ -14,8 +14,8 @@ import polars as pl
 
 from predops.features.labels import label_name
 from predops.models.failure import metrics as M
+from predops.models.failure.config import PRIMARY_HORIZON
 from predops.models.failure.model import observed
-from predops.pipelines.jobs.failure import PRIMARY_HORIZON
 from predops.pipelines.jobs.features import NODE_ONLINE, NODE_TRAINING
 from predops.pipelines.workspace import registry
 from predops.pipelines.workspace.errors import FeatureStoreError

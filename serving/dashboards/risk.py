@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from predops.core.contracts import FailureRisk
-from predops.pipelines.jobs.failure import PRIMARY_HORIZON
+from predops.models.failure.config import PRIMARY_HORIZON
 from predops.pipelines.workspace.errors import FeatureStoreError
 from predops.serving.context import ServeContext
 from predops.serving.fleet import FRESH

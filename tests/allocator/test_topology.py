@@ -8,7 +8,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from predops.allocator.k8s_nodes import LabelKeys, inventory_from_nodes, parse_quantity
 from predops.allocator.snapshot import ClusterSnapshot
 from predops.allocator.topology import NodeSpec, Topology
 from predops.core.schemas import INVENTORY
@@ -109,53 +108,6 @@ def test_openb_node_list_gives_the_papers_cluster(shared_data: Path) -> None:
     topo = Topology.from_inventory(result.good)
     assert len(topo) == 1213 and topo.total_gpus == 6212  # as PROVENANCE.md says
     assert {n.gpu_model for n in topo.nodes} >= {"G2", "T4", "P100", "V100M16"}
-
-
-def test_quantities() -> None:
-    assert parse_quantity("500m") == 0.5
-    assert parse_quantity("2Gi") == 2 * 2**30
-    assert parse_quantity("64") == 64 and parse_quantity(8) == 8
-    assert parse_quantity("1.5k") == 1500
-    with pytest.raises(ValueError, match="not a Kubernetes quantity"):
-        parse_quantity("12 parsecs")
-
-
-def test_topology_from_kubernetes_node_labels() -> None:
-    nodes = [
-        {
-            "metadata": {
-                "name": "gpu-1",
-                "labels": {
-                    "topology.kubernetes.io/region": "eu-west",
-                    "topology.kubernetes.io/zone": "eu-1a",
-                    "example.com/rack": "r17",
-                    "example.com/spine": "sp3",
-                    "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
-                    "topology.predops.io/numa-nodes": "2",
-                    "topology.predops.io/nvlink-domain": "nv1",
-                },
-            },
-            "status": {"allocatable": {"cpu": "127500m", "memory": "1Ti", "nvidia.com/gpu": "8"}},
-        },
-        {
-            "metadata": {"name": "cpu-1", "labels": {}},
-            "status": {"allocatable": {"cpu": "32", "memory": "128Gi"}},
-        },
-    ]
-    keys = LabelKeys(rack="example.com/rack", spine="example.com/spine")
-    frame = inventory_from_nodes(nodes, T0, keys)
-    assert validate(frame, INVENTORY).quarantined.height == 0
-    topo = Topology.from_inventory(frame)
-    gpu = topo.node("gpu-1")
-    assert (gpu.cpu_milli, gpu.memory_mib, gpu.gpus) == (127_500, 1 << 20, 8)
-    assert gpu.path == ("eu-west", "eu-1a", "sp3", "r17") and gpu.numa_nodes == 2
-    assert gpu.gpu_model == "NVIDIA-A100-SXM4-80GB" and gpu.nvlink_ids == (0,) * 8
-    assert topo.node("cpu-1").gpus == 0 and topo.node("cpu-1").rack == "unknown"
-    bad = [{"metadata": {"name": "x"}, "status": {"allocatable": {"cpu": "lots"}}}]
-    with pytest.raises(ValueError, match=r"node x: status\.allocatable\.cpu"):
-        inventory_from_nodes(bad, T0)
-    with pytest.raises(ValueError, match=r"metadata\.name"):
-        inventory_from_nodes([{"metadata": {}}], T0)
 
 
 def test_synthetic_fleet_inventory_builds_a_topology() -> None:

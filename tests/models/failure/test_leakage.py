@@ -12,12 +12,12 @@ import pytest
 
 from predops.features.frames import node_features, training_frame
 from predops.models.failure.classifier import NodeFailureClassifier
+from predops.models.failure.config import node_model_defs
 from predops.models.failure.leakage import (
     dominant_features,
     point_in_time_mismatches,
     too_good_features,
 )
-from predops.pipelines.jobs.failure import node_model_defs
 from predops.pipelines.synthetic.run import SimConfig, simulate_frames
 from tests.models.failure.factories import failure_rows
 

@@ -16,13 +16,9 @@ from predops.core.contracts import Forecast, Provenance
 from predops.core.schemas import INVENTORY, PURCHASE_ORDERS, STOCK
 from predops.pipelines.ingest.batch import Batch
 from predops.pipelines.ingest.run import ingest
-from predops.pipelines.workspace.fleet_state import (
-    IDLE_SHARE,
-    buy_forecast_coverage,
-    fleet_from_lake,
-    node_demand_forecasts,
-)
+from predops.pipelines.workspace.fleet_state import IDLE_SHARE, fleet_from_lake
 from predops.pipelines.workspace.lake import Lake
+from predops.policy.demand_nodes import buy_forecast_coverage, node_demand_forecasts
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
 NOW = T0 + timedelta(days=10)
@@ -167,7 +163,9 @@ def test_node_demand_is_derived_and_coverage_reported(lake: Lake) -> None:
     (first, last) = node_demand_forecasts(hourly, got.demand_in_nodes)
     assert (first.series_id, first.p10, first.p50, first.p90) == ("eu/gpu-h8/nodes", 2.0, 3.0, 5.0)
     assert first.provenance == prov and last.valid_at == NOW + 48 * timedelta(hours=1)
-    cover = buy_forecast_coverage(got, [first, last], NOW, 30 * DAY)
+    cover = buy_forecast_coverage(
+        got.fleet.stock, got.demand_in_nodes, [first, last], NOW, 30 * DAY
+    )
     gpu = cover["gpu-h8@eu"]
     assert gpu["covered"] is False
     assert gpu["note"].startswith(

@@ -1,0 +1,54 @@
+"""Whole-file writes: a reader sees the old file or the new one, never part of one.
+
+The new content goes to a temporary file beside the target (``.<name>.<uuid>.tmp``, so
+a crash leaves it hidden and the scheduler's runner sweeps it), is fsynced, renamed over
+the target and the directory fsynced, so the rename survives a crash too. Plans, purchase
+requests, scheduler outputs, plan approvals and the feature store all write this way.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+
+def _replace_with(path: Path, fill: Callable[[Path], None]) -> None:
+    """``fill`` writes and fsyncs the temporary file; it then replaces ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        fill(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def atomic_write(path: Path, write: Callable[[Path], object]) -> None:
+    """Replace ``path`` with what ``write(tmp)`` writes to a temporary file (any writer
+    that takes a path: ``frame.write_parquet``, ``feather.write_feather``, ...)."""
+
+    def fill(tmp: Path) -> None:
+        write(tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+
+    _replace_with(path, fill)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` (UTF-8)."""
+
+    def fill(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+
+    _replace_with(path, fill)
