@@ -23,6 +23,7 @@ is checked, tests and benchmarks included), and no module sits loose at the root
 from __future__ import annotations
 
 import ast
+import graphlib
 import subprocess
 from pathlib import Path
 
@@ -241,6 +242,31 @@ def test_nothing_is_loose_at_the_root_of_pipelines() -> None:
     assert loose == []
 
 
+def import_cycle(sources: dict[str, str]) -> list[str]:
+    """A cycle of module imports among ``sources`` (module -> its source), or []."""
+    graph: dict[str, set[str]] = {}
+    for module, src in sources.items():
+        targets = set()
+        for _, target in imported_modules(ast.parse(src)):
+            while target and target not in sources:  # ``from a.b import c``: c may be a name
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                targets.add(target)
+        graph[module] = targets
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as exc:
+        return list(exc.args[1])
+    return []
+
+
+def test_no_module_imports_itself_back() -> None:
+    """No import loop between modules (a room's modules included): the scheduler's
+    runner and steps once imported each other."""
+    sources = {module_name(p): p.read_text(encoding="utf-8") for p in code_files()}
+    assert import_cycle(sources) == []
+
+
 def test_checker_catches_violations() -> None:
     assert layer_violations("predops.core.x", "from predops.features import x\n") == [
         "line 1: predops.core imports predops.features"
@@ -274,6 +300,8 @@ def test_checker_catches_violations() -> None:
         )
         == []
     )
+    assert import_cycle({"a.x": "from a.y import f\n", "a.y": "def f(): from a.x import g\n"})
+    assert import_cycle({"a.x": "from a.y import f\n", "a.y": "import b\n"}) == []
     assert server_reaches_past_jobs("from predops.pipelines.actuators.kube import connect\n")
     assert server_reaches_past_jobs("from predops.pipelines.jobs.plan import apply\n") == []
     assert name_lookups("import importlib\nm = importlib.import_module('predops.pipelines.jobs')\n")

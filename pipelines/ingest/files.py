@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from predops.core.schemas import SCHEMAS
 from predops.pipelines.ingest.batch import Batch, IngestError
-from predops.pipelines.ingest.registry import IngestOptions
+from predops.pipelines.ingest.options import IngestOptions
 
 SOURCE = "files"
 HELP = "Parquet/CSV files in the contract's columns (--table names the table)"

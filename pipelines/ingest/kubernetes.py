@@ -65,7 +65,7 @@ import polars as pl
 
 from predops.core.schemas import INVENTORY, UTC_TS
 from predops.pipelines.ingest.batch import Batch, IngestError
-from predops.pipelines.ingest.registry import IngestOptions
+from predops.pipelines.ingest.options import IngestOptions
 
 SOURCE = "kubernetes"
 HELP = "Kubernetes nodes, pods and PodDisruptionBudgets via the official client"

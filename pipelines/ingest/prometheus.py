@@ -90,7 +90,7 @@ import requests
 
 from predops.core.schemas import TELEMETRY
 from predops.pipelines.ingest.batch import Batch, IngestError
-from predops.pipelines.ingest.registry import IngestOptions
+from predops.pipelines.ingest.options import IngestOptions
 
 SOURCE = "prometheus"
 HELP = "Prometheus HTTP API query_range (node-exporter, DCGM, kube-state-metrics) -> telemetry"

@@ -7,33 +7,13 @@ imported only when used, so a slow import (kubernetes) costs nothing elsewhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Callable
 from types import ModuleType
-from typing import Protocol, cast
+from typing import cast
 
-from predops.core.clock import Clock
-from predops.pipelines.ingest.batch import Batch
+from predops.pipelines.ingest.options import AdapterModule, IngestOptions
 
-
-@dataclass(frozen=True, slots=True)
-class IngestOptions:
-    """Options every adapter may read; ``extra`` holds adapter-specific KEY=VALUE pairs."""
-
-    clock: Clock
-    table: str | None = None
-    start: datetime | None = None
-    end: datetime | None = None
-    step_s: float | None = None
-    extra: Mapping[str, str] = field(default_factory=dict)
-
-
-class AdapterModule(Protocol):
-    SOURCE: str
-    HELP: str
-
-    def read(self, path: str, options: IngestOptions) -> Iterator[Batch]: ...
+__all__ = ["ADAPTERS", "AdapterModule", "IngestOptions", "adapter"]
 
 
 def _files() -> ModuleType:

@@ -52,7 +52,7 @@ import polars as pl
 
 from predops.core.schemas import DRIVE_SMART, UTC_TS
 from predops.pipelines.ingest.batch import Batch
-from predops.pipelines.ingest.registry import IngestOptions
+from predops.pipelines.ingest.options import IngestOptions
 from predops.pipelines.ingest.traces.derived import explained, iso_text
 from predops.pipelines.ingest.traces.drive_failures import failure_events, with_input_row
 from predops.pipelines.ingest.traces.publisher_files import (

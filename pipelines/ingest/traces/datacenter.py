@@ -72,7 +72,7 @@ import polars as pl
 
 from predops.core.schemas import UTC_TS
 from predops.pipelines.ingest.batch import Batch, IngestError
-from predops.pipelines.ingest.registry import IngestOptions
+from predops.pipelines.ingest.options import IngestOptions
 from predops.pipelines.ingest.traces.derived import explained, iso_text, within
 from predops.pipelines.ingest.traces.epochs import epoch_option
 from predops.pipelines.ingest.traces.publisher_files import csv_files, csv_stem, read_table

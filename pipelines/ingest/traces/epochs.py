@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from predops.pipelines.ingest.batch import IngestError
-from predops.pipelines.ingest.registry import IngestOptions
+from predops.pipelines.ingest.options import IngestOptions
 
 
 def parse_epoch(text: str, key: str) -> datetime:

@@ -31,7 +31,7 @@ from pathlib import Path
 import polars as pl
 
 from predops.pipelines.ingest.batch import Batch, IngestError
-from predops.pipelines.ingest.registry import IngestOptions
+from predops.pipelines.ingest.options import IngestOptions
 from predops.pipelines.ingest.traces.derived import explained, number_text
 from predops.pipelines.ingest.traces.publisher_files import (
     csv_files,

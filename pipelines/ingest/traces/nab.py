@@ -37,7 +37,7 @@ from typing import Any
 import polars as pl
 
 from predops.pipelines.ingest.batch import Batch, IngestError
-from predops.pipelines.ingest.registry import IngestOptions
+from predops.pipelines.ingest.options import IngestOptions
 from predops.pipelines.ingest.traces.publisher_files import (
     csv_files,
     csv_stem,

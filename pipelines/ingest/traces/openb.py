@@ -18,7 +18,7 @@ import polars as pl
 from predops.core.schemas import UTC_TS
 from predops.pipelines.ingest.batch import Batch, IngestError
 from predops.pipelines.ingest.files import input_files, read_csv_text
-from predops.pipelines.ingest.registry import IngestOptions
+from predops.pipelines.ingest.options import IngestOptions
 
 SOURCE = "openb"
 HELP = "Alibaba openb node and pod lists (cluster-trace-gpu-v2023)"
