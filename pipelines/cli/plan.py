@@ -83,9 +83,7 @@ def plan_command(at: str | None, config_path: Path | None, as_json: bool) -> Non
         _now(at),
         who=operator_identity(),
         clock=SystemClock(),
-        budgets=policy.budgets,
-        config=policy.config,
-        policy_origin=policy.origin,
+        policy=policy,
     )
     emit(out, as_json, _human_plan)
 
@@ -143,9 +141,7 @@ def apply_command(
         kubeconfig=kubeconfig,
         context=context,
         timeout_s=_seconds(timeout),
-        budgets=policy.budgets,
-        config=policy.config,
-        policy_origin=policy.origin,
+        policy=policy,
     )
     emit(out, as_json, _human_apply)
     if out["counts"].get("failed"):

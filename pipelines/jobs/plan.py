@@ -30,8 +30,8 @@ its Cluster API MachineDeployments; without, the lake's state is re-read. ``buy`
 actions are written as purchase requests under ``<workspace>/purchases``. Its report's
 ``policy`` holds the budgets and disruption values re-validation used.
 
-Both take ``budgets`` / ``config`` (None: the documented defaults) and ``policy_origin``,
-where the caller read them (a file's ``[policy]``; recorded with the values).
+Both take the :class:`PolicySettings` the face loaded (budgets, policy knobs and where
+they came from, recorded with the values); None is the documented defaults.
 """
 
 from __future__ import annotations
@@ -68,7 +68,6 @@ from predops.pipelines.workspace.policy_config import (
     policy_settings_dict,
 )
 from predops.pipelines.workspace.settings import Settings
-from predops.policy.config import Budgets, PolicyConfig
 from predops.policy.demand_nodes import buy_forecast_coverage, node_demand_forecasts
 from predops.policy.disruption import latest_risk
 from predops.policy.engine import plan as make_plan
@@ -106,20 +105,6 @@ def demand_forecasts(settings: Settings) -> tuple[list[Forecast], dict[str, Any]
     return list(out.forecasts), {"status": "ok", "series": series, "version": out.version}
 
 
-def policy_in_force(
-    budgets: Budgets | None, config: PolicyConfig | None, origin: str | None
-) -> PolicySettings:
-    """The budgets and config a caller passed (None: the defaults) and where they came
-    from: ``origin`` when given, else ``"defaults"`` or ``"passed by the caller"``."""
-    if origin is None:
-        origin = "defaults" if budgets is None and config is None else "passed by the caller"
-    return PolicySettings(
-        budgets if budgets is not None else Budgets(),
-        config if config is not None else PolicyConfig(),
-        origin,
-    )
-
-
 def summary(plan: Plan) -> dict[str, Any]:
     """Counts of actions by kind, skips by kind and reason, and alerts."""
     return {
@@ -136,15 +121,13 @@ def plan_in_workspace(
     who: str,
     clock: Clock,
     why: str = "predops plan",
-    budgets: Budgets | None = None,
-    config: PolicyConfig | None = None,
-    policy_origin: str | None = None,
+    policy: PolicySettings | None = None,
 ) -> dict[str, Any]:
     """Plan as of ``now`` from the workspace (see the module docstring); writes the plan
     file and one ``planned`` audit entry as ``who`` (stamped by ``clock``), changes
     nothing in the cluster. Returns the plan's report."""
     started = time.perf_counter()
-    policy = policy_in_force(budgets, config, policy_origin)
+    policy = policy if policy is not None else PolicySettings()
     budgets, config = policy.budgets, policy.config
     lake_fleet = fleet_from_lake(Lake(settings.lake_dir), now)
     risks, risk_note = failure_risk(settings, now)
@@ -211,9 +194,7 @@ def apply_in_workspace(
     kubeconfig: str | None = None,
     context: str | None = None,
     timeout_s: float = 600.0,
-    budgets: Budgets | None = None,
-    config: PolicyConfig | None = None,
-    policy_origin: str | None = None,
+    policy: PolicySettings | None = None,
 ) -> dict[str, Any]:
     """Apply ``plan`` (see the module docstring): state from the cluster of
     ``kubeconfig`` (or the lake), drains and cordons on that cluster, pool resizes
@@ -221,7 +202,7 @@ def apply_in_workspace(
     the audit log as ``who``. Returns the report with ``state``, ``failure_risk``,
     ``policy`` (the values re-validation used) and ``audit_log``; raises
     :class:`OSError` when the cluster cannot even be listed."""
-    policy = policy_in_force(budgets, config, policy_origin)
+    policy = policy if policy is not None else PolicySettings()
     budgets, config = policy.budgets, policy.config
     actuators: dict[str, Actuator] = {
         "buy": PurchaseRequestWriter(settings.workspace / "purchases", clock)

@@ -106,9 +106,7 @@ def plan(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
         who=operator_identity(),
         clock=ctx.clock,
         why="predops plan",
-        budgets=policy.budgets,
-        config=policy.config,
-        policy_origin=policy.origin,
+        policy=policy,
     )
     rows = len(report.get("actions", [])) + len(report.get("skips", []))
     detail = {

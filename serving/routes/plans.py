@@ -133,9 +133,7 @@ def _apply(ctx: ServeContext, plan_id: str, token: ApiToken) -> dict[str, Any]:
             who=who(token),
             kubeconfig=cfg.kubeconfig,
             context=cfg.kube_context,
-            budgets=cfg.policy.budgets,
-            config=cfg.policy.config,
-            policy_origin=cfg.policy.origin,
+            policy=cfg.policy,
         )
     except OSError as exc:  # the cluster could not be read
         raise ApiError(503, str(exc)) from None
