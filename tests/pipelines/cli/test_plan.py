@@ -94,8 +94,8 @@ def test_plan_json_shows_actions_skips_and_missing_models(workspace: Path) -> No
 def _stand_in_failure_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """A stand-in for ``predops.pipelines.jobs.failure`` held to the contract
     ``current_risk(settings, *, now)``, so the risks are exact (the real module is
-    exercised end to end in ``test_failure_jobs``): node-00035 and node-00030 at 0.97,
-    node-00036 at 0.01; no demand forecasts."""
+    exercised end to end in ``tests/pipelines/jobs/test_failure.py``): node-00035 and
+    node-00030 at 0.97, node-00036 at 0.01; no demand forecasts."""
     prov = Provenance("predops.node_failure", "4", "fs-test", AT - timedelta(hours=1))
 
     def current_risk(settings: Any, *, now: datetime) -> list[FailureRisk]:
