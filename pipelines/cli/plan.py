@@ -77,13 +77,12 @@ def plan_command(at: str | None, config_path: Path | None, as_json: bool) -> Non
     # imported here: the jobs load the models (LightGBM), which `predops --help` need not
     from predops.pipelines.jobs.plan import plan_in_workspace
 
-    policy = _policy(config_path)
     out = plan_in_workspace(
         current_settings(),
         _now(at),
         who=operator_identity(),
         clock=SystemClock(),
-        policy=policy,
+        policy=_policy(config_path),
     )
     emit(out, as_json, _human_plan)
 

@@ -25,9 +25,10 @@ from typing import Any
 import click
 
 from predops.pipelines.cli.support import current_settings, emit, json_option, reports
-from predops.pipelines.scheduler.config import JOB_NAMES, ConfigError, ScheduleConfig, load_config
+from predops.pipelines.scheduler.config import JOB_NAMES, ScheduleConfig, load_config
 from predops.pipelines.scheduler.context import JobContext
 from predops.pipelines.workspace.clock import SystemClock
+from predops.pipelines.workspace.config import ConfigError
 from predops.pipelines.workspace.policy_config import policy_settings_dict
 from predops.pipelines.workspace.runs import RunStore
 

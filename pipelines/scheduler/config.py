@@ -57,8 +57,6 @@ from predops.pipelines.workspace.config import (
 )
 from predops.pipelines.workspace.policy_config import PolicySettings, parse_policy
 
-__all__ = ["ConfigError", "load_config", "parse_config"]
-
 SERVER_ENV_PREFIX = "PREDOPS_SERVER__"
 """The server's overrides (``serving.config``): not the scheduler's to read."""
 JOB_NAMES = ("pipeline", "retrain")

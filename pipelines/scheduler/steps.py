@@ -99,14 +99,8 @@ def plan(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     ``predops plan --at <cutoff> --config <the same file>`` writes."""
     from predops.pipelines.jobs.plan import plan_in_workspace
 
-    policy = ctx.config.policy
     report = plan_in_workspace(
-        ctx.settings,
-        cutoff,
-        who=operator_identity(),
-        clock=ctx.clock,
-        why="predops plan",
-        policy=policy,
+        ctx.settings, cutoff, who=operator_identity(), clock=ctx.clock, policy=ctx.config.policy
     )
     rows = len(report.get("actions", [])) + len(report.get("skips", []))
     detail = {

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from predops.pipelines.scheduler.config import ConfigError, load_config
+from predops.pipelines.scheduler.config import load_config
+from predops.pipelines.workspace.config import ConfigError
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from predops.pipelines.scheduler import steps
-from predops.pipelines.scheduler.config import ConfigError, load_config
+from predops.pipelines.scheduler.config import load_config
+from predops.pipelines.workspace.config import ConfigError
 from predops.policy.config import DisruptionBudget
 from tests.pipelines.scheduler.conftest import START, make_context
 
