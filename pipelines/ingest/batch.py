@@ -15,10 +15,12 @@ class IngestError(ValueError):
 class Batch:
     """Rows for ``table`` in (or castable to) the contract's columns.
 
-    ``first_row`` numbers the first row as the input counts it (1-based data row), so
-    quarantine entries point back at the input.
+    ``first_row`` numbers the first row as the input counts it (1-based data row) and
+    ``origin`` names the file (or query) the rows came from when the input has several,
+    so errors and quarantine entries point back at the exact file and row.
     """
 
     table: str
     frame: pl.DataFrame
     first_row: int = 1
+    origin: str | None = None

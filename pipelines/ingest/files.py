@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import zlib
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -133,9 +134,9 @@ def read(path: str, options: IngestOptions) -> Iterator[Batch]:
     if table not in SCHEMAS:
         raise IngestError(f"files: unknown table {table!r}; known: {', '.join(sorted(SCHEMAS))}")
     files = input_files(Path(path))
-    # Check every file before yielding anything, so one bad file in a directory
-    # fails the whole input before any of it is written.
-    csv_frames: dict[Path, pl.DataFrame] = {}
+    # Cheap whole-file checks of every file first, so a folder with a broken file fails
+    # at once; whatever fails later (a bad row group) still rolls the whole ingest back,
+    # because one ingest is one lake commit.
     for f in files:
         if _suffix(f) in (".parquet", ".pq"):
             check_parquet(f)
@@ -143,10 +144,9 @@ def read(path: str, options: IngestOptions) -> Iterator[Batch]:
                 pq.ParquetFile(f)
             except (OSError, ValueError) as exc:
                 raise IngestError(f"{f}: not a readable Parquet file ({exc})") from exc
-        else:
-            csv_frames[f] = read_csv_text(f)
     for f in files:
-        if f in csv_frames:
-            yield Batch(table, csv_frames.pop(f))
+        if _suffix(f) in (".parquet", ".pq"):
+            for batch in read_parquet_batches(f, table):
+                yield replace(batch, origin=str(f))
         else:
-            yield from read_parquet_batches(f, table)
+            yield Batch(table, read_csv_text(f), origin=str(f))

@@ -9,10 +9,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from predops.core.clock import Clock
 from predops.core.schemas import schema_for
 from predops.core.validation import validate
-from predops.pipelines.ingest.batch import Batch
+from predops.pipelines.ingest.batch import Batch, IngestError
 from predops.pipelines.workspace.lake import Lake, check_source
 
 
@@ -87,32 +89,39 @@ def ingest(
     report = IngestReport(source=source, input=input_name)
     known: set[str] | None = None
     known_loaded = False
-    for batch in batches:
-        schema = schema_for(batch.table)
-        t = report.tables.setdefault(batch.table, TableReport())
-        entities = None
-        if check_entities and batch.table in ENTITY_CHECKED_TABLES:
-            if not known_loaded:
-                known, known_loaded = lake.node_ids(source), True
-            entities = known
-        res = validate(
-            batch.frame,
-            schema,
-            now=now,
-            future_tolerance=future_tolerance,
-            known_entities=entities,
-            first_row=batch.first_row,
-        )
-        if batch.table == "inventory":
-            known_loaded = False  # the inventory changed: reload before the next check
-        w = lake.write(batch.table, source, res.good)
-        q = lake.quarantine(
-            batch.table, source, res.quarantined, input_name=input_name, ingested_at=now
-        )
-        t.rows_in += batch.frame.height
-        t.rows_written += w.rows_written
-        t.rows_already_present += w.rows_already_present
-        t.rows_quarantined += q
-        t.ignored_columns = sorted(set(t.ignored_columns) | set(res.ignored_columns))
-    lake.log_ingest({"at": now.isoformat(), **report.to_dict()})
+    # One ingest is one lake commit: readers see all of it or none of it, and a failure
+    # anywhere (a bad file late in a folder, a kill) leaves the lake as it was.
+    with lake.transaction():
+        for batch in batches:
+            origin = batch.origin or input_name
+            schema = schema_for(batch.table)
+            t = report.tables.setdefault(batch.table, TableReport())
+            entities = None
+            if check_entities and batch.table in ENTITY_CHECKED_TABLES:
+                if not known_loaded:
+                    known, known_loaded = lake.node_ids(source), True
+                entities = known
+            try:
+                res = validate(
+                    batch.frame,
+                    schema,
+                    now=now,
+                    future_tolerance=future_tolerance,
+                    known_entities=entities,
+                    first_row=batch.first_row,
+                )
+            except pl.exceptions.PolarsError as exc:
+                raise IngestError(f"{origin}: cannot check its {batch.table} rows ({exc})") from exc
+            if batch.table == "inventory":
+                known_loaded = False  # the inventory changed: reload before the next check
+            w = lake.write(batch.table, source, res.good)
+            q = lake.quarantine(
+                batch.table, source, res.quarantined, input_name=origin, ingested_at=now
+            )
+            t.rows_in += batch.frame.height
+            t.rows_written += w.rows_written
+            t.rows_already_present += w.rows_already_present
+            t.rows_quarantined += q
+            t.ignored_columns = sorted(set(t.ignored_columns) | set(res.ignored_columns))
+        lake.log_ingest({"at": now.isoformat(), **report.to_dict()})
     return report

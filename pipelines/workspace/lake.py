@@ -1,4 +1,6 @@
 """The Parquet lake: hive-partitioned by source and date, atomic, idempotent.
+Over 500 lines: the writer's transaction and the readers share one rule of which files
+count (committed, own, untagged), kept side by side so the two cannot drift apart.
 
 Layout under the lake root::
 
@@ -7,13 +9,16 @@ Layout under the lake root::
     _quarantine/_files/<table>/...       stored files found corrupt, moved aside
     _quarantine/corrupt_files.jsonl      one line per file moved aside (where, why)
     _ingest_log.jsonl                    one line per ingest (input, digest, counts)
+    _commits.jsonl, _pending/            commits of writes (see lake_commits)
 
-Every file is written to ``_staging/`` first and linked into place only when complete
-(all the partitions of one write are staged before the first is linked), so a reader
-never sees a half-written file and a write that fails (disk full) adds nothing; a crash
-leaves at most staging debris, which the next write removes. Re-writing rows whose key
-(the schema's ``key``) is already in the partition adds nothing, so re-ingesting the
-same input is a no-op.
+Every file is written to ``_staging/`` first and linked into place only when complete.
+The files of one write (one ingest: every table, partition and quarantined row it
+touches) become visible together, at one commit (:mod:`.lake_commits`), so a reader sees
+an ingest whole or not at all and a write that fails (disk full, a bad file late in a
+folder, a kill) adds nothing; a crash leaves at most staging debris and uncommitted files
+that no reader sees and the next write removes. Writers hold the lake lock (waited for at
+most ``lock_timeout`` seconds). Re-writing rows whose key (the schema's ``key``) is
+already in the partition adds nothing, so re-ingesting the same input is a no-op.
 
 A stored file that is not readable Parquet any more (truncated, overwritten: its footer
 does not parse) is moved aside into ``_quarantine/_files/`` the first time a read or a
@@ -31,6 +36,7 @@ import logging
 import os
 import re
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,7 +51,15 @@ import pyarrow.parquet as pq
 
 from predops.core.schemas import SCHEMAS, FrameSchema, schema_for
 from predops.core.validation import QUARANTINE_SCHEMA
-from predops.pipelines.workspace.errors import LakeError
+from predops.pipelines.workspace.errors import LakeError, LockHeld
+from predops.pipelines.workspace.lake_commits import (
+    CommitLog,
+    Pending,
+    append_line,
+    new_tx_id,
+    recover,
+    tx_of,
+)
 
 _SOURCE_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 QUARANTINE_DIR = "_quarantine"
@@ -97,9 +111,12 @@ def check_source(source: str) -> str:
 class Lake:
     """A Parquet lake rooted at ``root`` (created on first write)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, lock_timeout: float = 600.0) -> None:
         self.root = Path(root)
+        self.lock_timeout = lock_timeout
         self._checked: dict[Path, tuple[int, int]] = {}
+        self._commits = CommitLog(self.root)
+        self._tx: LakeTransaction | None = None
 
     # ------------------------------------------------------------------ paths
     def table_dir(self, table: str) -> Path:
@@ -109,16 +126,26 @@ class Lake:
     def _partition_dir(self, base: Path, source: str, day: date) -> Path:
         return base / f"source={source}" / f"date={day.isoformat()}"
 
-    @contextmanager
-    def _locked(self, name: str) -> Iterator[None]:
-        """Serialise writers of one table (readers never need the lock)."""
+    def _lock(self) -> Any:
+        """The lake's writer lock (an open file holding ``flock``), waited for at most
+        ``lock_timeout`` seconds; readers never need it."""
         self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / f".{name}.lock", "a+") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
+        fh = open(self.root / ".lake.lock", "a+")  # noqa: SIM115 - held by the transaction
+        deadline = time.monotonic() + self.lock_timeout
+        pause = 0.01
+        while True:
             try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fh
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    fh.close()
+                    raise LockHeld(
+                        f"lake {self.root}: another write held the lake lock for over "
+                        f"{self.lock_timeout:g} s; try again when it has ended"
+                    ) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
 
     def _staging(self) -> Path:
         d = self.root / STAGING_DIR / uuid.uuid4().hex
@@ -128,21 +155,6 @@ class Lake:
     def clean_staging(self) -> None:
         """Remove files left by interrupted writes (never visible to readers)."""
         shutil.rmtree(self.root / STAGING_DIR, ignore_errors=True)
-
-    @staticmethod
-    def _publish(tmp: Path, part_dir: Path) -> Path:
-        """Link a complete staged file into the partition under a fresh name."""
-        part_dir.mkdir(parents=True, exist_ok=True)
-        n = len(list(part_dir.glob("part-*.parquet")))
-        while True:
-            dst = part_dir / f"part-{n:05d}.parquet"
-            try:
-                os.link(tmp, dst)  # fails if dst exists: never overwrites a reader's file
-            except FileExistsError:
-                n += 1
-                continue
-            tmp.unlink()
-            return dst
 
     @staticmethod
     def _write_staged(frame: pl.DataFrame, staging: Path) -> Path:
@@ -156,47 +168,59 @@ class Lake:
         return tmp
 
     # ------------------------------------------------------------------ writes
+    @contextmanager
+    def transaction(self) -> Iterator[LakeTransaction]:
+        """One commit for every write inside: ``write``, ``quarantine`` and
+        ``log_ingest`` of this lake join it, its reads see its own files, other readers
+        see them once the block ends without an exception (any exception, or a kill,
+        removes them)."""
+        if self._tx is not None:
+            raise LakeError(f"lake {self.root}: a transaction is already open")
+        tx = LakeTransaction(self)
+        self._tx = tx
+        try:
+            yield tx
+            tx.commit()
+        except BaseException:
+            tx.abort()
+            raise
+        finally:
+            self._tx = None
+            tx.release()
+
     def write(self, table: str, source: str, frame: pl.DataFrame) -> WriteResult:
         """Add ``frame`` (already validated, schema columns) to ``table`` under ``source``.
 
-        Rows whose key is already stored in their partition are skipped.
+        Rows whose key is already stored in their partition are skipped. Outside a
+        transaction the write is one of its own.
         """
-        schema = schema_for(table)
-        check_source(source)
-        result = WriteResult(table, source)
-        if frame.height == 0:
-            return result
-        frame = frame.select(schema.names).cast(schema.polars_schema())
-        day = pl.col(schema.time_column).dt.date().alias("__date")
-        sort_cols = [*[k for k in schema.key if k != schema.time_column], schema.time_column]
-        with self._locked(table):
-            staging = self._staging()
-            try:
-                parts = frame.with_columns(day).partition_by(
-                    "__date", as_dict=True, maintain_order=True
-                )
-                staged: list[tuple[Path, Path, int]] = []
-                for (part_day,), part in sorted(parts.items(), key=lambda kv: kv[0]):
-                    assert isinstance(part_day, date)
-                    part_dir = self._partition_dir(self.root / table, source, part_day)
-                    rows = self._new_rows(schema, part.drop("__date"), part_dir)
-                    result.rows_already_present += part.height - rows.height
-                    if rows.height == 0:
-                        continue
-                    rows = rows.sort(sort_cols)
-                    staged.append((self._write_staged(rows, staging), part_dir, rows.height))
-                # Every partition's file is complete before the first is published: a
-                # write that fails (disk full) publishes nothing.
-                for tmp, part_dir, n in staged:
-                    self._publish(tmp, part_dir)
-                    result.partitions.append(str(part_dir.relative_to(self.root)))
-                    result.rows_written += n
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
-        return result
+        if self._tx is not None:
+            return self._tx.write(table, source, frame)
+        with self.transaction() as tx:
+            return tx.write(table, source, frame)
+
+    def quarantine(
+        self, table: str, source: str, bad: pl.DataFrame, *, input_name: str, ingested_at: datetime
+    ) -> int:
+        """Keep rejected rows (row, field, reason, original record) with their input."""
+        if self._tx is not None:
+            return self._tx.quarantine(
+                table, source, bad, input_name=input_name, ingested_at=ingested_at
+            )
+        with self.transaction() as tx:
+            return tx.quarantine(table, source, bad, input_name=input_name, ingested_at=ingested_at)
+
+    def log_ingest(self, entry: dict[str, Any]) -> None:
+        """One line in the ingest log, written when the open transaction (or one of its
+        own) commits."""
+        if self._tx is not None:
+            self._tx.ingest_entry = entry
+            return
+        with self.transaction() as tx:
+            tx.ingest_entry = entry
 
     def _new_rows(self, schema: FrameSchema, rows: pl.DataFrame, part_dir: Path) -> pl.DataFrame:
-        existing = self._readable(sorted(part_dir.glob("part-*.parquet")))
+        existing = self._readable(self._visible(part_dir, "part-*.parquet"))
         if not existing:
             return rows
         # Only stored keys in the new rows' range of the first key column can clash;
@@ -215,41 +239,18 @@ class Lake:
             raise LakeError(f"cannot read stored keys in {part_dir}: {exc}") from exc
         return rows.join(stored, on=list(schema.key), how="anti", nulls_equal=True)
 
-    def quarantine(
-        self, table: str, source: str, bad: pl.DataFrame, *, input_name: str, ingested_at: datetime
-    ) -> int:
-        """Keep rejected rows (row, field, reason, original record) with their input."""
-        check_source(source)
-        if bad.height == 0:
-            return 0
-        frame = bad.select(list(QUARANTINE_SCHEMA.names())).with_columns(
-            pl.lit(input_name).alias("input"),
-            pl.lit(ingested_at).cast(pl.Datetime("us", "UTC")).alias("ingested_at"),
-        )
-        base = self.root / QUARANTINE_DIR / table
-        part_dir = self._partition_dir(base, source, ingested_at.date())
-        with self._locked(f"{QUARANTINE_DIR}.{table}"):
-            # Re-ingesting the same input must not quarantine its bad rows twice.
-            known = self._readable(sorted(base.glob(f"source={source}/date=*/part-*.parquet")))
-            if known:
-                seen = pl.scan_parquet(known).select(*QUARANTINE_KEY).collect()
-                frame = frame.join(seen, on=list(QUARANTINE_KEY), how="anti", nulls_equal=True)
-            if frame.height == 0:
-                return 0
-            staging = self._staging()
-            try:
-                self._publish(self._write_staged(frame, staging), part_dir)
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
-        return frame.height
-
-    def log_ingest(self, entry: dict[str, Any]) -> None:
-        """Append one line to the ingest log (append-only)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / INGEST_LOG, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(entry, sort_keys=True, default=str) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+    def _visible(self, base: Path, pattern: str) -> list[Path]:
+        """Files under ``base`` matching ``pattern`` that readers may see: untagged ones,
+        committed ones and the open transaction's own (the commit log is read before the
+        directories, so a commit landing meanwhile is seen whole or not at all)."""
+        committed = self._commits.committed()
+        own = self._tx.id if self._tx is not None else None
+        out = []
+        for f in sorted(base.glob(pattern)):
+            tx = tx_of(f.name)
+            if tx is None or tx == own or tx in committed:
+                out.append(f)
+        return out
 
     # ------------------------------------------------------------------ corrupt files
     def _readable(self, files: list[Path]) -> list[Path]:
@@ -331,12 +332,11 @@ class Lake:
     def files(self, table: str, source: str | None = None) -> list[Path]:
         """The table's readable part files (corrupt ones are moved aside, see above)."""
         base = self.table_dir(table)
-        pattern = f"source={source or '*'}/date=*/part-*.parquet"
-        return self._readable(sorted(base.glob(pattern)))
+        return self._readable(self._visible(base, f"source={source or '*'}/date=*/part-*.parquet"))
 
     def quarantine_files(self, table: str) -> list[Path]:
         base = self.root / QUARANTINE_DIR / table
-        return self._readable(sorted(base.glob("source=*/date=*/part-*.parquet")))
+        return self._readable(self._visible(base, "source=*/date=*/part-*.parquet"))
 
     def scan(self, table: str, source: str | None = None) -> pl.LazyFrame:
         """All stored rows of ``table`` (optionally one source) with a ``source`` column."""
@@ -401,3 +401,127 @@ class Lake:
                 ],
             }
         return out
+
+
+class LakeTransaction:
+    """The writes of one commit (see :meth:`Lake.transaction`). The lake lock is taken
+    at the first write, so an adapter still fetching its input holds nothing."""
+
+    def __init__(self, lake: Lake) -> None:
+        self.lake = lake
+        self.id = new_tx_id()
+        self.pending = Pending(lake.root, self.id)
+        self.ingest_entry: dict[str, Any] | None = None
+        self._lock: Any = None
+        self._done = False
+
+    def _begin(self) -> None:
+        if self._lock is not None:
+            return
+        self._lock = self.lake._lock()
+        # Holding the lock, no live writer owns an uncommitted file or a staging folder.
+        recover(self.lake.root, self.lake._commits, self.lake.root / INGEST_LOG)
+        self.lake.clean_staging()
+
+    def _publish(self, tmp: Path, part_dir: Path) -> Path:
+        """Link a complete staged file into the partition under a fresh tagged name,
+        listed as pending first so an uncommitted one can always be found and removed."""
+        part_dir.mkdir(parents=True, exist_ok=True)
+        n = len(list(part_dir.glob("part-*.parquet")))
+        while True:
+            dst = part_dir / f"part-{n:05d}-{self.id}.parquet"
+            if dst.exists():
+                n += 1
+                continue
+            self.pending.record(dst)
+            try:
+                os.link(tmp, dst)  # fails if dst exists: never overwrites a reader's file
+            except FileExistsError:
+                n += 1
+                continue
+            tmp.unlink()
+            return dst
+
+    def write(self, table: str, source: str, frame: pl.DataFrame) -> WriteResult:
+        schema = schema_for(table)
+        check_source(source)
+        result = WriteResult(table, source)
+        if frame.height == 0:
+            return result
+        frame = frame.select(schema.names).cast(schema.polars_schema())
+        day = pl.col(schema.time_column).dt.date().alias("__date")
+        sort_cols = [*[k for k in schema.key if k != schema.time_column], schema.time_column]
+        self._begin()
+        staging = self.lake._staging()
+        try:
+            parts = frame.with_columns(day).partition_by(
+                "__date", as_dict=True, maintain_order=True
+            )
+            for (part_day,), part in sorted(parts.items(), key=lambda kv: kv[0]):
+                assert isinstance(part_day, date)
+                part_dir = self.lake._partition_dir(self.lake.root / table, source, part_day)
+                rows = self.lake._new_rows(schema, part.drop("__date"), part_dir)
+                result.rows_already_present += part.height - rows.height
+                if rows.height == 0:
+                    continue
+                rows = rows.sort(sort_cols)
+                self._publish(self.lake._write_staged(rows, staging), part_dir)
+                result.partitions.append(str(part_dir.relative_to(self.lake.root)))
+                result.rows_written += rows.height
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return result
+
+    def quarantine(
+        self, table: str, source: str, bad: pl.DataFrame, *, input_name: str, ingested_at: datetime
+    ) -> int:
+        check_source(source)
+        if bad.height == 0:
+            return 0
+        frame = bad.select(list(QUARANTINE_SCHEMA.names())).with_columns(
+            pl.lit(input_name).alias("input"),
+            pl.lit(ingested_at).cast(pl.Datetime("us", "UTC")).alias("ingested_at"),
+        )
+        base = self.lake.root / QUARANTINE_DIR / table
+        part_dir = self.lake._partition_dir(base, source, ingested_at.date())
+        self._begin()
+        # Re-ingesting the same input must not quarantine its bad rows twice.
+        pattern = f"source={source}/date=*/part-*.parquet"
+        known = self.lake._readable(self.lake._visible(base, pattern))
+        if known:
+            seen = pl.scan_parquet(known).select(*QUARANTINE_KEY).collect()
+            frame = frame.join(seen, on=list(QUARANTINE_KEY), how="anti", nulls_equal=True)
+        if frame.height == 0:
+            return 0
+        staging = self.lake._staging()
+        try:
+            self._publish(self.lake._write_staged(frame, staging), part_dir)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return frame.height
+
+    def commit(self) -> None:
+        """Make every file of this transaction visible (one fsynced line), then log."""
+        if self._done:
+            return
+        if self._lock is None and self.ingest_entry is None:
+            self._done = True  # wrote nothing
+            return
+        self._begin()
+        self.lake._commits.commit(self.id, self.ingest_entry)
+        self._done = True
+        self.pending.forget()
+        if self.ingest_entry is not None:
+            append_line(self.lake.root / INGEST_LOG, {**self.ingest_entry, "tx": self.id})
+
+    def abort(self) -> None:
+        """Remove what this transaction published (it will never commit)."""
+        if not self._done and self._lock is not None:
+            self.pending.undo()
+        self._done = True
+
+    def release(self) -> None:
+        if self._lock is not None:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock = None
