@@ -7,7 +7,8 @@ input, each with what was tried and what was lost (which must be nothing).
 Fault scenarios (``benchmarks/reliability_faults.py``, the same injections as
 ``tests/reliability/``): Prometheus unreachable / down / 500 / slow mid-ingest, a corrupt
 Parquet file, the disk full while writing (a real tmpfs; root only), the Kubernetes API
-failing during a drain, ``predops apply`` SIGKILLed mid-plan, the MLflow store locked or
+failing during a drain, ``predops apply`` SIGKILLed mid-plan, ``predops ingest``
+SIGKILLed before each of its publish steps in turn, the MLflow store locked or
 unreachable.
 
 API scenarios, against ``predops serve`` on 127.0.0.1 (a copy of WS, or a workspace built

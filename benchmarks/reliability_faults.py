@@ -305,6 +305,48 @@ def killed_apply(tmp: Path) -> dict[str, Any]:
     return {"tried": cases, "lost": dict(lost)}
 
 
+def killed_ingest(tmp: Path) -> dict[str, Any]:
+    """``predops ingest files`` (4 partitions and quarantined rows) SIGKILLed before each
+    of its file-system steps in turn; a reader looks, then the ingest runs again."""
+    from click.testing import CliRunner
+
+    from predops.pipelines.cli.main import main
+    from tests.reliability import test_faults_ingest_commit as t
+
+    src = tmp / "demand.csv"
+    good = t.demand_csv(src)
+    lost = Counter[str]()
+    seen_after_kill = Counter[str]()
+    limit = 1
+    while True:
+        ws = tmp / f"ws-{limit}"
+        code = t.run_child(ws, src, limit)
+        if code != -signal.SIGKILL:
+            lost["uninterrupted_run_failed"] += code != 0
+            break
+        state = t.seen(ws)
+        seen_after_kill[
+            "nothing"
+            if state == (0, 0)
+            else "everything"
+            if state == (good, t.BAD_ROWS)
+            else "partial"
+        ] += 1
+        res = CliRunner().invoke(main, t._args(ws, src))
+        lost["partial_states_seen"] += state not in ((0, 0), (good, t.BAD_ROWS))
+        lost["rerun_failed"] += res.exit_code != 0
+        lost["rows_wrong_after_rerun"] += abs(t.seen(ws)[0] - good)
+        lost["quarantine_wrong_after_rerun"] += abs(t.seen(ws)[1] - t.BAD_ROWS)
+        lost["debris_left_after_rerun"] += sum(t.leftovers(ws).values())
+        rows, once = t.logged_rows(ws)
+        lost["ingest_log_wrong"] += rows != good or not once
+        limit += 1
+    return {
+        "tried": {"kill_points": limit - 1, "readers_saw": dict(seen_after_kill)},
+        "lost": dict(lost),
+    }
+
+
 def mlflow_store(tmp: Path) -> dict[str, Any]:
     """The MLflow store locked by another process, and unreachable; list and register."""
     from predops.pipelines.workspace import registry
@@ -377,5 +419,6 @@ SCENARIOS: dict[str, Scenario] = {
     "disk_full_while_writing": disk_full,
     "kubernetes_api_faults_during_drain": kubernetes,
     "apply_killed_mid_plan": killed_apply,
+    "ingest_killed_at_every_publish_step": killed_ingest,
     "mlflow_store_locked_or_unreachable": mlflow_store,
 }
