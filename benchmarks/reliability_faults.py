@@ -275,6 +275,7 @@ def killed_apply(tmp: Path) -> dict[str, Any]:
         settings = load_settings(ws)
         plan = plan_of([drain(n) for n in t.TARGETS], plan_id="plan-kill")
         write_plan(settings.plans_dir, plan)
+        t.approve(ws, plan.plan_id)
         pods = [make_pod(f"job-{i}", node=n) for i, n in enumerate(t.TARGETS)]
         with FakeKubeAPI(nodes=cluster_nodes(racks=30, per_rack=1), pods=pods) as fake:
             kubeconfig = write_kubeconfig(ws.parent / "kubeconfig", fake.url)

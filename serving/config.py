@@ -25,6 +25,8 @@ with errors that name the key (never a secret)::
     role = "approver"           # viewer | approver | operator
     sha256 = "<hex SHA-256 of the secret>"   # `predops serve --hash-token` prints it
     expires_at = 2026-12-31T00:00:00Z        # optional, UTC
+    subject = "alice@example.org"            # optional: the person (default: name);
+                                             # four eyes compares subjects
 
     [[policy.budgets]]          # optional: budgets and knobs /apply re-validates with
     scope = "rack"
@@ -83,6 +85,14 @@ class ApiToken:
     role: str
     sha256: str
     expires_at: datetime | None = None
+    subject: str = ""
+    """The identity behind the token (a person's tokens of several roles share one);
+    ``[policy.approval] four_eyes`` compares it. Empty: the token's name."""
+
+    @property
+    def identity(self) -> str:
+        """Who holds the token, as approvals and four eyes compare it."""
+        return self.subject or self.name
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -195,8 +205,9 @@ def _tokens(raw: Any, where: str) -> list[ApiToken]:
             if not isinstance(expires, datetime) or expires.tzinfo is None:
                 raise t.fail("expires_at", "must be a time with a zone, e.g. 2026-12-31T00:00:00Z")
             expires = expires.astimezone(UTC)
+        subject = t.text("subject", "") or ""
         t.done()
         if any(tok.name == name for tok in out):
             raise t.fail("name", f"{name!r} is used by another token")
-        out.append(ApiToken(name, role, digest, expires))
+        out.append(ApiToken(name, role, digest, expires, subject))
     return out

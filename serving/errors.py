@@ -20,7 +20,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from predops.pipelines.workspace.errors import LockHeld, PlanNotFound, WorkspaceError
+from predops.pipelines.workspace.errors import (
+    ApprovalRequired,
+    LockHeld,
+    PlanNotFound,
+    WorkspaceError,
+)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -32,6 +37,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 WORKSPACE_STATUS: tuple[tuple[type[WorkspaceError], int], ...] = (
     (PlanNotFound, 404),
     (LockHeld, 409),
+    (ApprovalRequired, 409),
     (WorkspaceError, 503),
 )
 """HTTP status of each workspace error type, the first that matches."""

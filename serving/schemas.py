@@ -237,6 +237,13 @@ class ApplyResponse(BaseModel):
     counts: dict[str, int]
     actions: list[ActionOutcomeOut]
     state: str = Field(description="where re-validation read the cluster: lake or kubernetes")
+    authorised: dict[str, Any] = Field(
+        default_factory=dict,
+        description="what allowed it: dry_run, or the approval record (and four_eyes)",
+    )
+    problems: list[ActionOutcomeOut] = Field(
+        default_factory=list, description="actions that failed or had no actuator"
+    )
     policy: dict[str, Any] = Field(
         description="the budgets and disruption values re-validation used, and their origin "
         "(durations in seconds)"

@@ -9,7 +9,12 @@ used), ``summary`` and ``plan_file``.
 of a plan just before it would run and records each decision in the audit log. Dry-run
 unless ``--execute``. With ``--kubeconfig`` (a file or ``in-cluster``) the live cluster is
 the state re-validation reads and, with ``--execute``, cordons / drains / uncordons go to
-it; without, the lake's state is re-read. Exit status 2 when an action failed.
+it; without, the lake's state is re-read. ``--execute`` needs the plan approved first —
+the same record ``POST /v1/plans/{id}/approve`` writes, or ``predops approve PLAN_ID`` —
+and with ``[policy.approval] four_eyes = true`` by someone else
+(:mod:`predops.pipelines.workspace.approvals`); ``--break-glass REASON`` executes without
+one and puts the reason in the audit log. Exit status 2 when an action failed or had no
+actuator (the JSON's ``problems`` lists them).
 
 Both read the budgets and policy knobs from the ``[policy]`` table of ``--config FILE``
 (default ``$PREDOPS_CONFIG``, else the documented defaults), the same ``predops.toml``
@@ -38,10 +43,12 @@ from predops.pipelines.cli.support import (
     parse_time,
     reports,
 )
+from predops.pipelines.workspace.approvals import ApprovalStore
+from predops.pipelines.workspace.audit import AuditLog
 from predops.pipelines.workspace.clock import SystemClock
 from predops.pipelines.workspace.plans import plan_path, read_plan
 from predops.pipelines.workspace.policy_config import PolicySettings, load_policy_settings
-from predops.pipelines.workspace.settings import operator_identity
+from predops.pipelines.workspace.settings import operator_identity, operator_subject
 
 
 def _now(at: str | None) -> datetime:
@@ -109,6 +116,13 @@ def _human_plan(o: dict[str, Any]) -> str:
 @click.option("--context", default=None, help="Kubeconfig context.")
 @click.option("--timeout", default="10m", show_default=True, help="Per-drain timeout.")
 @click.option("--at", default=None, help="Apply as of this time (ISO-8601). Default: now.")
+@click.option(
+    "--break-glass",
+    "break_glass",
+    metavar="REASON",
+    default=None,
+    help="With --execute: act without an approval; REASON goes to the audit log first.",
+)
 @policy_config_option
 @json_option
 @reports
@@ -119,10 +133,14 @@ def apply_command(
     context: str | None,
     timeout: str,
     at: str | None,
+    break_glass: str | None,
     config_path: Path | None,
     as_json: bool,
 ) -> None:
-    """Re-validate and apply plan PLAN_ID; every decision goes to the audit log."""
+    """Re-validate and apply plan PLAN_ID; every decision goes to the audit log.
+
+    --execute needs the plan approved (predops approve, or the API) unless --break-glass.
+    """
     from predops.pipelines.jobs.plan import apply_in_workspace
 
     policy = _policy(config_path)
@@ -141,10 +159,46 @@ def apply_command(
         context=context,
         timeout_s=_seconds(timeout),
         policy=policy,
+        subject=operator_subject(),
+        break_glass=break_glass,
     )
     emit(out, as_json, _human_apply)
-    if out["counts"].get("failed"):
+    if out["problems"]:
         click.get_current_context().exit(2)
+
+
+@click.command("approve")
+@click.argument("plan_id")
+@click.option("--comment", default="", help="Why (kept with the approval and audited).")
+@json_option
+@reports
+def approve_command(plan_id: str, comment: str, as_json: bool) -> None:
+    """Approve plan PLAN_ID: the same record the API's approve writes, so
+    `predops apply PLAN_ID --execute` (by someone else, with four eyes) may run it."""
+    settings = current_settings()
+    plan = read_plan(plan_path(settings.plans_dir, plan_id))
+    now = SystemClock().now()
+    who = operator_identity()
+    record = ApprovalStore(settings.workspace).approve(
+        plan.plan_id,
+        by=who,
+        role="operator",
+        at=now,
+        comment=comment,
+        subject=operator_subject(),
+    )
+    AuditLog(settings.audit_log, who=who).append(
+        at=now,
+        outcome="approved",
+        what={"kind": "plan", "target": plan.plan_id, "params": {"actions": len(plan.actions)}},
+        why=comment or "approved with predops approve",
+        plan_id=plan.plan_id,
+    )
+    emit(
+        record,
+        as_json,
+        lambda r: f"{r['plan_id']} approved by {r['subject']} at {r['approved_at']}",
+    )
 
 
 def _seconds(text: str) -> float:
@@ -165,5 +219,5 @@ def _human_apply(o: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-PLAN_COMMANDS: Sequence[click.Command] = (plan_command, apply_command)
+PLAN_COMMANDS: Sequence[click.Command] = (plan_command, apply_command, approve_command)
 """Registered on the main ``predops`` group by ``predops.pipelines.cli.main``."""

@@ -57,6 +57,7 @@ from predops.pipelines.actuators.apply import (
 from predops.pipelines.actuators.purchase import PurchaseRequestWriter
 from predops.pipelines.jobs import demand as demand_jobs
 from predops.pipelines.jobs import failure as failure_jobs
+from predops.pipelines.workspace.approvals import check_approval
 from predops.pipelines.workspace.audit import AuditLog
 from predops.pipelines.workspace.errors import FeatureStoreError, RegistryError
 from predops.pipelines.workspace.fleet_state import fleet_from_lake
@@ -183,6 +184,10 @@ def plan_in_workspace(
     }
 
 
+PROBLEM_OUTCOMES = frozenset({"failed", "unsupported"})
+"""Outcomes of an apply that a person must look at: the command exits non-zero."""
+
+
 def apply_in_workspace(
     settings: Settings,
     plan: Plan,
@@ -195,15 +200,36 @@ def apply_in_workspace(
     context: str | None = None,
     timeout_s: float = 600.0,
     policy: PolicySettings | None = None,
+    subject: str | None = None,
+    break_glass: str | None = None,
 ) -> dict[str, Any]:
     """Apply ``plan`` (see the module docstring): state from the cluster of
     ``kubeconfig`` (or the lake), drains and cordons on that cluster, pool resizes
     through its Cluster API MachineDeployments, buys as purchase files, every decision in
     the audit log as ``who``. Returns the report with ``state``, ``failure_risk``,
     ``policy`` (the values re-validation used) and ``audit_log``; raises
-    :class:`OSError` when the cluster cannot even be listed."""
+    :class:`OSError` when the cluster cannot even be listed.
+
+    With ``execute`` the plan must be approved first (:mod:`~predops.pipelines.workspace.
+    approvals`: ``policy.approval`` says whether, and whether with four eyes, comparing
+    the approver with ``subject``, default ``who``), unless ``break_glass`` gives a
+    reason, audited; :class:`ApprovalRequired` otherwise, before anything runs. The
+    report's ``authorised`` says what allowed it, ``problems`` lists every action that
+    failed or had no actuator."""
     policy = policy if policy is not None else PolicySettings()
     budgets, config = policy.budgets, policy.config
+    audit = AuditLog(settings.audit_log, who=who)
+    authorised: dict[str, Any] = {"dry_run": True}
+    if execute:
+        authorised = check_approval(
+            settings.workspace,
+            plan.plan_id,
+            applier=subject or who,
+            rule=policy.approval,
+            break_glass=break_glass,
+            audit=audit,
+            at=clock.now(),
+        )
     actuators: dict[str, Actuator] = {
         "buy": PurchaseRequestWriter(settings.workspace / "purchases", clock)
     }
@@ -225,7 +251,7 @@ def apply_in_workspace(
             plan,
             state=state,
             actuators=actuators,
-            audit=AuditLog(settings.audit_log, who=who),
+            audit=audit,
             clock=clock,
             execute=execute,
             budgets=budgets,
@@ -243,6 +269,8 @@ def apply_in_workspace(
                 k: v for k, v in policy_settings_dict(policy).items() if k in REVALIDATION_KEYS
             },
             "audit_log": str(settings.audit_log),
+            "authorised": authorised,
+            "problems": [a for a in out["actions"] if a["outcome"] in PROBLEM_OUTCOMES],
         }
     )
     return out

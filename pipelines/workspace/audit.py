@@ -34,6 +34,7 @@ OUTCOMES = frozenset(
         "planned",
         "approved",
         "apply_requested",
+        "break_glass",
         "started",
         "done",
         "failed",

@@ -40,3 +40,7 @@ class PlanError(WorkspaceError):
 
 class PlanNotFound(PlanError):
     """No plan file with that id in the workspace."""
+
+
+class ApprovalRequired(WorkspaceError):
+    """``apply --execute`` of a plan without a valid approval (none, or four eyes)."""

@@ -29,6 +29,10 @@ are :class:`ConfigError` naming the file, the table and the key. Example::
     [policy.buy]
     review_period = "30d"
 
+    [policy.approval]          # who may execute a plan (pipelines/workspace/approvals.py)
+    required = true            # apply --execute needs an approval (or --break-glass)
+    four_eyes = false          # the approver may not also apply
+
 ``DisruptionConfig`` and ``SizingConfig`` each carry a ``CostModel``; ``[policy.costs]``
 sets both (one money unit for the whole policy) and ``[policy.<config>.costs]`` changes
 one of them. Environment overrides reach these tables as ``PREDOPS_POLICY__DISRUPTION__
@@ -47,6 +51,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from predops.allocator.policies import POLICY_NAMES
+from predops.pipelines.workspace.approvals import ApprovalRule
 from predops.pipelines.workspace.config import (
     ConfigError,
     ConfigTable,
@@ -141,6 +146,7 @@ class PolicySettings:
     budgets: Budgets = field(default_factory=Budgets)
     config: PolicyConfig = field(default_factory=PolicyConfig)
     origin: str = "defaults"
+    approval: ApprovalRule = field(default_factory=ApprovalRule)
 
 
 # ---------------------------------------------------------------- reading
@@ -158,10 +164,11 @@ def parse_policy(
     sizing = _read_nested(policy, "sizing", SizingConfig(), shared_costs)
     buy = _read_fields(_subtable(policy, "buy"), BuyConfig())
     budgets = _read_budgets(policy)
+    approval = _read_fields(_subtable(policy, "approval"), ApprovalRule())
     policy.done()
     ours = [k for k in env_keys if k.startswith(POLICY_ENV_PREFIX)]
     origin = f"{where} [policy]" + (f" + environment ({', '.join(ours)})" if ours else "")
-    return PolicySettings(budgets, PolicyConfig(disruption, sizing, buy), origin)
+    return PolicySettings(budgets, PolicyConfig(disruption, sizing, buy), origin, approval)
 
 
 def load_policy_settings(path: Path | None, env: Mapping[str, str]) -> PolicySettings:

@@ -50,10 +50,19 @@ def load_settings(workspace: str | os.PathLike[str] | None = None) -> Settings:
     return Settings(workspace=Path(ws).expanduser().resolve(), shared_data=Path(shared).resolve())
 
 
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def operator_subject() -> str:
+    """Who is acting, as approvals and four eyes compare it: $PREDOPS_OPERATOR, else the
+    login name (what the shell says; see :mod:`predops.pipelines.workspace.approvals`)."""
+    return os.environ.get("PREDOPS_OPERATOR") or _login()
+
+
 def operator_identity() -> str:
     """Who is acting, for the audit log: $PREDOPS_OPERATOR, else the login name."""
-    try:
-        login = getpass.getuser()
-    except (KeyError, OSError):
-        login = "unknown"
-    return os.environ.get("PREDOPS_OPERATOR") or f"{login} via predops"
+    return os.environ.get("PREDOPS_OPERATOR") or f"{_login()} via predops"

@@ -17,9 +17,9 @@ from fastapi import APIRouter, Path
 from starlette.concurrency import run_in_threadpool
 
 from predops.core.actions import Plan
+from predops.pipelines.workspace.approvals import ApprovalStore, checked_path
 from predops.pipelines.workspace.audit import AuditLog
 from predops.pipelines.workspace.plans import read_plan
-from predops.serving.approvals import ApprovalStore, checked_path
 from predops.serving.auth import Approver, Operator, Reader
 from predops.serving.config import ApiToken
 from predops.serving.context import Ctx, ServeContext
@@ -86,7 +86,7 @@ def approve(
     now = ctx.clock.now()
     comment = body.comment if body is not None else ""
     ApprovalStore(ctx.settings.workspace).approve(
-        plan_id, by=token.name, role=token.role, at=now, comment=comment
+        plan_id, by=token.name, role=token.role, at=now, comment=comment, subject=token.identity
     )
     AuditLog(ctx.settings.audit_log, who=who(token)).append(
         at=now,
@@ -131,6 +131,7 @@ def _apply(ctx: ServeContext, plan_id: str, token: ApiToken) -> dict[str, Any]:
             clock=ctx.clock,
             sleep=time.sleep,
             who=who(token),
+            subject=token.identity,
             kubeconfig=cfg.kubeconfig,
             context=cfg.kube_context,
             policy=cfg.policy,

@@ -33,6 +33,12 @@ TARGETS = ("n00", "n10", "n20")  # three racks of a 30-node pool: the default bu
 HOLD_S = 1.5
 
 
+def approve(ws: Path, plan_id: str) -> None:
+    """The approval ``apply --execute`` needs, as an operator would give it."""
+    res = CliRunner().invoke(main, ["--workspace", str(ws), "approve", plan_id])
+    assert res.exit_code == 0, res.output
+
+
 def apply_process(ws: Path, kubeconfig: Path, plan_id: str) -> subprocess.Popen[str]:
     env = {**os.environ, "OMP_WAIT_POLICY": "passive", "PREDOPS_OPERATOR": "fault-test"}
     env.pop("MLFLOW_TRACKING_URI", None)
@@ -89,6 +95,7 @@ def test_killed_apply_rerun_runs_each_action_at_most_once(
     settings = load_settings(ws)
     plan = plan_of([drain(n) for n in TARGETS], plan_id="plan-kill")
     write_plan(settings.plans_dir, plan)
+    approve(ws, plan.plan_id)
     pods = [make_pod(f"job-{i}", node=n) for i, n in enumerate(TARGETS)]
     with FakeKubeAPI(nodes=cluster_nodes(racks=30, per_rack=1), pods=pods) as fake:
         kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", fake.url)

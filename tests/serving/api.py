@@ -46,7 +46,7 @@ def fresh_clock(ws: Path) -> FixedClock:
 def make_app(ws: Path, shared_data: Path, clock: Any = None, **config: Any) -> Any:
     from predops.serving.app import create_app
 
-    cfg = ServeConfig(tokens=tokens(), **config)
+    cfg = ServeConfig(**{"tokens": tokens(), **config})
     return create_app(
         settings_for(ws, shared_data),
         cfg,

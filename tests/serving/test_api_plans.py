@@ -160,3 +160,39 @@ def test_an_unreadable_plan_file_is_a_503_naming_it(
     with TestClient(make_app(served_workspace, shared_data)) as c:
         r = c.get(f"/v1/plans/{pid}")
     assert r.status_code == 503 and str(path) in r.json()["error"], r.text
+
+
+def test_four_eyes_on_the_api_compares_token_subjects(
+    served_template: Path, shared_data: Path, tmp_path: Path
+) -> None:
+    """Two tokens of one person share a subject: the one that approved may not apply
+    with the other; someone else may (executing, four eyes on)."""
+    import shutil
+
+    from predops.pipelines.workspace.approvals import ApprovalRule
+    from predops.pipelines.workspace.policy_config import PolicySettings
+    from predops.serving.config import ApiToken, token_digest
+    from tests.serving.api import SECRETS, tokens
+
+    ws = tmp_path / "ws"
+    shutil.copytree(served_template, ws)  # its own copy: it executes
+    pid = plan_id(ws)
+    alias = ApiToken("alice-ops", "operator", token_digest("alice-ops-0123456789"), None, "alice")
+    app = make_app(
+        ws,
+        shared_data,
+        tokens=(*tokens(), alias),
+        apply_execute=True,
+        policy=PolicySettings(approval=ApprovalRule(four_eyes=True)),
+    )
+    with TestClient(app) as c:
+        r = c.post(f"/v1/plans/{pid}/approve", headers=bearer("approver"))
+        assert r.status_code == 200, r.text
+        mine = {"Authorization": "Bearer alice-ops-0123456789"}
+        r = c.post(f"/v1/plans/{pid}/apply", headers=mine)
+        assert r.status_code == 409 and "four eyes" in r.json()["error"], r.text
+        r = c.post(f"/v1/plans/{pid}/apply", headers=bearer("operator"))
+        assert r.status_code == 200, r.text
+        report = r.json()
+    assert report["mode"] == "execute" and report["authorised"]["approval"]["subject"] == "alice"
+    assert SECRETS["operator"] not in json.dumps(report)

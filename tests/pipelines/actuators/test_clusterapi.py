@@ -280,6 +280,8 @@ def test_predops_apply_with_a_kubeconfig_resizes_pools_through_cluster_api(
     assert dry.exit_code == 0, dry.output
     assert json.loads(dry.stdout)["counts"] == {"would_run": 1}
     assert _md(capi)["spec"]["replicas"] == 6
+    approve = ["--workspace", str(ws), "approve", plan.plan_id]
+    assert CliRunner().invoke(main, approve).exit_code == 0
     res = CliRunner().invoke(main, [*args, "--execute"])
     assert res.exit_code == 0, res.output
     (out,) = json.loads(res.stdout)["actions"]

@@ -197,11 +197,14 @@ def test_plan_with_weekly_forecasts_proposes_a_buy_with_its_numbers(
     assert covered["gpu-h800-8x@rg-1"]["covered"] and covered["gpu-a100-8x@rg-1"]["covered"]
     assert covered["gpu-a10-8x@rg-1"]["note"].startswith("no forecast of rg-1/gpu-a10-8x/nodes")
     assert any(a.startswith("buy gpu-a10-8x@rg-1: no forecast") for a in out["alerts"])
-    # Executed, the buy becomes a purchase request procurement picks up.
+    # Executed (once approved), the buy becomes a purchase request procurement picks up;
+    # the node action without a cluster has no actuator, so the exit status says so.
+    assert _run(workspace, "approve", out["plan_id"], "--json")[0] == 0
     code, ex = _run(
         workspace, "apply", out["plan_id"], "--at", AT.isoformat(), "--execute", "--json"
     )
-    assert code == 0 and ex["counts"] == {"done": 1, "unsupported": 1}
+    assert code == 2 and ex["counts"] == {"done": 1, "unsupported": 1}
+    assert [p["outcome"] for p in ex["problems"]] == ["unsupported"]
     rows = (workspace / "purchases" / f"{out['plan_id']}.csv").read_text().splitlines()
     assert len(rows) == 2 and ",gpu-h800-8x,rg-1,4," in rows[1]
 
@@ -212,11 +215,13 @@ def test_apply_dry_run_revalidates_against_the_lake_and_audits(workspace: Path) 
     assert code == 0 and out["mode"] == "dry_run" and out["state"] == "lake"
     by = {(a["kind"], a["target"]): a for a in out["actions"]}
     assert by[("uncordon", "node-00003")]["outcome"] == "would_run"
-    # Executing without a cluster: node actions have no actuator, nothing is marked done.
+    # Executing without a cluster: node actions have no actuator, nothing is marked done,
+    # and the exit status is not 0.
+    assert _run(workspace, "approve", planned["plan_id"], "--json")[0] == 0
     code, ex = _run(
         workspace, "apply", planned["plan_id"], "--at", AT.isoformat(), "--execute", "--json"
     )
-    assert code == 0 and ex["counts"] == {"unsupported": 1}
+    assert code == 2 and ex["counts"] == {"unsupported": 1}
     audit = [json.loads(x) for x in (workspace / "audit.jsonl").read_text().splitlines()]
     mine = [e for e in audit if e["plan_id"] == planned["plan_id"]]
     assert [e["outcome"] for e in mine][-2:] == ["would_run", "unsupported"]
