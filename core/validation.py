@@ -24,8 +24,11 @@ QUARANTINE_SCHEMA = pl.Schema(
 )
 
 _ROW_IDX = "__row__"
-_TRUE = ("true", "t", "yes", "y", "1")
-_FALSE = ("false", "f", "no", "n", "0")
+_TRUE = ("true", "1")
+_FALSE = ("false", "0")
+EXACT_FLOAT_INT = 2**53
+"""Floats hold every integer only below this magnitude; beyond it 2**53 + 1 reads as
+2**53, so an integer column never takes a float (or a float-spelled text) that big."""
 
 
 class SchemaError(ValueError):
@@ -86,23 +89,32 @@ def _cast_expr(col: Column, src_dtype: pl.DataType) -> pl.Expr:
         if src_dtype == pl.Date:
             return c.cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
         return c.cast(UTC_TS, strict=False)
-    if target == pl.Boolean and src_dtype == pl.String:
-        s = c.str.strip_chars().str.to_lowercase()
-        return pl.when(s.is_in(_TRUE)).then(True).when(s.is_in(_FALSE)).then(False).otherwise(None)
+    if target == pl.Boolean:
+        # Only true/false (any case) and 1/0: "yes", "t" or 2 are someone's guess.
+        if src_dtype == pl.String:
+            s = c.str.strip_chars().str.to_lowercase()
+            return (
+                pl.when(s.is_in(_TRUE)).then(True).when(s.is_in(_FALSE)).then(False).otherwise(None)
+            )
+        if src_dtype.is_numeric():
+            return pl.when(c == 1).then(True).when(c == 0).then(False).otherwise(None)
     if src_dtype == pl.String:
         c = c.str.strip_chars()
         if target.is_integer():
-            # "12.0" is a fine integer in a CSV; "12.5" is not.
-            as_float = c.cast(pl.Float64, strict=False)
-            return (
-                pl.when(as_float == as_float.round(0))
-                .then(as_float)
-                .otherwise(None)
-                .cast(target, strict=False)
-            )
+            # Digits are read as an integer directly (a float would round them past
+            # 2**53); "12.0" is a fine integer in a CSV, "12.5" is not, and "1e3" goes
+            # through a float.
+            exact = c.str.replace(r"\.0*$", "").cast(target, strict=False)
+            return pl.coalesce(exact, _float_to_int(c.cast(pl.Float64, strict=False), target))
     if target.is_integer() and src_dtype.is_float():
-        return pl.when(c == c.round(0)).then(c).otherwise(None).cast(target, strict=False)
+        return _float_to_int(c, target)
     return c.cast(target, strict=False)
+
+
+def _float_to_int(value: pl.Expr, target: pl.DataType) -> pl.Expr:
+    """Whole floats below :data:`EXACT_FLOAT_INT` as ``target``; anything else null."""
+    exact = (value == value.round(0)) & (value.abs() < EXACT_FLOAT_INT)
+    return pl.when(exact).then(value).otherwise(None).cast(target, strict=False)
 
 
 def _checks(col: Column, src: str, cast: str, src_dtype: pl.DataType) -> list[pl.Expr]:

@@ -136,3 +136,56 @@ def test_stock_and_purchase_order_rows_are_checked_field_by_field() -> None:
         "expected_at",
         "missing value",
     )
+
+
+def test_integers_from_text_round_trip_exactly() -> None:
+    big = 2**53 + 1
+    counts = [str(big), f"{big}.0", "12.0", "1e3", "12.5", f"{big}.5", "1e300"]
+    frame = pl.DataFrame(
+        {
+            "ts": [NOW - timedelta(minutes=i) for i in range(len(counts))],
+            "node_id": ["n1"] * len(counts),
+            "ecc_sbe_total": counts,
+        }
+    )
+    res = validate(frame, TELEMETRY, now=NOW)
+    assert res.good["ecc_sbe_total"].to_list() == [big, big, 12, 1000]
+    assert res.quarantined["row"].to_list() == [5, 6, 7]
+    assert set(res.quarantined["field"]) == {"ecc_sbe_total"}
+
+
+def test_floats_become_integers_only_while_exact() -> None:
+    frame = pl.DataFrame(
+        {
+            "ts": [NOW, NOW - timedelta(minutes=1)],
+            "node_id": ["n1", "n1"],
+            "ecc_sbe_total": [float(2**53 - 1), float(2**53)],
+        }
+    )
+    res = validate(frame, TELEMETRY, now=NOW)
+    assert res.good["ecc_sbe_total"].to_list() == [2**53 - 1]
+    assert res.quarantined.select("row", "field").row(0) == (2, "ecc_sbe_total")
+
+
+@pytest.mark.parametrize(
+    ("flags", "good"),
+    [
+        (["true", "FALSE", " True ", "1", "0"], [True, False, True, True, False]),
+        ([1, 0, 1.0], [True, False, True]),
+    ],
+)
+def test_booleans_read_true_false_1_0_only(flags: list, good: list[bool]) -> None:
+    bad = ["yes", "t", "2", "-1"] if isinstance(flags[0], str) else [2, -1, 0.5]
+    values = [*flags, *bad]
+    frame = pl.DataFrame(
+        {
+            "ts": [NOW - timedelta(minutes=i) for i in range(len(values))],
+            "node_id": ["n1"] * len(values),
+            "node_ready": values,
+        },
+        strict=False,
+    )
+    res = validate(frame, TELEMETRY, now=NOW)
+    assert res.good["node_ready"].to_list() == good
+    assert res.quarantined["row"].to_list() == list(range(len(flags) + 1, len(values) + 1))
+    assert all(r.startswith("cannot read") for r in res.quarantined["reason"])

@@ -1,0 +1,135 @@
+"""``predops ingest files`` with malformed files (issue 19): each one is a clear error
+naming the file and the column or line, or its bad rows are quarantined with the line and
+the reason; nothing is guessed or silently coerced."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from predops.core.clock import FixedClock
+from predops.pipelines.cli.main import main
+from predops.pipelines.ingest import files
+from predops.pipelines.ingest.options import IngestOptions
+from predops.pipelines.ingest.run import IngestReport, ingest
+from predops.pipelines.workspace.lake import Lake
+
+GOOD = Path(__file__).resolve().parents[2] / "corpus" / "good"
+HEADER = "ts,node_id,cpu_util_pct,ecc_sbe_total,node_ready"
+ROW = "2026-03-01T00:00:00Z,gpu-0001,41.5,3,true"
+
+
+def ingest_path(lake: Lake, clock: FixedClock, path: Path, **kw: Any) -> IngestReport:
+    table = kw.pop("table", "telemetry")
+    opts = IngestOptions(clock=clock, table=table)
+    return ingest(
+        lake, "files", files.read(str(path), opts), clock=clock, input_name=path.name, **kw
+    )
+
+
+@pytest.fixture
+def fleet(lake: Lake, clock: FixedClock) -> Lake:
+    """A lake that knows the corpus nodes gpu-0001 and gpu-0002."""
+    ingest_path(lake, clock, GOOD / "inventory.csv", table="inventory")
+    return lake
+
+
+def quarantined(lake: Lake, table: str = "telemetry") -> list[dict[str, Any]]:
+    return lake.read_quarantine(table).sort("row").to_dicts()
+
+
+def write_parquet(path: Path, table: pa.Table) -> Path:
+    pq.write_table(table, path)
+    return path
+
+
+def telemetry_table(**columns: pa.Array) -> pa.Table:
+    base: dict[str, pa.Array] = {
+        "ts": pa.array([datetime(2026, 3, 1, tzinfo=UTC)], pa.timestamp("us", "UTC")),
+        "node_id": pa.array(["gpu-0001"]),
+    }
+    base.update(columns)
+    return pa.table(base)
+
+
+def cli_json(tmp_path: Path, path: Path, table: str = "telemetry") -> tuple[int, dict[str, Any]]:
+    """Exit code and the one JSON object ``ingest files --json`` prints on stdout."""
+    args = ["--workspace", str(tmp_path / "ws"), "ingest", "files", str(path)]
+    res = CliRunner().invoke(main, [*args, "--table", table, "--json"])
+    lines = res.stdout.strip().splitlines()
+    assert len(lines) == 1, (res.stdout, res.exception)
+    return res.exit_code, json.loads(lines[0])
+
+
+# ------------------------------------------------------------ case 7: silent coercions
+
+
+def test_big_integers_round_trip_exactly(fleet: Lake, clock: FixedClock, tmp_path: Path) -> None:
+    big = 2**53 + 1
+    path = tmp_path / "big.csv"
+    path.write_text(
+        f"{HEADER}\n"
+        f"2026-03-01T00:00:00Z,gpu-0001,1,{big},true\n"
+        f"2026-03-01T00:05:00Z,gpu-0001,1,{big}.0,true\n"
+        "2026-03-01T00:10:00Z,gpu-0001,1,12.0,true\n"
+        f"2026-03-01T00:15:00Z,gpu-0001,1,{big}.5,true\n"
+    )
+    rep = ingest_path(fleet, clock, path).tables["telemetry"]
+    assert (rep.rows_written, rep.rows_quarantined) == (3, 1)
+    stored = fleet.scan("telemetry").sort("ts").collect()["ecc_sbe_total"].to_list()
+    assert stored == [big, big, 12]
+    (q,) = quarantined(fleet)
+    assert (q["row"], q["field"]) == (4, "ecc_sbe_total")
+
+
+def test_float_beyond_exact_integers_is_not_stored_as_a_counter(
+    fleet: Lake, clock: FixedClock, tmp_path: Path
+) -> None:
+    counts = pa.array([float(2**53 + 2)], pa.float64())
+    path = write_parquet(tmp_path / "f.parquet", telemetry_table(ecc_sbe_total=counts))
+    rep = ingest_path(fleet, clock, path).tables["telemetry"]
+    assert (rep.rows_written, rep.rows_quarantined) == (0, 1)
+    assert quarantined(fleet)[0]["field"] == "ecc_sbe_total"
+
+
+@pytest.mark.parametrize("flag", ["2", "yes", "y", "t", "-1", "1.5"])
+def test_booleans_accept_only_true_false_0_1_in_csv(
+    fleet: Lake, clock: FixedClock, tmp_path: Path, flag: str
+) -> None:
+    path = tmp_path / "flags.csv"
+    good = ["TRUE", "False", "0", "1"]
+    lines = [f"2026-03-01T00:0{i}:00Z,gpu-0001,1,1,{v}" for i, v in enumerate([*good, flag])]
+    path.write_text("\n".join([HEADER, *lines]) + "\n")
+    rep = ingest_path(fleet, clock, path).tables["telemetry"]
+    assert (rep.rows_written, rep.rows_quarantined) == (4, 1)
+    stored = fleet.scan("telemetry").sort("ts").collect()["node_ready"].to_list()
+    assert stored == [True, False, False, True]
+    (q,) = quarantined(fleet)
+    assert (q["row"], q["field"]) == (5, "node_ready") and flag in q["reason"]
+
+
+def test_integer_booleans_in_parquet_accept_only_0_and_1(
+    fleet: Lake, clock: FixedClock, tmp_path: Path
+) -> None:
+    frame = pa.table(
+        {
+            "ts": pa.array(
+                [datetime(2026, 3, 1, h, tzinfo=UTC) for h in range(3)], pa.timestamp("us", "UTC")
+            ),
+            "node_id": pa.array(["gpu-0001"] * 3),
+            "node_ready": pa.array([1, 0, 2], pa.int64()),
+        }
+    )
+    path = write_parquet(tmp_path / "ready.parquet", frame)
+    rep = ingest_path(fleet, clock, path).tables["telemetry"]
+    assert (rep.rows_written, rep.rows_quarantined) == (2, 1)
+    assert fleet.scan("telemetry").sort("ts").collect()["node_ready"].to_list() == [True, False]
+    (q,) = quarantined(fleet)
+    assert (q["row"], q["field"]) == (3, "node_ready") and "2" in q["reason"]
