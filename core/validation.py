@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
@@ -29,6 +29,9 @@ _FALSE = ("false", "0")
 EXACT_FLOAT_INT = 2**53
 """Floats hold every integer only below this magnitude; beyond it 2**53 + 1 reads as
 2**53, so an integer column never takes a float (or a float-spelled text) that big."""
+EARLIEST_TS = datetime(1990, 1, 1, tzinfo=UTC)
+"""Default oldest timestamp accepted in any time column: older ones (year 1, a zero
+epoch) are broken values, not history, and would each create a partition."""
 
 
 class SchemaError(ValueError):
@@ -117,7 +120,9 @@ def _float_to_int(value: pl.Expr, target: pl.DataType) -> pl.Expr:
     return pl.when(exact).then(value).otherwise(None).cast(target, strict=False)
 
 
-def _checks(col: Column, src: str, cast: str, src_dtype: pl.DataType) -> list[pl.Expr]:
+def _checks(
+    col: Column, src: str, cast: str, src_dtype: pl.DataType, earliest: datetime | None
+) -> list[pl.Expr]:
     """Expressions giving a reason string where the row breaks this column's contract."""
     raw = pl.col(src)
     val = pl.col(cast)
@@ -133,6 +138,16 @@ def _checks(col: Column, src: str, cast: str, src_dtype: pl.DataType) -> list[pl
     )
     if not col.nullable:
         out.append(pl.when(~raw_present).then(pl.lit("missing value")))
+    if col.dtype == UTC_TS and earliest is not None:
+        out.append(
+            pl.when(val < pl.lit(earliest, dtype=UTC_TS)).then(
+                pl.format(
+                    "timestamp {} is before the earliest accepted {}",
+                    val.cast(pl.String),
+                    pl.lit(earliest.isoformat()),
+                )
+            )
+        )
     if col.dtype.is_float():
         out.append(pl.when(val.is_nan()).then(pl.lit("NaN is not a value")))
         out.append(pl.when(val.is_infinite()).then(pl.format("{} is not finite", val)))
@@ -165,13 +180,15 @@ def validate(
     *,
     now: datetime | None = None,
     future_tolerance: timedelta = timedelta(hours=1),
+    earliest: datetime | None = EARLIEST_TS,
     known_entities: Collection[str] | None = None,
     first_row: int = 1,
 ) -> ValidationResult:
     """Split ``frame`` into rows that satisfy ``schema`` and quarantined rows.
 
     ``now`` (injected, never read from the wall clock here) rejects timestamps more
-    than ``future_tolerance`` ahead; ``known_entities`` rejects rows for entities
+    than ``future_tolerance`` ahead; ``earliest`` rejects older timestamps in every time
+    column (None: no lower bound); ``known_entities`` rejects rows for entities
     (nodes) the inventory does not know. Rows with a key already seen earlier in the
     same input are quarantined as duplicates. ``first_row`` numbers the first row.
     """
@@ -192,7 +209,7 @@ def validate(
     for col in schema.columns:
         if col.name not in frame.columns:
             continue
-        for e in _checks(col, col.name, f"__v_{col.name}", frame.schema[col.name]):
+        for e in _checks(col, col.name, f"__v_{col.name}", frame.schema[col.name], earliest):
             reasons.append(e)
             fields.append(pl.when(e.is_not_null()).then(pl.lit(col.name)))
     tcol = pl.col(f"__v_{schema.time_column}")

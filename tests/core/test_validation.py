@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -12,6 +13,7 @@ from predops.core.schemas import PURCHASE_ORDERS, SCHEMAS, STOCK, TELEMETRY, sch
 from predops.core.validation import SchemaError, validate
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
+CORPUS_GOOD = Path(__file__).resolve().parents[1] / "corpus" / "good"
 
 
 def test_every_schema_is_consistent() -> None:
@@ -189,3 +191,15 @@ def test_booleans_read_true_false_1_0_only(flags: list, good: list[bool]) -> Non
     assert res.good["node_ready"].to_list() == good
     assert res.quarantined["row"].to_list() == list(range(len(flags) + 1, len(values) + 1))
     assert all(r.startswith("cannot read") for r in res.quarantined["reason"])
+
+
+def test_timestamps_before_the_earliest_are_quarantined_in_every_time_column() -> None:
+    inventory = pl.read_csv(CORPUS_GOOD / "inventory.csv", infer_schema=False)
+    inventory = inventory.with_columns(installed_at=pl.Series(["1985-01-01", "0001-01-01"]))
+    res = validate(inventory, SCHEMAS["inventory"], now=NOW)
+    assert res.quarantined["field"].to_list() == ["installed_at", "installed_at"]
+    assert res.quarantined["reason"][1].startswith("timestamp 0001-01-01")
+    assert "before the earliest accepted 1990-01-01" in res.quarantined["reason"][1]
+    older = datetime(1980, 1, 1, tzinfo=UTC)
+    assert validate(inventory, SCHEMAS["inventory"], earliest=older).good.height == 1
+    assert validate(inventory, SCHEMAS["inventory"], earliest=None).good.height == 2

@@ -133,3 +133,38 @@ def test_integer_booleans_in_parquet_accept_only_0_and_1(
     assert fleet.scan("telemetry").sort("ts").collect()["node_ready"].to_list() == [True, False]
     (q,) = quarantined(fleet)
     assert (q["row"], q["field"]) == (3, "node_ready") and "2" in q["reason"]
+
+
+def test_timestamps_before_the_earliest_are_quarantined(
+    fleet: Lake, clock: FixedClock, tmp_path: Path
+) -> None:
+    path = tmp_path / "old.csv"
+    path.write_text(
+        f"{HEADER}\n{ROW}\n0001-01-01T00:00:00Z,gpu-0001,41.5,3,true\n"
+        "1989-12-31T23:59:59Z,gpu-0001,41.5,3,true\n"
+    )
+    rep = ingest_path(fleet, clock, path).tables["telemetry"]
+    assert (rep.rows_written, rep.rows_quarantined) == (1, 2)
+    assert [p.parent.name for p in fleet.files("telemetry")] == ["date=2026-03-01"]
+    got = [(q["row"], q["field"], q["reason"]) for q in quarantined(fleet)]
+    assert [(r, f) for r, f, _ in got] == [(2, "ts"), (3, "ts")]
+    assert all("before the earliest accepted 1990-01-01" in reason for _, _, reason in got)
+
+
+def test_the_earliest_timestamp_is_settable(fleet: Lake, clock: FixedClock, tmp_path: Path) -> None:
+    path = tmp_path / "old.csv"
+    path.write_text(f"{HEADER}\n1985-06-01T00:00:00Z,gpu-0001,41.5,3,true\n")
+    rep = ingest_path(fleet, clock, path, earliest=datetime(1980, 1, 1, tzinfo=UTC))
+    assert rep.tables["telemetry"].rows_written == 1
+
+
+def test_cli_earliest_option(tmp_path: Path) -> None:
+    path = tmp_path / "old.csv"
+    path.write_text("series_id,ts,value\ns1,1985-06-01T00:00:00Z,1.0\n")
+    ws = ["--workspace", str(tmp_path / "ws"), "ingest", "files", str(path), "--table", "series"]
+    runner = CliRunner()
+    res = runner.invoke(main, [*ws, "--json"])
+    assert json.loads(res.stdout)["tables"]["series"]["rows_quarantined"] == 1
+    res = runner.invoke(main, [*ws, "--earliest", "1980-01-01", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["tables"]["series"]["rows_written"] == 1
