@@ -1,14 +1,15 @@
 """Validate an incoming frame against its schema.
 
-Whole-input problems (a missing required column) raise :class:`SchemaError` naming the
-column. Row problems never raise: each bad row is returned in ``quarantined`` with the
-row number, the field and the reason, and its original values as JSON, so nothing is
-lost and the good rows still land.
+Whole-input problems (a missing required column, a column of a type that cannot hold the
+contract's values) raise :class:`SchemaError` naming the column. Row problems never
+raise: each bad row is returned in ``quarantined`` with the row number, the field and
+the reason, and its original values as JSON, so nothing is lost and the good rows still
+land.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -59,6 +60,35 @@ def check_columns(columns: Collection[str], schema: FrameSchema) -> tuple[str, .
     return tuple(c for c in columns if not schema.has(c))
 
 
+def check_types(dtypes: Mapping[str, pl.DataType], schema: FrameSchema) -> None:
+    """Raise if a contract column's type cannot hold the contract's values at all.
+
+    Numbers in a time column are refused rather than read: 1772323200 may be seconds,
+    milliseconds or microseconds, and a wrong guess lands silently in 1970.
+    """
+    for name, src in dtypes.items():
+        if not schema.has(name):
+            continue
+        problem = _type_problem(src, schema.column(name).dtype)
+        if problem is not None:
+            raise SchemaError(f"{schema.name}: column {name} is {src}; {problem}")
+
+
+def _type_problem(src: pl.DataType, target: pl.DataType) -> str | None:
+    if src == target or src == pl.Null:
+        return None
+    if src.is_nested():
+        return f"a nested value cannot be read as {target}"
+    if target == UTC_TS and not (src == pl.String or isinstance(src, pl.Datetime | pl.Date)):
+        if src.is_numeric():
+            return (
+                "a number has no time unit (seconds? milliseconds?) and is not guessed; "
+                "store the column as a timestamp or ISO-8601 text"
+            )
+        return "a time column must be a timestamp, a date or ISO-8601 text"
+    return None
+
+
 def _cast_expr(col: Column, src_dtype: pl.DataType) -> pl.Expr:
     """Cast a source column to the schema dtype; unparseable values become null."""
     c = pl.col(col.name)
@@ -91,7 +121,7 @@ def _cast_expr(col: Column, src_dtype: pl.DataType) -> pl.Expr:
             return c.dt.convert_time_zone("UTC").cast(UTC_TS)
         if src_dtype == pl.Date:
             return c.cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
-        return c.cast(UTC_TS, strict=False)
+        return c.cast(UTC_TS, strict=False)  # all-null: check_types refuses other types
     if target == pl.Boolean:
         # Only true/false (any case) and 1/0: "yes", "t" or 2 are someone's guess.
         if src_dtype == pl.String:
@@ -193,6 +223,7 @@ def validate(
     same input are quarantined as duplicates. ``first_row`` numbers the first row.
     """
     ignored = check_columns(frame.columns, schema)
+    check_types(frame.schema, schema)
     n = frame.height
     frame = frame.drop(list(ignored)).with_row_index(_ROW_IDX, offset=first_row)
     src_cols = [c for c in schema.names if c in frame.columns]

@@ -203,3 +203,28 @@ def test_timestamps_before_the_earliest_are_quarantined_in_every_time_column() -
     older = datetime(1980, 1, 1, tzinfo=UTC)
     assert validate(inventory, SCHEMAS["inventory"], earliest=older).good.height == 1
     assert validate(inventory, SCHEMAS["inventory"], earliest=None).good.height == 2
+
+
+@pytest.mark.parametrize(
+    ("column", "values", "words"),
+    [
+        ("ts", pl.Series([1_772_323_200]), "column ts is Int64; a number has no time unit"),
+        ("ts", pl.Series([1_772_323_200.5]), "column ts is Float64; a number has no time unit"),
+        ("ts", pl.Series([True]), "column ts is Boolean; a time column must be"),
+        ("gpu_temp_c", pl.Series([[60.0, 61.0]]), "column gpu_temp_c is List(Float64); a nested"),
+        ("node_id", pl.Series([{"id": "n1"}]), "column node_id is Struct"),
+    ],
+)
+def test_a_column_of_the_wrong_kind_is_refused_naming_it(
+    column: str, values: pl.Series, words: str
+) -> None:
+    frame = pl.DataFrame({"ts": [NOW], "node_id": ["n1"]}).with_columns(values.alias(column))
+    with pytest.raises(SchemaError) as info:
+        validate(frame, TELEMETRY, now=NOW)
+    assert words in str(info.value)
+
+
+def test_a_nested_column_outside_the_contract_is_ignored() -> None:
+    frame = pl.DataFrame({"ts": [NOW], "node_id": ["n1"], "tags": [["a", "b"]]})
+    res = validate(frame, TELEMETRY, now=NOW)
+    assert res.good.height == 1 and res.ignored_columns == ("tags",)

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -17,6 +18,7 @@ from click.testing import CliRunner
 from predops.core.clock import FixedClock
 from predops.pipelines.cli.main import main
 from predops.pipelines.ingest import files
+from predops.pipelines.ingest.batch import IngestError
 from predops.pipelines.ingest.options import IngestOptions
 from predops.pipelines.ingest.run import IngestReport, ingest
 from predops.pipelines.workspace.lake import Lake
@@ -66,6 +68,49 @@ def cli_json(tmp_path: Path, path: Path, table: str = "telemetry") -> tuple[int,
     lines = res.stdout.strip().splitlines()
     assert len(lines) == 1, (res.stdout, res.exception)
     return res.exit_code, json.loads(lines[0])
+
+
+# ------------------------------------------------------------ case 2: numeric times
+
+
+@pytest.mark.parametrize(
+    "ts",
+    [
+        pa.array([1_772_323_200], pa.int64()),  # epoch seconds
+        pa.array([1_772_323_200_000], pa.int64()),  # epoch milliseconds
+        pa.array([1_772_323_200.5], pa.float64()),  # float seconds
+    ],
+    ids=["int-seconds", "int-millis", "float-seconds"],
+)
+def test_numeric_time_column_in_parquet_is_refused_naming_file_and_column(
+    fleet: Lake, clock: FixedClock, tmp_path: Path, ts: pa.Array
+) -> None:
+    path = write_parquet(tmp_path / "epoch.parquet", telemetry_table(ts=ts))
+    with pytest.raises(IngestError, match=r"epoch\.parquet.*column ts.*unit"):
+        ingest_path(fleet, clock, path)
+    assert fleet.files("telemetry") == []
+    assert fleet.read_quarantine("telemetry").height == 0
+
+
+def test_numeric_datetime_column_other_than_the_time_column_is_refused(
+    lake: Lake, clock: FixedClock, tmp_path: Path
+) -> None:
+    inv = pl.read_csv(GOOD / "inventory.csv").with_columns(
+        pl.lit(1_748_736_000).alias("installed_at")
+    )
+    path = tmp_path / "inv.parquet"
+    inv.write_parquet(path)
+    with pytest.raises(IngestError, match=r"inv\.parquet.*column installed_at"):
+        ingest_path(lake, clock, path, table="inventory")
+
+
+def test_cli_refuses_numeric_time_column_as_one_json_error(tmp_path: Path) -> None:
+    ts = pa.array([1_772_323_200], pa.int64())
+    path = write_parquet(tmp_path / "epoch.parquet", telemetry_table(ts=ts))
+    code, err = cli_json(tmp_path, path)
+    assert code != 0
+    assert err["type"] == "IngestError"
+    assert "epoch.parquet" in err["error"] and "column ts" in err["error"]
 
 
 # ------------------------------------------------------------ case 7: silent coercions
@@ -168,3 +213,50 @@ def test_cli_earliest_option(tmp_path: Path) -> None:
     res = runner.invoke(main, [*ws, "--earliest", "1980-01-01", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["tables"]["series"]["rows_written"] == 1
+
+
+# ------------------------------------------------------------ case 8: odd columns
+
+
+def test_duplicate_csv_column_is_refused_naming_it(
+    fleet: Lake, clock: FixedClock, tmp_path: Path
+) -> None:
+    path = tmp_path / "dup.csv"
+    path.write_text(f"{HEADER},cpu_util_pct\n{ROW},99\n")
+    with pytest.raises(IngestError, match=r"dup\.csv.*cpu_util_pct.*2 times"):
+        ingest_path(fleet, clock, path)
+    assert fleet.files("telemetry") == []
+
+
+def test_duplicate_parquet_column_is_refused_naming_it(tmp_path: Path) -> None:
+    ts = pa.array([datetime(2026, 3, 1, tzinfo=UTC)], pa.timestamp("us", "UTC"))
+    node = pa.array(["gpu-0001"])
+    table = pa.Table.from_arrays([ts, node, node], names=["ts", "node_id", "node_id"])
+    path = write_parquet(tmp_path / "dup.parquet", table)
+    code, err = cli_json(tmp_path, path)
+    assert code != 0 and err["type"] == "IngestError"
+    assert "dup.parquet" in err["error"] and "node_id" in err["error"]
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        pa.array([[1.0, 2.0]], pa.list_(pa.float64())),
+        pa.array([{"a": 1.0}], pa.struct([("a", pa.float64())])),
+    ],
+    ids=["list", "struct"],
+)
+def test_nested_parquet_column_is_refused_naming_it(tmp_path: Path, column: pa.Array) -> None:
+    path = write_parquet(tmp_path / "nested.parquet", telemetry_table(cpu_util_pct=column))
+    code, err = cli_json(tmp_path, path)
+    assert code != 0 and err["type"] == "IngestError"
+    assert "nested.parquet" in err["error"] and "column cpu_util_pct" in err["error"]
+
+
+def test_nested_column_the_contract_ignores_is_just_ignored(
+    fleet: Lake, clock: FixedClock, tmp_path: Path
+) -> None:
+    tags = pa.array([["a", "b"]], pa.list_(pa.string()))
+    path = write_parquet(tmp_path / "tags.parquet", telemetry_table(tags=tags))
+    rep = ingest_path(fleet, clock, path).tables["telemetry"]
+    assert (rep.rows_written, rep.ignored_columns) == (1, ["tags"])
