@@ -18,7 +18,14 @@ import polars as pl
 from predops.core.schemas import UTC_TS, Column, FrameSchema
 
 ROW = "row"
-"""Name of the 1-based input row number column in quarantine frames."""
+"""Name of the 1-based input row number column in quarantine frames: the data row (the
+header is not counted; a CSV row whose quoted field spans lines counts once), so a
+reason that needs the file's line number says it ("line 7: ...")."""
+ROW_DEFECT = "__row_defect__"
+"""Optional input column a reader adds when it finds rows broken as a whole (a CSV line
+with too few or too many fields): a struct of ``field``, ``reason`` and ``record`` (the
+row's original values as JSON), null except on such rows, which are quarantined with
+it, ahead of any check of their values."""
 
 QUARANTINE_SCHEMA = pl.Schema(
     {"row": pl.Int64(), "field": pl.String(), "reason": pl.String(), "record": pl.String()}
@@ -220,9 +227,10 @@ def validate(
     than ``future_tolerance`` ahead; ``earliest`` rejects older timestamps in every time
     column (None: no lower bound); ``known_entities`` rejects rows for entities
     (nodes) the inventory does not know. Rows with a key already seen earlier in the
-    same input are quarantined as duplicates. ``first_row`` numbers the first row.
+    same input are quarantined as duplicates. ``first_row`` numbers the first row. Rows a
+    reader marked in a :data:`ROW_DEFECT` column are quarantined with the reader's reason.
     """
-    ignored = check_columns(frame.columns, schema)
+    ignored = check_columns([c for c in frame.columns if c != ROW_DEFECT], schema)
     check_types(frame.schema, schema)
     n = frame.height
     frame = frame.drop(list(ignored)).with_row_index(_ROW_IDX, offset=first_row)
@@ -237,6 +245,10 @@ def validate(
 
     reasons: list[pl.Expr] = []
     fields: list[pl.Expr] = []
+    defect = pl.col(ROW_DEFECT) if ROW_DEFECT in frame.columns else None
+    if defect is not None:
+        reasons.append(defect.struct.field("reason"))
+        fields.append(defect.struct.field("field"))
     for col in schema.columns:
         if col.name not in frame.columns:
             continue
@@ -295,6 +307,8 @@ def validate(
         if src_cols
         else pl.lit("{}")
     )
+    if defect is not None:
+        record = pl.coalesce(defect.struct.field("record"), record)
     quarantined = bad.select(
         pl.col(_ROW_IDX).cast(pl.Int64).alias("row"),
         pl.col("__field").alias("field"),

@@ -3,17 +3,18 @@
 ``predops ingest files PATH --table telemetry``: PATH is one file or a directory of
 ``*.parquet`` / ``*.csv`` / ``*.csv.gz`` files. CSV values are read as text and typed by
 validation, so a bad value quarantines its row (named by row number and field) instead
-of failing the file. Whole-file problems (empty, truncated, not UTF-8, absurd header, a
-column named twice, a Parquet column of a type that cannot hold the contract's values,
-such as numbers in a time column) raise :class:`IngestError` naming the file and the
-column.
+of failing the file. So does a CSV row with fewer or more fields than the header (a
+ragged line, or the last line of a file cut mid-row): its reason starts with the line it
+is on, since ``row`` counts data rows (a quoted value may span lines).
+
+Whole-file problems (empty, truncated, not UTF-8, absurd header, a column named twice,
+a Parquet column of a type that cannot hold the contract's values, such as numbers in a
+time column) raise :class:`IngestError` naming the file and the column.
 """
 
 from __future__ import annotations
 
-import csv
 import gzip
-import io
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -26,6 +27,7 @@ import pyarrow.parquet as pq
 from predops.core.schemas import SCHEMAS, FrameSchema, schema_for
 from predops.core.validation import SchemaError, check_types
 from predops.pipelines.ingest.batch import Batch, IngestError
+from predops.pipelines.ingest.csv_rows import mark_ragged, ragged_reason, scan_rows
 from predops.pipelines.ingest.options import IngestOptions
 
 SOURCE = "files"
@@ -72,8 +74,14 @@ def _csv_bytes(path: Path) -> bytes:
     return raw
 
 
-def read_csv_text(path: Path) -> pl.DataFrame:
-    """A CSV file as a frame of text columns, after whole-file checks."""
+def read_csv_text(path: Path, *, quarantine_ragged: bool = True) -> pl.DataFrame:
+    """A CSV file as a frame of text columns, after whole-file checks.
+
+    A row with fewer or more fields than the header (a ragged line, a file cut mid-row)
+    is marked to be quarantined with its line number; with ``quarantine_ragged=False``
+    (for adapters that reshape the frame, and so would drop the mark) it refuses the
+    file, naming the line.
+    """
     raw = _csv_bytes(path)
     if not raw.strip():
         raise IngestError(f"{path}: empty file (no header, no rows)")
@@ -85,18 +93,34 @@ def read_csv_text(path: Path) -> pl.DataFrame:
             "not a contract CSV"
         )
     try:
-        text = raw.decode("utf-8-sig")
+        raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise IngestError(
             f"{path}: line {line} (byte {exc.start}) is not valid UTF-8; "
             "re-encode the file as UTF-8"
         ) from exc
-    check_unique_columns(path, next(csv.reader(io.StringIO(text, newline="")), []))
+    rows = scan_rows(path, raw)
+    check_unique_columns(path, rows.header)
+    if rows.ragged and not quarantine_ragged:
+        more = len(rows.ragged) - 1
+        raise IngestError(
+            f"{path}: {ragged_reason(rows.ragged[0], len(rows.header))}"
+            + (f" (and {more:,} more rows that do not fit the header)" if more else "")
+        )
     try:
-        return pl.read_csv(raw, infer_schema=False, raise_if_empty=False)
+        frame = pl.read_csv(
+            raw, infer_schema=False, raise_if_empty=False, truncate_ragged_lines=True
+        )
     except pl.exceptions.PolarsError as exc:
         raise IngestError(f"{path}: not a readable CSV file ({exc})") from exc
+    if frame.height != rows.rows:
+        raise IngestError(
+            f"{path}: rows split two ways ({rows.rows:,} by CSV quoting rules, "
+            f"{frame.height:,} by the fast reader); look for a bare carriage return or a "
+            "stray quote"
+        )
+    return mark_ragged(frame, rows)
 
 
 def check_unique_columns(path: Path, names: Iterable[str]) -> None:

@@ -113,6 +113,92 @@ def test_cli_refuses_numeric_time_column_as_one_json_error(tmp_path: Path) -> No
     assert "epoch.parquet" in err["error"] and "column ts" in err["error"]
 
 
+# ------------------------------------------------------------ case 6: ragged CSV
+
+
+def test_truncated_last_line_is_quarantined_with_its_line(
+    fleet: Lake, clock: FixedClock, tmp_path: Path
+) -> None:
+    path = tmp_path / "cut.csv"
+    path.write_text(f"{HEADER}\n{ROW}\n2026-03-01T00:05:00Z,gpu-0001,4")
+    rep = ingest_path(fleet, clock, path).tables["telemetry"]
+    assert (rep.rows_written, rep.rows_quarantined) == (1, 1)
+    (q,) = quarantined(fleet)
+    assert q["row"] == 2  # the data row; the reason gives the line
+    assert "line 3" in q["reason"] and "ends mid-row" in q["reason"]
+    assert "3 fields, header has 5" in q["reason"]
+    assert json.loads(q["record"])["cpu_util_pct"] == "4"
+
+
+def test_ragged_rows_are_quarantined_with_line_and_field_count(
+    fleet: Lake, clock: FixedClock, tmp_path: Path
+) -> None:
+    path = tmp_path / "ragged.csv"
+    path.write_text(
+        f"{HEADER}\n"
+        f"{ROW}\n"
+        "2026-03-01T00:05:00Z,gpu-0001,41.5\n"  # too few
+        "2026-03-01T00:10:00Z,gpu-0001,41.5,3,true,surplus\n"  # too many
+        "\n"  # blank line
+        "2026-03-01T00:15:00Z,gpu-0001,41.5,3,true\n"
+    )
+    rep = ingest_path(fleet, clock, path).tables["telemetry"]
+    assert (rep.rows_written, rep.rows_quarantined) == (2, 3)
+    got = [(q["row"], q["field"], q["reason"]) for q in quarantined(fleet)]
+    assert got == [
+        (2, "ecc_sbe_total", "line 3: 3 fields, header has 5"),
+        (3, "node_ready", "line 4: 6 fields, header has 5"),
+        (4, "ts", "line 5: blank line, header has 5 fields"),
+    ]
+    # The extra value is kept with the row: nothing is lost.
+    record = json.loads(quarantined(fleet)[1]["record"])
+    assert record["node_ready"] == "true" and record["_extra"] == ["surplus"]
+
+
+def test_quoted_newlines_still_work_and_lines_count_them(
+    lake: Lake, clock: FixedClock, tmp_path: Path
+) -> None:
+    path = tmp_path / "events.csv"
+    path.write_text(
+        "node_id,kind,at,cause,detail\n"
+        'gpu-0001,failure,2026-03-01T00:00:00Z,gpu_xid,"xid 79\nfell off the bus"\n'
+        "gpu-0001,repair,2026-03-01T01:00:00Z\n"
+    )
+    rep = ingest_path(lake, clock, path, table="events", check_entities=False).tables["events"]
+    assert (rep.rows_written, rep.rows_quarantined) == (1, 1)
+    assert lake.scan("events").collect()["detail"].to_list() == ["xid 79\nfell off the bus"]
+    (q,) = quarantined(lake, "events")
+    assert q["row"] == 2 and q["reason"] == "line 4: 3 fields, header has 5"
+
+
+REFUSED_CSV = {
+    # a quoted field that never closes: the rest of the file would be one value
+    "open_quote.csv": (
+        f'{HEADER}\n{ROW}\n2026-03-01T00:05:00Z,"gpu-0001,41.5,3,true\n{ROW}\n',
+        r"open_quote\.csv: line 3: .*never closes",
+    ),
+    # case 8: polars would rename the second copy cpu_util_pct_duplicated_0 and drop it
+    "dup.csv": (
+        f"{HEADER},cpu_util_pct\n{ROW},99\n",
+        r"dup\.csv: column 'cpu_util_pct' appears 2 times",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED_CSV))
+def test_unreadable_csv_is_refused_naming_file_and_place(
+    fleet: Lake, clock: FixedClock, tmp_path: Path, name: str
+) -> None:
+    text, pattern = REFUSED_CSV[name]
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(IngestError, match=pattern):
+        ingest_path(fleet, clock, path)
+    assert fleet.files("telemetry") == []
+    code, err = cli_json(tmp_path, path)
+    assert code != 0 and err["type"] == "IngestError" and name in err["error"]
+
+
 # ------------------------------------------------------------ case 7: silent coercions
 
 
@@ -216,16 +302,6 @@ def test_cli_earliest_option(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------ case 8: odd columns
-
-
-def test_duplicate_csv_column_is_refused_naming_it(
-    fleet: Lake, clock: FixedClock, tmp_path: Path
-) -> None:
-    path = tmp_path / "dup.csv"
-    path.write_text(f"{HEADER},cpu_util_pct\n{ROW},99\n")
-    with pytest.raises(IngestError, match=r"dup\.csv.*cpu_util_pct.*2 times"):
-        ingest_path(fleet, clock, path)
-    assert fleet.files("telemetry") == []
 
 
 def test_duplicate_parquet_column_is_refused_naming_it(tmp_path: Path) -> None:
