@@ -1,31 +1,45 @@
 """Validate an incoming frame against its schema.
 
-Whole-input problems (a missing required column) raise :class:`SchemaError` naming the
-column. Row problems never raise: each bad row is returned in ``quarantined`` with the
-row number, the field and the reason, and its original values as JSON, so nothing is
-lost and the good rows still land.
+Whole-input problems (a missing required column, a column of a type that cannot hold the
+contract's values) raise :class:`SchemaError` naming the column. Row problems never
+raise: each bad row is returned in ``quarantined`` with the row number, the field and
+the reason, and its original values as JSON, so nothing is lost and the good rows still
+land.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
 from predops.core.schemas import UTC_TS, Column, FrameSchema
 
 ROW = "row"
-"""Name of the 1-based input row number column in quarantine frames."""
+"""Name of the 1-based input row number column in quarantine frames: the data row (the
+header is not counted; a CSV row whose quoted field spans lines counts once), so a
+reason that needs the file's line number says it ("line 7: ...")."""
+ROW_DEFECT = "__row_defect__"
+"""Optional input column a reader adds when it finds rows broken as a whole (a CSV line
+with too few or too many fields): a struct of ``field``, ``reason`` and ``record`` (the
+row's original values as JSON), null except on such rows, which are quarantined with
+it, ahead of any check of their values."""
 
 QUARANTINE_SCHEMA = pl.Schema(
     {"row": pl.Int64(), "field": pl.String(), "reason": pl.String(), "record": pl.String()}
 )
 
 _ROW_IDX = "__row__"
-_TRUE = ("true", "t", "yes", "y", "1")
-_FALSE = ("false", "f", "no", "n", "0")
+_TRUE = ("true", "1")
+_FALSE = ("false", "0")
+EXACT_FLOAT_INT = 2**53
+"""Floats hold every integer only below this magnitude; beyond it 2**53 + 1 reads as
+2**53, so an integer column never takes a float (or a float-spelled text) that big."""
+EARLIEST_TS = datetime(1990, 1, 1, tzinfo=UTC)
+"""Default oldest timestamp accepted in any time column: older ones (year 1, a zero
+epoch) are broken values, not history, and would each create a partition."""
 
 
 class SchemaError(ValueError):
@@ -51,6 +65,35 @@ def check_columns(columns: Collection[str], schema: FrameSchema) -> tuple[str, .
             f"got {', '.join(sorted(present)) or 'no columns'}"
         )
     return tuple(c for c in columns if not schema.has(c))
+
+
+def check_types(dtypes: Mapping[str, pl.DataType], schema: FrameSchema) -> None:
+    """Raise if a contract column's type cannot hold the contract's values at all.
+
+    Numbers in a time column are refused rather than read: 1772323200 may be seconds,
+    milliseconds or microseconds, and a wrong guess lands silently in 1970.
+    """
+    for name, src in dtypes.items():
+        if not schema.has(name):
+            continue
+        problem = _type_problem(src, schema.column(name).dtype)
+        if problem is not None:
+            raise SchemaError(f"{schema.name}: column {name} is {src}; {problem}")
+
+
+def _type_problem(src: pl.DataType, target: pl.DataType) -> str | None:
+    if src == target or src == pl.Null:
+        return None
+    if src.is_nested():
+        return f"a nested value cannot be read as {target}"
+    if target == UTC_TS and not (src == pl.String or isinstance(src, pl.Datetime | pl.Date)):
+        if src.is_numeric():
+            return (
+                "a number has no time unit (seconds? milliseconds?) and is not guessed; "
+                "store the column as a timestamp or ISO-8601 text"
+            )
+        return "a time column must be a timestamp, a date or ISO-8601 text"
+    return None
 
 
 def _cast_expr(col: Column, src_dtype: pl.DataType) -> pl.Expr:
@@ -85,27 +128,38 @@ def _cast_expr(col: Column, src_dtype: pl.DataType) -> pl.Expr:
             return c.dt.convert_time_zone("UTC").cast(UTC_TS)
         if src_dtype == pl.Date:
             return c.cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
-        return c.cast(UTC_TS, strict=False)
-    if target == pl.Boolean and src_dtype == pl.String:
-        s = c.str.strip_chars().str.to_lowercase()
-        return pl.when(s.is_in(_TRUE)).then(True).when(s.is_in(_FALSE)).then(False).otherwise(None)
+        return c.cast(UTC_TS, strict=False)  # all-null: check_types refuses other types
+    if target == pl.Boolean:
+        # Only true/false (any case) and 1/0: "yes", "t" or 2 are someone's guess.
+        if src_dtype == pl.String:
+            s = c.str.strip_chars().str.to_lowercase()
+            return (
+                pl.when(s.is_in(_TRUE)).then(True).when(s.is_in(_FALSE)).then(False).otherwise(None)
+            )
+        if src_dtype.is_numeric():
+            return pl.when(c == 1).then(True).when(c == 0).then(False).otherwise(None)
     if src_dtype == pl.String:
         c = c.str.strip_chars()
         if target.is_integer():
-            # "12.0" is a fine integer in a CSV; "12.5" is not.
-            as_float = c.cast(pl.Float64, strict=False)
-            return (
-                pl.when(as_float == as_float.round(0))
-                .then(as_float)
-                .otherwise(None)
-                .cast(target, strict=False)
-            )
+            # Digits are read as an integer directly (a float would round them past
+            # 2**53); "12.0" is a fine integer in a CSV, "12.5" is not, and "1e3" goes
+            # through a float.
+            exact = c.str.replace(r"\.0*$", "").cast(target, strict=False)
+            return pl.coalesce(exact, _float_to_int(c.cast(pl.Float64, strict=False), target))
     if target.is_integer() and src_dtype.is_float():
-        return pl.when(c == c.round(0)).then(c).otherwise(None).cast(target, strict=False)
+        return _float_to_int(c, target)
     return c.cast(target, strict=False)
 
 
-def _checks(col: Column, src: str, cast: str, src_dtype: pl.DataType) -> list[pl.Expr]:
+def _float_to_int(value: pl.Expr, target: pl.DataType) -> pl.Expr:
+    """Whole floats below :data:`EXACT_FLOAT_INT` as ``target``; anything else null."""
+    exact = (value == value.round(0)) & (value.abs() < EXACT_FLOAT_INT)
+    return pl.when(exact).then(value).otherwise(None).cast(target, strict=False)
+
+
+def _checks(
+    col: Column, src: str, cast: str, src_dtype: pl.DataType, earliest: datetime | None
+) -> list[pl.Expr]:
     """Expressions giving a reason string where the row breaks this column's contract."""
     raw = pl.col(src)
     val = pl.col(cast)
@@ -121,6 +175,16 @@ def _checks(col: Column, src: str, cast: str, src_dtype: pl.DataType) -> list[pl
     )
     if not col.nullable:
         out.append(pl.when(~raw_present).then(pl.lit("missing value")))
+    if col.dtype == UTC_TS and earliest is not None:
+        out.append(
+            pl.when(val < pl.lit(earliest, dtype=UTC_TS)).then(
+                pl.format(
+                    "timestamp {} is before the earliest accepted {}",
+                    val.cast(pl.String),
+                    pl.lit(earliest.isoformat()),
+                )
+            )
+        )
     if col.dtype.is_float():
         out.append(pl.when(val.is_nan()).then(pl.lit("NaN is not a value")))
         out.append(pl.when(val.is_infinite()).then(pl.format("{} is not finite", val)))
@@ -153,17 +217,21 @@ def validate(
     *,
     now: datetime | None = None,
     future_tolerance: timedelta = timedelta(hours=1),
+    earliest: datetime | None = EARLIEST_TS,
     known_entities: Collection[str] | None = None,
     first_row: int = 1,
 ) -> ValidationResult:
     """Split ``frame`` into rows that satisfy ``schema`` and quarantined rows.
 
     ``now`` (injected, never read from the wall clock here) rejects timestamps more
-    than ``future_tolerance`` ahead; ``known_entities`` rejects rows for entities
+    than ``future_tolerance`` ahead; ``earliest`` rejects older timestamps in every time
+    column (None: no lower bound); ``known_entities`` rejects rows for entities
     (nodes) the inventory does not know. Rows with a key already seen earlier in the
-    same input are quarantined as duplicates. ``first_row`` numbers the first row.
+    same input are quarantined as duplicates. ``first_row`` numbers the first row. Rows a
+    reader marked in a :data:`ROW_DEFECT` column are quarantined with the reader's reason.
     """
-    ignored = check_columns(frame.columns, schema)
+    ignored = check_columns([c for c in frame.columns if c != ROW_DEFECT], schema)
+    check_types(frame.schema, schema)
     n = frame.height
     frame = frame.drop(list(ignored)).with_row_index(_ROW_IDX, offset=first_row)
     src_cols = [c for c in schema.names if c in frame.columns]
@@ -177,10 +245,14 @@ def validate(
 
     reasons: list[pl.Expr] = []
     fields: list[pl.Expr] = []
+    defect = pl.col(ROW_DEFECT) if ROW_DEFECT in frame.columns else None
+    if defect is not None:
+        reasons.append(defect.struct.field("reason"))
+        fields.append(defect.struct.field("field"))
     for col in schema.columns:
         if col.name not in frame.columns:
             continue
-        for e in _checks(col, col.name, f"__v_{col.name}", frame.schema[col.name]):
+        for e in _checks(col, col.name, f"__v_{col.name}", frame.schema[col.name], earliest):
             reasons.append(e)
             fields.append(pl.when(e.is_not_null()).then(pl.lit(col.name)))
     tcol = pl.col(f"__v_{schema.time_column}")
@@ -235,6 +307,8 @@ def validate(
         if src_cols
         else pl.lit("{}")
     )
+    if defect is not None:
+        record = pl.coalesce(defect.struct.field("record"), record)
     quarantined = bad.select(
         pl.col(_ROW_IDX).cast(pl.Int64).alias("row"),
         pl.col("__field").alias("field"),

@@ -96,6 +96,11 @@ def simulate(nodes: int, days: float, interval: str, seed: int, start: str, as_j
 @click.option("--end", default=None, help="Range end (Prometheus), ISO-8601.")
 @click.option("--step", default=None, help="Range step (Prometheus), e.g. 5m.")
 @click.option(
+    "--earliest",
+    default=None,
+    help="Oldest timestamp accepted, ISO-8601; older rows are quarantined. Default: 1990-01-01.",
+)
+@click.option(
     "-o",
     "--option",
     "extra",
@@ -113,6 +118,7 @@ def ingest(
     start: str | None,
     end: str | None,
     step: str | None,
+    earliest: str | None,
     extra: tuple[str, ...],
     as_json: bool,
 ) -> None:
@@ -121,6 +127,7 @@ def ingest(
     Sources: files, prometheus, kubernetes, openb, backblaze-daily, backblaze-hds,
     nab, helios, philly, datacenter, azure-vm.
     """
+    from predops.core.validation import EARLIEST_TS
     from predops.pipelines.ingest.registry import IngestOptions, adapter
     from predops.pipelines.ingest.run import file_digest
     from predops.pipelines.ingest.run import ingest as run_ingest
@@ -143,7 +150,12 @@ def ingest(
     )
     lake = Lake(current_settings().lake_dir)
     report = run_ingest(
-        lake, source_name or mod.SOURCE, mod.read(path, opts), clock=clock, input_name=path
+        lake,
+        source_name or mod.SOURCE,
+        mod.read(path, opts),
+        clock=clock,
+        input_name=path,
+        earliest=parse_time(earliest) if earliest else EARLIEST_TS,
     )
     out = report.to_dict()
     written = {t for t, r in report.tables.items() if r.rows_written}

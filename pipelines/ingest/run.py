@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ import polars as pl
 
 from predops.core.clock import Clock
 from predops.core.schemas import schema_for
-from predops.core.validation import validate
+from predops.core.validation import EARLIEST_TS, validate
 from predops.pipelines.ingest.batch import Batch, IngestError
 from predops.pipelines.workspace.lake import Lake, check_source
 
@@ -77,12 +77,15 @@ def ingest(
     clock: Clock,
     input_name: str,
     future_tolerance: timedelta = timedelta(hours=1),
+    earliest: datetime | None = EARLIEST_TS,
     check_entities: bool = True,
 ) -> IngestReport:
     """Validate each batch, quarantine bad rows, write good ones to the lake.
 
     Telemetry and events of a node the same source's inventory does not know are
-    quarantined (when that source has an inventory; adapters yield inventory first).
+    quarantined (when that source has an inventory; adapters yield inventory first), and so
+    are timestamps before ``earliest`` (any time column) or more than ``future_tolerance``
+    after the clock (the table's time column).
     """
     check_source(source)
     now = clock.now()
@@ -107,6 +110,7 @@ def ingest(
                     schema,
                     now=now,
                     future_tolerance=future_tolerance,
+                    earliest=earliest,
                     known_entities=entities,
                     first_row=batch.first_row,
                 )

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -12,6 +13,7 @@ from predops.core.schemas import PURCHASE_ORDERS, SCHEMAS, STOCK, TELEMETRY, sch
 from predops.core.validation import SchemaError, validate
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
+CORPUS_GOOD = Path(__file__).resolve().parents[1] / "corpus" / "good"
 
 
 def test_every_schema_is_consistent() -> None:
@@ -136,3 +138,93 @@ def test_stock_and_purchase_order_rows_are_checked_field_by_field() -> None:
         "expected_at",
         "missing value",
     )
+
+
+def test_integers_from_text_round_trip_exactly() -> None:
+    big = 2**53 + 1
+    counts = [str(big), f"{big}.0", "12.0", "1e3", "12.5", f"{big}.5", "1e300"]
+    frame = pl.DataFrame(
+        {
+            "ts": [NOW - timedelta(minutes=i) for i in range(len(counts))],
+            "node_id": ["n1"] * len(counts),
+            "ecc_sbe_total": counts,
+        }
+    )
+    res = validate(frame, TELEMETRY, now=NOW)
+    assert res.good["ecc_sbe_total"].to_list() == [big, big, 12, 1000]
+    assert res.quarantined["row"].to_list() == [5, 6, 7]
+    assert set(res.quarantined["field"]) == {"ecc_sbe_total"}
+
+
+def test_floats_become_integers_only_while_exact() -> None:
+    frame = pl.DataFrame(
+        {
+            "ts": [NOW, NOW - timedelta(minutes=1)],
+            "node_id": ["n1", "n1"],
+            "ecc_sbe_total": [float(2**53 - 1), float(2**53)],
+        }
+    )
+    res = validate(frame, TELEMETRY, now=NOW)
+    assert res.good["ecc_sbe_total"].to_list() == [2**53 - 1]
+    assert res.quarantined.select("row", "field").row(0) == (2, "ecc_sbe_total")
+
+
+@pytest.mark.parametrize(
+    ("flags", "good"),
+    [
+        (["true", "FALSE", " True ", "1", "0"], [True, False, True, True, False]),
+        ([1, 0, 1.0], [True, False, True]),
+    ],
+)
+def test_booleans_read_true_false_1_0_only(flags: list, good: list[bool]) -> None:
+    bad = ["yes", "t", "2", "-1"] if isinstance(flags[0], str) else [2, -1, 0.5]
+    values = [*flags, *bad]
+    frame = pl.DataFrame(
+        {
+            "ts": [NOW - timedelta(minutes=i) for i in range(len(values))],
+            "node_id": ["n1"] * len(values),
+            "node_ready": values,
+        },
+        strict=False,
+    )
+    res = validate(frame, TELEMETRY, now=NOW)
+    assert res.good["node_ready"].to_list() == good
+    assert res.quarantined["row"].to_list() == list(range(len(flags) + 1, len(values) + 1))
+    assert all(r.startswith("cannot read") for r in res.quarantined["reason"])
+
+
+def test_timestamps_before_the_earliest_are_quarantined_in_every_time_column() -> None:
+    inventory = pl.read_csv(CORPUS_GOOD / "inventory.csv", infer_schema=False)
+    inventory = inventory.with_columns(installed_at=pl.Series(["1985-01-01", "0001-01-01"]))
+    res = validate(inventory, SCHEMAS["inventory"], now=NOW)
+    assert res.quarantined["field"].to_list() == ["installed_at", "installed_at"]
+    assert res.quarantined["reason"][1].startswith("timestamp 0001-01-01")
+    assert "before the earliest accepted 1990-01-01" in res.quarantined["reason"][1]
+    older = datetime(1980, 1, 1, tzinfo=UTC)
+    assert validate(inventory, SCHEMAS["inventory"], earliest=older).good.height == 1
+    assert validate(inventory, SCHEMAS["inventory"], earliest=None).good.height == 2
+
+
+@pytest.mark.parametrize(
+    ("column", "values", "words"),
+    [
+        ("ts", pl.Series([1_772_323_200]), "column ts is Int64; a number has no time unit"),
+        ("ts", pl.Series([1_772_323_200.5]), "column ts is Float64; a number has no time unit"),
+        ("ts", pl.Series([True]), "column ts is Boolean; a time column must be"),
+        ("gpu_temp_c", pl.Series([[60.0, 61.0]]), "column gpu_temp_c is List(Float64); a nested"),
+        ("node_id", pl.Series([{"id": "n1"}]), "column node_id is Struct"),
+    ],
+)
+def test_a_column_of_the_wrong_kind_is_refused_naming_it(
+    column: str, values: pl.Series, words: str
+) -> None:
+    frame = pl.DataFrame({"ts": [NOW], "node_id": ["n1"]}).with_columns(values.alias(column))
+    with pytest.raises(SchemaError) as info:
+        validate(frame, TELEMETRY, now=NOW)
+    assert words in str(info.value)
+
+
+def test_a_nested_column_outside_the_contract_is_ignored() -> None:
+    frame = pl.DataFrame({"ts": [NOW], "node_id": ["n1"], "tags": [["a", "b"]]})
+    res = validate(frame, TELEMETRY, now=NOW)
+    assert res.good.height == 1 and res.ignored_columns == ("tags",)

@@ -109,6 +109,7 @@ def test_killed_apply_rerun_runs_each_action_at_most_once(
 
         audit = AuditLog(settings.audit_log, who="reader")
         assert [(e["outcome"], e["what"]["target"]) for e in audit.entries()] == [
+            ("approved", plan.plan_id),
             ("started", "n00"),
             ("done", "n00"),
             ("started", "n10"),

@@ -126,13 +126,13 @@ def pods_frame(raw: pl.DataFrame, epoch: datetime, workload: str) -> pl.DataFram
 
 
 def read_nodes(path: Path, snapshot: datetime = DEFAULT_EPOCH) -> pl.DataFrame:
-    raw = read_csv_text(path)
+    raw = read_csv_text(path, quarantine_ragged=False)
     _require(raw, NODE_COLUMNS, path)
     return nodes_frame(raw, snapshot)
 
 
 def read_pods(path: Path, epoch: datetime = DEFAULT_EPOCH) -> pl.DataFrame:
-    raw = read_csv_text(path)
+    raw = read_csv_text(path, quarantine_ragged=False)
     _require(raw, POD_COLUMNS, path)
     return pods_frame(raw, epoch, workload_name(path))
 
@@ -153,7 +153,7 @@ def read(path: str, options: IngestOptions) -> Iterator[Batch]:
     files = [f for f in input_files(Path(path)) if f.name.lower().endswith((".csv", ".csv.gz"))]
     if not files:
         raise IngestError(f"{path}: no openb CSV files")
-    frames = [(f, read_csv_text(f)) for f in files]
+    frames = [(f, read_csv_text(f, quarantine_ragged=False)) for f in files]
     kinds = [(f, raw, _kind(f, raw)) for f, raw in frames]
     # Inventory first, so pods and later telemetry can refer to known nodes.
     for f, raw, kind in sorted(kinds, key=lambda k: (k[2] != "inventory", str(k[0]))):

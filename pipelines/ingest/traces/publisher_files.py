@@ -73,7 +73,8 @@ def require_columns(
 
 
 def read_table(path: Path, required: Collection[str], what: str) -> pl.DataFrame:
-    """The whole file as text columns, after the whole-file checks of ``read_csv_text``."""
-    frame = read_csv_text(path)
+    """The whole file as text columns, after the whole-file checks of ``read_csv_text``;
+    a row that does not fit the header refuses the file (adapters reshape the frame)."""
+    frame = read_csv_text(path, quarantine_ragged=False)
     require_columns(frame.columns, required, path, what)
     return frame

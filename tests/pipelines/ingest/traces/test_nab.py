@@ -156,3 +156,24 @@ def test_every_bad_row_of_a_folder_is_kept(tmp_path: Path, lake: Lake, clock: Fi
     rep = run_adapter(lake, clock, "nab", tmp_path / "in")
     t = rep.tables["series"]
     assert t.rows_in == t.rows_written + t.rows_quarantined
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("2015-01-01 00:05:00\n2015-01-01 00:10:00,3\n", "line 3: 1 field, header has 2"),
+        ("2015-01-01 00:05:00,2,2\n", "line 3: 3 fields, header has 2"),
+        ("2015-01-01 00:0", "line 3: the file ends mid-row (1 field, header has 2)"),
+    ],
+    ids=["short", "long", "cut"],
+)
+def test_a_row_that_does_not_fit_the_header_refuses_the_file_naming_its_line(
+    tmp_path: Path, lake: Lake, clock: FixedClock, text: str, words: str
+) -> None:
+    f = tmp_path / "cat" / "s.csv"
+    f.parent.mkdir(parents=True)
+    f.write_text("timestamp,value\n2015-01-01 00:00:00,1\n" + text)
+    with pytest.raises(IngestError) as info:
+        run_adapter(lake, clock, "nab", f)
+    assert str(info.value) == f"{f}: {words}"
+    assert lake.files("series") == []
