@@ -120,7 +120,15 @@ def ingest(
 
     Sources: files, prometheus, kubernetes, openb, backblaze-daily, backblaze-hds,
     nab, helios, philly, datacenter, azure-vm.
+
+    Prometheus limits: -o request_deadline=2m (one request's whole answer; at
+    least twice -o timeout), -o ingest_deadline=15m (all requests of this ingest
+    together), -o max_response_bytes=64MiB (one answer); -o timeout=60s is the
+    longest silence.
+    Credentials in the URL (user:password@, ?token=) are used, and masked in every
+    message and record.
     """
+    from predops.core.redaction import redact_url
     from predops.pipelines.ingest.registry import IngestOptions, adapter
     from predops.pipelines.ingest.run import file_digest
     from predops.pipelines.ingest.run import ingest as run_ingest
@@ -142,9 +150,9 @@ def ingest(
         extra=pairs,
     )
     lake = Lake(current_settings().lake_dir)
-    report = run_ingest(
-        lake, source_name or mod.SOURCE, mod.read(path, opts), clock=clock, input_name=path
-    )
+    read = mod.read(path, opts)
+    name = redact_url(path)  # the report, the ingest log and quarantine rows quote it
+    report = run_ingest(lake, source_name or mod.SOURCE, read, clock=clock, input_name=name)
     out = report.to_dict()
     written = {t for t, r in report.tables.items() if r.rows_written}
     if written & {"telemetry", "demand", "events", "inventory"}:
