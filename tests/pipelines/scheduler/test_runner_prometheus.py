@@ -11,12 +11,19 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from predops.core.clock import FixedClock
+from predops.pipelines.cli.main import main
 from predops.pipelines.scheduler.runner import run_ingest
 from tests.fakes.misbehaving_http import MisbehavingServer, trickle
 from tests.fakes.prometheus_api import FakePrometheus, always
-from tests.pipelines.cli.test_ingest_credentials import hot_node, secrets_in, with_credentials
+from tests.pipelines.cli.test_ingest_credentials import (
+    SECRET,
+    hot_node,
+    secrets_in,
+    with_credentials,
+)
 from tests.pipelines.ingest.test_prometheus import INSTANCES, T0
 from tests.pipelines.ingest.test_prometheus import options as prom_options
 from tests.pipelines.scheduler.conftest import make_context
@@ -65,3 +72,14 @@ def test_configured_credentials_reach_no_record(
     records = json.dumps([done, failed, ctx.runs.runs("ingest")], default=str)
     assert "***" in records
     assert secrets_in(workspace, records, caplog.text) == []
+
+
+def test_schedule_check_shows_the_configured_url_masked(tmp_path: Path) -> None:
+    config = tmp_path / "predops.toml"
+    config.write_text(ingest_toml(with_credentials("http://prometheus:9090")))
+    res = CliRunner().invoke(
+        main, ["--workspace", str(tmp_path / "ws"), "schedule", "check", "--config", str(config)]
+    )
+    assert res.exit_code == 0, res.output
+    assert "http://***@prometheus:9090/?token=***" in res.output
+    assert SECRET not in res.output
