@@ -126,7 +126,15 @@ def ingest(
 
     Sources: files, prometheus, kubernetes, openb, backblaze-daily, backblaze-hds,
     nab, helios, philly, datacenter, azure-vm.
+
+    Prometheus limits: -o request_deadline=2m (one request's whole answer; at
+    least twice -o timeout), -o ingest_deadline=15m (all requests of this ingest
+    together), -o max_response_bytes=64MiB (one answer); -o timeout=60s is the
+    longest silence.
+    Credentials in the URL (user:password@, ?token=) are used, and masked in every
+    message and record.
     """
+    from predops.core.redaction import redact_url
     from predops.core.validation import EARLIEST_TS
     from predops.pipelines.ingest.registry import IngestOptions, adapter
     from predops.pipelines.ingest.run import file_digest
@@ -149,12 +157,14 @@ def ingest(
         extra=pairs,
     )
     lake = Lake(current_settings().lake_dir)
+    read = mod.read(path, opts)
+    name = redact_url(path)  # the report, the ingest log and quarantine rows quote it
     report = run_ingest(
         lake,
         source_name or mod.SOURCE,
-        mod.read(path, opts),
+        read,
         clock=clock,
-        input_name=path,
+        input_name=name,
         earliest=parse_time(earliest) if earliest else EARLIEST_TS,
     )
     out = report.to_dict()

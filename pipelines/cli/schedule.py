@@ -24,6 +24,7 @@ from typing import Any
 
 import click
 
+from predops.core.redaction import redact_url
 from predops.pipelines.cli.support import current_settings, emit, json_option, reports
 from predops.pipelines.scheduler.config import JOB_NAMES, ScheduleConfig, load_config
 from predops.pipelines.scheduler.context import JobContext
@@ -77,7 +78,9 @@ def _describe(config: ScheduleConfig) -> dict[str, Any]:
         "misfire_grace_time_s": config.misfire_grace_time.total_seconds(),
         "max_workers": config.max_workers,
         "jobs": {n: {"cron": j.cron, "enabled": j.enabled} for n, j in config.jobs.items()},
-        "ingest": None if ingest is None else {"source": ingest.source, "path": ingest.path},
+        "ingest": None
+        if ingest is None
+        else {"source": ingest.source, "path": redact_url(ingest.path)},
         "features": {
             "engine": config.features.engine,
             "dask_scheduler": config.features.dask_scheduler,

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
+from predops.core.redaction import redact_url
 from predops.core.validation import SchemaError
 from predops.pipelines.ingest.batch import IngestError
 from predops.pipelines.workspace import timeparse
@@ -93,8 +94,9 @@ def reports(fn: F) -> F:
             return fn(*args, **kwargs)
         except EXPECTED_ERRORS as exc:
             msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            msg = redact_url(str(msg))  # a URL given on the command line may hold a password
             if kwargs.get("as_json"):
-                click.echo(json.dumps({"error": str(msg), "type": type(exc).__name__}))
-            raise click.ClickException(str(msg)) from exc
+                click.echo(json.dumps({"error": msg, "type": type(exc).__name__}))
+            raise click.ClickException(msg) from exc
 
     return wrapper  # type: ignore[return-value]

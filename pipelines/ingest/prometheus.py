@@ -1,8 +1,10 @@
 """Prometheus HTTP API -> telemetry: ``query_range``, chunked by time and by node, retried.
 Over 500 lines: one adapter. The query templates, the retried client, the chunked fetch
 and the staged read share one ``PromConfig`` and are read together; a tenth of the file
-is this docstring, which documents every default query. Its seam, if it grows: the
-configuration parsing (``MetricQuery`` .. ``config_from_options``).
+is this docstring, which documents every default query. The bounded HTTP exchange
+(:mod:`.bounded_http`) and the shape of the API's answers (:mod:`.prometheus_answers`)
+live beside it. Its seam, if it grows: the configuration parsing (``MetricQuery`` ..
+``config_from_options``).
 
 ``predops ingest prometheus URL --start T0 [--end T1] [--step 5m] [-o KEY=VALUE ...]``
 
@@ -65,6 +67,30 @@ names the URL and the last error. Other 4xx answers (a bad expression) fail at o
 Every chunk is fetched completely and staged to a temporary Parquet file before the
 first batch is yielded, so a failure anywhere leaves the lake unchanged.
 
+Limits: ``-o timeout=60s`` is the longest silence on a connection (and the evaluation
+timeout Prometheus is asked to keep); it restarts with every byte, so three more bound
+what a slow or hostile server can cost:
+
+- ``-o request_deadline=2m``: each attempt's whole answer, redirects included, must be in
+  within it; an attempt that misses it is retried like a timeout. The default is 2m or
+  twice ``timeout`` when that is longer: Prometheus's evaluation plus time to send.
+- ``-o ingest_deadline=15m``: every request of one ingest together (discovery, all
+  chunks, retries and backoff), counted from the first request; reaching it stops the
+  ingest at once. Raise it for long backfills.
+- ``-o max_response_bytes=64MiB`` (units B, KB, MB, GB, KiB, MiB, GiB): the largest
+  answer, after decompression; it is read in 64 KiB pieces and abandoned once larger,
+  not retried. The default response budget (250,000 samples) takes about 8 MB.
+
+A redirect is followed only within the same scheme, host and port (at most 5 hops);
+one to another origin is an error. Each limit hit is one :class:`IngestError` naming
+the request and the option. So is an answer of the wrong shape (``result`` not a list,
+a label that is not a string, a sample that is not ``[timestamp, "value"]``, ...),
+naming the series by its labels and the field.
+
+Credentials: ``http://user:password@host`` is sent as basic auth and a query string on
+the URL (``?token=...``) with every request; messages, reports and stored rows quote
+the URL with both masked (:func:`predops.core.redaction.redact_url`).
+
 Prometheus evaluates each step at the latest sample no older than its lookback delta
 (5m by default), so a gap shorter than that repeats the previous value, unless the
 series ended with a staleness marker (live scrapes write those, backfills cannot).
@@ -72,6 +98,7 @@ series ended with a staleness marker (live scrapes write those, backfills cannot
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import re
@@ -83,18 +110,33 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import polars as pl
 import requests
 
+from predops.core.redaction import redact_url
 from predops.core.schemas import TELEMETRY
+from predops.pipelines.ingest import prometheus_answers as answers
 from predops.pipelines.ingest.batch import Batch, IngestError
+from predops.pipelines.ingest.bounded_http import (
+    MAX_REDIRECTS,
+    AnswerTooLarge,
+    DeadlinePassed,
+    Limits,
+    RedirectRefused,
+    exchange,
+    origin,
+)
 from predops.pipelines.ingest.options import IngestOptions
+
+T = TypeVar("T")
 
 SOURCE = "prometheus"
 HELP = "Prometheus HTTP API query_range (node-exporter, DCGM, kube-state-metrics) -> telemetry"
 
+MiB = 1 << 20
 PROMETHEUS_MAX_POINTS = 11_000
 """Prometheus refuses a range query with more points per series than this."""
 VIRTUAL_NICS = (
@@ -179,6 +221,9 @@ class PromConfig:
     window_s: float | None = None
     lookback_s: float = 300.0
     timeout_s: float = 60.0
+    request_deadline_s: float = 120.0
+    ingest_deadline_s: float = 900.0
+    max_response_bytes: int = 64 * MiB
     retries: int = 4
     backoff_s: float = 0.5
     backoff_max_s: float = 30.0
@@ -206,6 +251,42 @@ def parse_duration(text: str, what: str) -> float:
     return sum(float(n) * _DUR_S[u] for n, u in parts)
 
 
+def show_duration(seconds: float) -> str:
+    """Seconds as a message shows them: ``1.5s``, ``900s``."""
+    return f"{seconds:g}s"
+
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)?")
+_SIZE_UNITS = {
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "KiB": 1 << 10,
+    "MiB": MiB,
+    "GiB": 1 << 30,
+}
+
+
+def parse_size(text: str, what: str) -> int:
+    """A positive byte count, plain or with a unit: ``1048576``, ``500KB``, ``64MiB``."""
+    m = _SIZE.fullmatch(text.strip())
+    n = round(float(m.group(1)) * _SIZE_UNITS[m.group(2) or "B"]) if m else 0
+    if n < 1:
+        raise IngestError(
+            f"prometheus: -o {what}={text!r} is not a size like 1048576, 500KB or 64MiB"
+        )
+    return n
+
+
+def show_size(n: int) -> str:
+    """Bytes as a message shows them: ``64MiB``, ``1500 bytes``."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", MiB), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n} bytes"
+
+
 def prom_duration(seconds: float) -> str:
     """Seconds as a PromQL duration literal (whole milliseconds)."""
     return f"{round(seconds * 1000)}ms"
@@ -221,6 +302,15 @@ def _int(extra: Mapping[str, str], key: str, default: int, low: int) -> int:
     if value < low:
         raise IngestError(f"prometheus: -o {key}={value} must be at least {low}")
     return value
+
+
+def _deadline(extra: Mapping[str, str], key: str, default_s: float) -> float:
+    if key not in extra:
+        return default_s
+    seconds = parse_duration(extra[key], key)
+    if seconds <= 0:
+        raise IngestError(f"prometheus: -o {key}={extra[key]!r} must be longer than 0s")
+    return seconds
 
 
 def _bool(extra: Mapping[str, str], key: str, default: bool) -> bool:
@@ -290,6 +380,9 @@ OPTION_KEYS = frozenset(
         "window",
         "lookback",
         "timeout",
+        "request_deadline",
+        "ingest_deadline",
+        "max_response_bytes",
         "retries",
         "backoff",
         "backoff_max",
@@ -303,8 +396,15 @@ OPTION_KEYS = frozenset(
 
 def config_from_options(url: str, options: IngestOptions) -> PromConfig:
     """Turn CLI options (``--start/--end/--step``, ``-o KEY=VALUE``) into a config."""
-    if not re.match(r"^https?://", url):
-        raise IngestError(f"prometheus: {url!r} is not an http(s) URL of a Prometheus server")
+    try:
+        parts = urlsplit(url)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a port that is not a number
+        valid = False
+    if not valid:
+        raise IngestError(
+            f"prometheus: {redact_url(url)!r} is not an http(s) URL of a Prometheus server"
+        )
     if options.start is None:
         raise IngestError("prometheus: say which range to read with --start (--end: now)")
     end = options.end or options.clock.now()
@@ -343,6 +443,7 @@ def config_from_options(url: str, options: IngestOptions) -> PromConfig:
             f"prometheus: max_points {max_points} exceeds Prometheus's limit "
             f"of {PROMETHEUS_MAX_POINTS} points per series"
         )
+    timeout = parse_duration(x.get("timeout", "60s"), "timeout")
     return PromConfig(
         url=url.rstrip("/"),
         start=options.start.astimezone(UTC),
@@ -357,7 +458,10 @@ def config_from_options(url: str, options: IngestOptions) -> PromConfig:
         max_samples=_int(x, "max_samples", 250_000, 1),
         window_s=parse_duration(x["window"], "window") if "window" in x else None,
         lookback_s=parse_duration(x.get("lookback", "5m"), "lookback"),
-        timeout_s=parse_duration(x.get("timeout", "60s"), "timeout"),
+        timeout_s=timeout,
+        request_deadline_s=_deadline(x, "request_deadline", max(120.0, 2 * timeout)),
+        ingest_deadline_s=_deadline(x, "ingest_deadline", 900.0),
+        max_response_bytes=parse_size(x.get("max_response_bytes", "64MiB"), "max_response_bytes"),
         retries=_int(x, "retries", 4, 0),
         backoff_s=parse_duration(x.get("backoff", "0.5s"), "backoff"),
         backoff_max_s=parse_duration(x.get("backoff_max", "30s"), "backoff_max"),
@@ -371,7 +475,13 @@ def config_from_options(url: str, options: IngestOptions) -> PromConfig:
 class PromClient:
     """JSON calls to one Prometheus with bounded, exponentially backed-off retries.
 
-    ``sleep`` and ``rng`` are injectable so tests see the delays without waiting.
+    Every answer is read within the request deadline and the ingest deadline (which
+    starts with the first call) and the response cap (:mod:`.bounded_http`). User-info in
+    the URL becomes basic auth, a query string in it is sent with every request, and
+    every message quotes the URL with its credentials masked.
+
+    ``sleep``, ``rng`` and ``clock`` are injectable so tests see the delays without
+    waiting.
     """
 
     def __init__(
@@ -382,15 +492,26 @@ class PromClient:
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
         jitter: float = 0.2,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cfg = cfg
         self.session = session or requests.Session()
         if cfg.bearer_token:
             self.session.headers["Authorization"] = f"Bearer {cfg.bearer_token}"
         self.session.verify = cfg.verify
+        parts = urlsplit(cfg.url)
+        if parts.username is not None:
+            self.session.auth = (unquote(parts.username), unquote(parts.password or ""))
+        self._base = parts._replace(netloc=parts.netloc.rpartition("@")[2], fragment="")
         self.sleep = sleep
         self.rng = rng or random.Random()
         self.jitter = jitter
+        self.clock = clock
+        self._ingest_ends: float | None = None
+
+    def endpoint(self, path: str) -> str:
+        """The URL of API ``path`` (``/api/v1/...``) under the configured one."""
+        return urlunsplit(self._base._replace(path=self._base.path.rstrip("/") + path))
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Seconds to wait before retry ``attempt`` (0-based): base x 2^attempt, capped."""
@@ -400,47 +521,105 @@ class PromClient:
             d = max(d, min(retry_after, self.cfg.backoff_max_s))
         return d
 
-    def call(self, path: str, params: Mapping[str, Any], *, what: str, post: bool) -> Any:
-        """``data`` of a successful API answer; an :class:`IngestError` otherwise."""
-        url = f"{self.cfg.url}{path}"
+    def limits(self) -> Limits:
+        """The bounds of one attempt starting now: the request deadline, cut to what is
+        left of the ingest deadline."""
+        now = self.clock()
+        if self._ingest_ends is None:
+            self._ingest_ends = now + self.cfg.ingest_deadline_s
+        return Limits(
+            deadline=min(now + self.cfg.request_deadline_s, self._ingest_ends),
+            max_bytes=self.cfg.max_response_bytes,
+            connect_timeout_s=min(10.0, self.cfg.timeout_s),
+            read_timeout_s=self.cfg.timeout_s,
+            clock=self.clock,
+        )
+
+    def _ingest_over(self, within: float = 0.0) -> bool:
+        return self._ingest_ends is not None and self.clock() + within >= self._ingest_ends
+
+    def call(
+        self,
+        path: str,
+        params: Mapping[str, Any],
+        *,
+        what: str,
+        post: bool,
+        parse: Callable[[Any], T],
+    ) -> T:
+        """``parse(data)`` of a successful API answer; an :class:`IngestError` otherwise.
+
+        ``parse`` checks the shape of ``data``
+        (:mod:`~predops.pipelines.ingest.prometheus_answers`).
+        """
+        url = self.endpoint(path)
         method = "POST" if post else "GET"
-        timeout = (min(10.0, self.cfg.timeout_s), self.cfg.timeout_s)
+
+        def fail(detail: str) -> IngestError:
+            return IngestError(redact_url(f"prometheus: {method} {url} ({what}){detail}"))
+
+        cfg = self.cfg
         last = ""
-        attempts = self.cfg.retries + 1
+        attempts = cfg.retries + 1
         for attempt in range(attempts):
             retry_after = None
+            limits = self.limits()
             try:
-                if post:
-                    r = self.session.post(url, data=params, timeout=timeout)
-                else:
-                    r = self.session.get(url, params=params, timeout=timeout)
+                answer = exchange(self.session, method, url, params, limits)
+            except DeadlinePassed:
+                if limits.deadline == self._ingest_ends:  # the binding one
+                    raise fail(self._ingest_deadline_hit(attempt, last)) from None
+                last = (
+                    "no complete answer within the request deadline of "
+                    f"{show_duration(cfg.request_deadline_s)} (-o request_deadline)"
+                )
+            except AnswerTooLarge as exc:
+                raise fail(
+                    ": the answer is larger than the response cap of "
+                    f"{show_size(cfg.max_response_bytes)} (-o max_response_bytes): {exc}; "
+                    "ask for less at a time with -o max_samples or -o node_batch"
+                ) from None
+            except RedirectRefused as exc:
+                scheme, host, port = origin(url)
+                raise fail(
+                    f": {exc} (only redirects within {scheme}://{host}:{port} are "
+                    f"followed, at most {MAX_REDIRECTS})"
+                ) from None
             except (
                 requests.ConnectionError,
                 requests.Timeout,
                 requests.exceptions.ChunkedEncodingError,
+                requests.exceptions.ContentDecodingError,
             ) as exc:
                 last = f"{type(exc).__name__}: {_root_cause(exc)}"
             else:
-                body = _json(r)
-                if r.status_code == 200 and body is not None:
-                    if body.get("status") == "success":
-                        return body.get("data")
-                    raise IngestError(
-                        f"prometheus: {method} {url} ({what}): "
-                        f"{body.get('errorType')}: {body.get('error')}"
-                    )
-                detail = body.get("error") if body else r.text[:300]
-                last = f"HTTP {r.status_code}: {detail}"
-                if r.status_code == 200:
+                body = _json(answer.body)
+                if answer.status == 200 and body is not None:
+                    if body.get("status") != "success":
+                        raise fail(f": {body.get('errorType')}: {body.get('error')}")
+                    try:
+                        return parse(body.get("data"))
+                    except answers.MalformedAnswer as exc:
+                        raise fail(f": malformed answer: {exc}") from None
+                text = answer.body[:300].decode("utf-8", "replace")
+                last = f"HTTP {answer.status}: {body.get('error') if body else text}"
+                if answer.status == 200:
                     last = "HTTP 200 with a body that is not JSON (truncated answer?)"
-                elif r.status_code != 429 and r.status_code < 500:
-                    raise IngestError(f"prometheus: {method} {url} ({what}) refused: {last}")
-                retry_after = _retry_after(r)
+                elif answer.status != 429 and answer.status < 500:
+                    raise fail(f" refused: {last}")
+                retry_after = _retry_after(answer.headers)
             if attempt + 1 < attempts:
-                self.sleep(self.delay(attempt, retry_after))
-        raise IngestError(
-            f"prometheus: {method} {url} ({what}) failed after {attempts} "
-            f"attempt(s); last error: {last}"
+                pause = self.delay(attempt, retry_after)
+                if self._ingest_over(within=pause):
+                    raise fail(self._ingest_deadline_hit(attempt + 1, last))
+                self.sleep(pause)
+        raise fail(f" failed after {attempts} attempt(s); last error: {last}")
+
+    def _ingest_deadline_hit(self, failed: int, last: str) -> str:
+        done = f" after {failed} failed attempt(s); last error: {last}" if last else ""
+        return (
+            f": stopped at the ingest deadline of {show_duration(self.cfg.ingest_deadline_s)} "
+            f"(-o ingest_deadline), which bounds all requests of one ingest together{done}"
         )
 
 
@@ -453,17 +632,17 @@ def _root_cause(exc: BaseException) -> BaseException:
     return exc if isinstance(cause, TimeoutError) else cause
 
 
-def _json(r: requests.Response) -> dict[str, Any] | None:
+def _json(body: bytes | bytearray) -> dict[str, Any] | None:
     try:
-        body = r.json()
-    except ValueError:
+        doc = json.loads(body)
+    except ValueError:  # not JSON, or not UTF-8
         return None
-    return body if isinstance(body, dict) else None
+    return doc if isinstance(doc, dict) else None
 
 
-def _retry_after(r: requests.Response) -> float | None:
+def _retry_after(headers: Mapping[str, str]) -> float | None:
     try:
-        return float(r.headers.get("Retry-After", ""))
+        return float(headers.get("Retry-After", ""))
     except ValueError:
         return None
 
@@ -552,31 +731,31 @@ def discover_nodes(client: PromClient, cfg: PromConfig) -> list[str]:
             params,
             post=False,
             what=f"node discovery by label {label}",
+            parse=answers.label_values,
         )
-        found.update(node_id(str(v), cfg.strip_port) for v in values or [])
+        found.update(node_id(v, cfg.strip_port) for v in values)
     return sorted(found)
 
 
 # ----------------------------------------------------------------------------- frames
 def matrix_frame(
-    result: list[dict[str, Any]], label: str, strip_port: bool, column: str
+    result: list[answers.Series], label: str, strip_port: bool, column: str
 ) -> pl.DataFrame:
-    """A ``matrix`` answer as (node_id, ts, value); one series per node is required."""
+    """A checked ``matrix`` answer as (node_id, ts, value); one series per node is
+    required. NaN and infinite values stay, for validation to quarantine."""
     nodes: list[str] = []
     stamps: list[int] = []
     values: list[float] = []
     for series in result:
-        metric = series.get("metric", {})
-        if label not in metric:
+        if label not in series.labels:
             raise IngestError(
                 f"prometheus: the query for {column} returned a series without "
-                f"label {label!r}: {metric}; aggregate it `by ($node)`"
+                f"label {label!r}: {answers.show_labels(series.labels)}; aggregate it "
+                "`by ($node)`"
             )
-        nid = node_id(metric[label], strip_port)
-        for t, v in series.get("values", []):
-            nodes.append(nid)
-            stamps.append(round(float(t) * 1e6))
-            values.append(float(v))  # "NaN", "+Inf" parse; validation quarantines them
+        nodes.extend([node_id(series.labels[label], strip_port)] * len(series.stamps))
+        stamps.extend(round(t * 1e6) for t in series.stamps)
+        values.extend(series.values)
     frame = pl.DataFrame(
         {"node_id": nodes, "ts": stamps, "value": values},
         schema={"node_id": pl.String(), "ts": pl.Int64(), "value": pl.Float64()},
@@ -650,12 +829,10 @@ def fetch_chunks(client: PromClient, cfg: PromConfig) -> Iterator[pl.DataFrame]:
                     f"{q.column} for {len(batch)} node(s) {batch[0]}..{batch[-1]}, "
                     f"{w_start.isoformat()}..{w_end.isoformat()}"
                 )
-                data = client.call("/api/v1/query_range", params, what=what, post=True)
-                if not isinstance(data, dict) or data.get("resultType") != "matrix":
-                    raise IngestError(
-                        f"prometheus: {what}: expected a matrix answer, got {str(data)[:200]}"
-                    )
-                frame = matrix_frame(data.get("result") or [], label, cfg.strip_port, q.column)
+                result = client.call(
+                    "/api/v1/query_range", params, what=what, post=True, parse=answers.matrix
+                )
+                frame = matrix_frame(result, label, cfg.strip_port, q.column)
                 if q.accumulate:
                     frame = _accumulate(frame, carry[q.column])
                 per_column[q.column] = frame

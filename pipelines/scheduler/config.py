@@ -34,6 +34,9 @@ Example::
     path = "http://prometheus:9090"
     lookback = "30m"
     step = "1m"
+    # the adapter's -o KEY=VALUE pairs; a run gives up on a slow Prometheus after
+    # ingest_deadline (default 15m), before the next fire
+    options = { ingest_deadline = "10m", request_deadline = "1m" }
 
     [[policy.budgets]]           # optional: the plan step's budgets and policy knobs
     scope = "rack"

@@ -16,12 +16,14 @@ from __future__ import annotations
 import json
 import logging
 import time
+import traceback
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from predops.core.redaction import redact_url
 from predops.pipelines.scheduler.context import JobContext
 from predops.pipelines.scheduler.steps import (
     PIPELINE_STEPS,
@@ -162,6 +164,7 @@ def run_ingest(ctx: JobContext) -> dict[str, Any]:
     from predops.pipelines.workspace.lake import Lake
 
     now = ctx.clock.now()
+    shown = redact_url(cfg.path)  # what records and logs quote: the path without credentials
     key, start, end = _ingest_key(ctx, now)
     begun = ctx.runs.begin("ingest", key, owner=process_owner(), at=now)
     if isinstance(begun, NotStarted):
@@ -182,12 +185,13 @@ def run_ingest(ctx: JobContext) -> dict[str, Any]:
             cfg.source_name or mod.SOURCE,
             mod.read(cfg.path, opts),
             clock=ctx.clock,
-            input_name=cfg.path,
+            input_name=shown,
         )
     except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
+        error = redact_url(f"{type(exc).__name__}: {exc}")
         ctx.runs.finish(begun.run_id, FAILED, at=ctx.clock.now(), error=error)
-        log.exception("ingest of %s failed", cfg.path)
+        trace = redact_url("".join(traceback.format_exception(exc)))
+        log.error("ingest of %s failed\n%s", shown, trace)
         return {"step": "ingest", "status": "failed", "error": error, "key": key, "rows": 0}
     rows = sum(t.rows_written for t in report.tables.values())
     detail = report.to_dict()

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +27,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.fakes.local_server import base_url, start, stop
 
 Script = Callable[[int, str], str]
 ValueFn = Callable[[str, str, float], float]
@@ -62,15 +63,6 @@ def _default_value(query: str, node: str, t: float) -> float:
     return t / 300.0
 
 
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that timed out closes its end; that is the point of the "timeout" case.
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
 @dataclass
 class FakePrometheus:
     """Serve ``label_values`` (node label values, ports included) on 127.0.0.1."""
@@ -86,9 +78,7 @@ class FakePrometheus:
 
     @property
     def url(self) -> str:
-        assert self._server is not None
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return base_url(self._server)
 
     def __enter__(self) -> FakePrometheus:
         fake = self
@@ -106,16 +96,11 @@ class FakePrometheus:
                 params = parse_qs(urlsplit(self.path).query) | parse_qs(body)
                 fake._handle(self, params)
 
-        self._server = _QuietServer(("127.0.0.1", 0), Handler)
-        threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        ).start()
+        self._server = start(Handler)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.shutdown()  # returns at once when already down
-        self._server.server_close()
+        stop(self._server)
 
     # ------------------------------------------------------------------ answers
     def range_requests(self) -> list[Seen]:
