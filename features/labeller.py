@@ -15,7 +15,13 @@ Rules (``rule`` names, in the order their causes win when sources disagree):
   Application (13, 31, 43, 45) and degraded (63, 92, 94) codes are counted, not labelled.
 - ``gpu_ecc``: ``ecc_dbe_total`` grew between two consecutive samples of the node (an
   uncorrectable ECC error). A drop is a counter reset (a reboot or driver reload):
-  never an increase; the next sample counts from the value after the drop.
+  never an increase; the next sample counts from the value after the drop. By default
+  it names causes like ``gpu_xid_counter`` (below) and labels nothing alone
+  (``dbe_labels_alone``): on Ampere and later the counter also counts *contained*
+  errors (XID 94, which the GPU survives), and on the synthetic fleet labelling every
+  DBE cost a fifth of the precision for no recall (``predops eval labels``). A DBE that
+  failed the GPU arrives as XID 48 / 95 / 64 (the ``gpu_xid`` rule) or takes the node
+  down (``ready``).
 - ``node_problem``: a node-problem-detector condition or Kubernetes Event the catalogue
   calls a failure (``KernelDeadlock``, ``ReadonlyFilesystem``, ``Rebooted``).
 - ``ready``: the Ready condition false or Unknown for at least ``grace``: from
@@ -25,7 +31,7 @@ Rules (``rule`` names, in the order their causes win when sources disagree):
 - ``gpu_xid_counter``: ``xid_errors_total`` grew. Telemetry carries no XID code, and
   application XIDs are the common case, so it never labels on its own: within
   ``cause_lookback`` before a failure of unknown cause it names the cause ``gpu_xid``
-  (and moves no times).
+  (and moves no times; the cause-naming DBE does the same with ``gpu_ecc``).
 
 Shields: a candidate starting inside a planned window is not a failure. Maintenance
 windows (``maintenance_start`` .. ``maintenance_end``) shield every rule but tickets;
@@ -98,8 +104,8 @@ class LabelRules:
     """The cordon owner predops' own actions carry (``cause`` of its cordon events)."""
     ticket_sources: tuple[str, ...] = ("tickets",)
     """Lake sources whose ``failure`` / ``repair`` events are repair tickets."""
-    ecc_standalone: bool = True
-    """A DBE increase labels a failure on its own (else it only names causes)."""
+    dbe_labels_alone: bool = False
+    """A DBE increase labels a failure on its own (default: it only names causes)."""
 
     def __post_init__(self) -> None:
         for name in ("grace", "dedup_window", "signal_quiet", "cause_lookback", "planned_max"):
@@ -270,7 +276,8 @@ class LabelResult:
 
 # ---------------------------------------------------------------- per node
 def _minutes(d: timedelta) -> str:
-    return f"{d.total_seconds() / 60:.0f} min"
+    m = d.total_seconds() / 60
+    return f"{m:.0f} min" if m < 120 else f"{m / 60:.1f} h"
 
 
 def planned_windows(rows: list[dict[str, Any]], rules: LabelRules) -> list[Window]:
@@ -467,7 +474,7 @@ def _merged(g: _Group, until: datetime, rules: LabelRules) -> LabelledFailure:
         _cut(detail),
         rules_seen,
         repaired,
-        _cut(f"labeller: {why} after {_minutes(repaired - at)}") if repaired else "",
+        _cut(f"labeller: {why}, {_minutes(repaired - at)} after the failure") if repaired else "",
     )
 
 
@@ -479,7 +486,7 @@ def merge_candidates(
     cands: list[Candidate], until: datetime, rules: LabelRules
 ) -> list[LabelledFailure]:
     """One node's unshielded candidates as failures (see the module docstring)."""
-    refining = {"gpu_xid_counter"} | (set() if rules.ecc_standalone else {"gpu_ecc"})
+    refining = {"gpu_xid_counter"} | (set() if rules.dbe_labels_alone else {"gpu_ecc"})
     standalone = [c for c in cands if c.rule not in refining]
     refiners = [c for c in cands if c.rule in refining]
     groups: list[_Group] = []

@@ -15,10 +15,10 @@ Two catalogues, each mapping what a cluster records to a :class:`Verdict`:
 - :data:`NODE_PROBLEMS`, node-problem-detector conditions and Kubernetes Event reasons
   (compared without case and punctuation): ``KernelDeadlock`` and ``ReadonlyFilesystem``
   are failures of the kernel and the disk; ``Rebooted`` (an unplanned reboot) is a
-  failure of unknown cause; ``NodeNotReady``, ``NodeStatusUnknown`` and
-  ``KubeletNotReady`` are the Ready condition itself (the Ready rule judges them, with
-  its grace period); the rest (restarting runtimes, OOM kills, hung tasks, kernel
-  oopses) are information. Reasons naming an XID are read through the XID catalogue,
+  failure of unknown cause; ``NodeNotReady``, ``NodeStatusUnknown``, ``KubeletNotReady``,
+  ``NodeReady`` and ``KubeletReady`` are the Ready condition itself (the Ready rule
+  judges them, with its grace period); the rest (restarting runtimes, OOM kills, hung
+  tasks, kernel oopses) are information. Reasons naming an XID are read through the XID catalogue,
   the code taken from the message.
 
 Causes are :data:`predops.core.schemas.FAILURE_CAUSES`.
@@ -80,6 +80,8 @@ NODE_PROBLEMS: dict[str, SignalClass] = {
         "NodeNotReady": SignalClass("ready", "unknown", "node not ready"),
         "NodeStatusUnknown": SignalClass("ready", "unknown", "kubelet stopped posting status"),
         "KubeletNotReady": SignalClass("ready", "unknown", "kubelet not ready"),
+        "NodeReady": SignalClass("ready", "unknown", "node ready"),
+        "KubeletReady": SignalClass("ready", "unknown", "kubelet ready"),
         "FrequentKubeletRestart": SignalClass("info", "software", "kubelet restarting"),
         "FrequentContainerdRestart": SignalClass("info", "software", "containerd restarting"),
         "FrequentDockerRestart": SignalClass("info", "software", "docker restarting"),

@@ -52,8 +52,9 @@ def rule_options(fn: F) -> F:
         click.option("--ticket-source", "ticket_sources", multiple=True,
                      default=_DEFAULTS.ticket_sources, show_default=True,
                      help="Lake source holding repair tickets (repeatable)."),
-        click.option("--dbe-names-causes-only", is_flag=True,
-                     help="A DBE increase alone is no failure; it only names causes."),
+        click.option("--dbe-labels-alone", is_flag=True,
+                     help="A DBE increase labels a failure on its own (default: it only "
+                     "names the cause of one)."),
     ]  # fmt: skip
     for opt in reversed(opts):
         fn = opt(fn)
@@ -67,7 +68,7 @@ def _rules(kw: dict[str, Any]) -> LabelRules:
         signal_quiet=parse_duration(kw.pop("signal_quiet")),
         planned_max=parse_duration(kw.pop("planned_max")),
         ticket_sources=tuple(kw.pop("ticket_sources")),
-        ecc_standalone=not kw.pop("dbe_names_causes_only"),
+        dbe_labels_alone=kw.pop("dbe_labels_alone"),
     )
 
 

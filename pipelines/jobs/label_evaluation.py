@@ -14,7 +14,7 @@ kubelet NotReady flaps). A label matches a true failure of the same node within
   the repair-time error;
 - **misses**: true failures the labels miss, and how many of them were down for less
   than the grace period (no Ready-based rule can see those);
-- **variants**: the grace period swept, and DBE increases only naming causes.
+- **variants**: the grace period swept, and DBE increases labelling on their own.
 
 The simulator emits no node-problem reports, no XID codes and no tickets, so those rules
 are measured on hand-built timelines only (``tests/features/test_labeller.py``).
@@ -102,8 +102,20 @@ def evaluate(
         per_rule[rule] = row
     overall = _overall(res, truth, tolerance)
     matched = {j for _, j in match_failures(failures_frame(res.failures), truth, tolerance).pairs}
-    missed = truth.with_row_index("__j").filter(~pl.col("__j").is_in(list(matched)))
-    short = missed.filter((pl.col("repaired_at") - pl.col("at")) < rules.grace).height
+    prev = pl.col("at").shift(1).over("node_id", order_by="at")
+    missed = (
+        truth.with_row_index("__j")
+        .with_columns((pl.col("at") - prev <= rules.dedup_window).fill_null(False).alias("__near"))
+        .filter(~pl.col("__j").is_in(list(matched)))
+    )
+    lasted = pl.col("repaired_at") - pl.col("at")
+    reasons = {  # why a true failure was missed (a miss may have several)
+        "down_shorter_than_grace": missed.filter(lasted < rules.grace).height,
+        "within_grace_of_the_run_end": missed.filter(
+            pl.col("at") > pl.lit(cfg.end - cfg.interval) - rules.grace  # the last sample
+        ).height,
+        "within_dedup_window_of_the_previous": missed.filter(pl.col("__near")).height,
+    }
     out: dict[str, Any] = {
         "fleet": {
             "nodes": cfg.nodes,
@@ -118,7 +130,7 @@ def evaluate(
         "true_failures_by_cause": dict(sorted(Counter(truth["cause"].to_list()).items())),
         "overall": overall,
         "per_rule": per_rule,
-        "missed": {"count": missed.height, "down_shorter_than_grace": short},
+        "missed": {"count": missed.height, **reasons},
     }
     if variants:
         sweep = {}
@@ -127,10 +139,11 @@ def evaluate(
             sweep[f"{g.total_seconds() / 60:g}m"] = match_failures(
                 failures_frame(r.failures), truth, tolerance
             ).to_dict()
-        r = label_nodes(tel, raw, replace(rules, ecc_standalone=False))
+        alone = not rules.dbe_labels_alone
+        r = label_nodes(tel, raw, replace(rules, dbe_labels_alone=alone))
         out["variants"] = {
             "grace": sweep,
-            "dbe_names_causes_only": _overall(r, truth, tolerance),
+            f"dbe_labels_alone_{str(alone).lower()}": _overall(r, truth, tolerance),
         }
     out["seconds"] = round(time.perf_counter() - t0, 2)
     return out

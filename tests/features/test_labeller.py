@@ -230,7 +230,7 @@ def test_two_sources_seeing_one_failure_make_one_event() -> None:
     f = res.failures[0]
     assert (f.at, f.cause, f.rules) == (at(58), "psu", ("ticket", "gpu_xid", "ready"))
     assert "INC-1" in f.detail and "DCGM XID 79" in f.detail and "NotReady" in f.detail
-    assert (f.repaired_at, f.repair_detail.split(" after")[0]) == (
+    assert (f.repaired_at, f.repair_detail.split(",")[0]) == (
         at(200),
         "labeller: ticket closed",
     )
