@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from predops.core.schemas import EVENTS
-from predops.features.labeller import NODE, LabelledFailure, LabelRules
+from predops.features.label_rules import NODE, LabelledFailure, LabelRules
 
 _FAR = timedelta(days=36500)
 

@@ -12,14 +12,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
 import click
 
-from predops.features.labeller import LabelRules
+from predops.features.label_rules import LabelRules
 from predops.pipelines.cli.support import (
     current_settings,
     emit,
@@ -117,14 +116,6 @@ def label_command(
     emit(report, as_json, _human_label)
 
 
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    return obj
-
-
 def _human_eval(r: dict[str, Any]) -> str:
     o = r["overall"]
     lines = [
@@ -176,4 +167,4 @@ def eval_labels(
     report = evaluate(
         cfg, rules=_rules(kw), tolerance=parse_duration(tolerance), variants=not no_variants
     )
-    emit(_finite(report), as_json, _human_eval)
+    emit(report, as_json, _human_eval)

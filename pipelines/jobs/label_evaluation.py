@@ -31,8 +31,9 @@ from typing import Any
 
 import polars as pl
 
+from predops.features.label_rules import RULES, LabelRules
 from predops.features.labelled_events import failures_frame, match_failures
-from predops.features.labeller import RULES, LabelResult, LabelRules, label_nodes
+from predops.features.labeller import LabelResult, label_nodes
 from predops.pipelines.synthetic.run import SOURCE, SimConfig, build
 
 TOLERANCE = timedelta(minutes=30)

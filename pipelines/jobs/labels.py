@@ -35,8 +35,10 @@ import polars as pl
 
 from predops.core.clock import Clock, FixedClock
 from predops.core.schemas import EVENTS
+from predops.features.label_rules import NODE, RULES, LabelRules
+from predops.features.label_signals import TELEMETRY_COLUMNS
 from predops.features.labelled_events import new_events
-from predops.features.labeller import NODE, RULES, TELEMETRY_COLUMNS, LabelRules, label_nodes
+from predops.features.labeller import label_nodes
 from predops.features.labels import select_label_events
 from predops.pipelines.ingest.batch import Batch
 from predops.pipelines.ingest.run import ingest
@@ -75,7 +77,7 @@ def predops_actions(entries: Iterable[dict[str, Any]], owner: str) -> pl.DataFra
         except (KeyError, ValueError):
             continue
         rows.append((target, kind, at, owner, f"predops {kind} (audit log)", AUDIT_SOURCE))
-    schema = {**EVENTS.polars_schema(), "source": pl.String}
+    schema = pl.Schema({**EVENTS.polars_schema(), "source": pl.String()})
     return pl.DataFrame(rows, schema=schema, orient="row").unique(keep="first")
 
 

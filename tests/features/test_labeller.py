@@ -11,8 +11,9 @@ import polars as pl
 import pytest
 
 from predops.core.schemas import EVENTS
+from predops.features.label_rules import LabelRules
 from predops.features.labelled_events import match_failures, new_events
-from predops.features.labeller import LabelResult, LabelRules, label_nodes
+from predops.features.labeller import LabelResult, label_nodes
 from predops.features.labels import select_label_events
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
