@@ -10,11 +10,15 @@ commit). Stored labeller events are compared first (:func:`~predops.features.
 labelled_events.new_events`), so a re-run adds nothing.
 
 Bounded memory: nodes go in chunks of ``chunk_nodes`` consecutive ids (the lake's files
-are sorted by node, so a chunk's scan skips other row groups by their statistics);
+are sorted by node, so a chunk's scan can skip other row groups by their statistics);
 each chunk's rows are read lazily from ``since - rules.context``, reduced to Ready
 changes and counter increases, labelled and handed to the writer before the next is
-read. Peak memory is one chunk's telemetry: about ``chunk_nodes`` x samples per node x
-~60 bytes (250 nodes x 30 days of 5-minute samples: ~130 MB), whatever the fleet size.
+read. Peak memory is one chunk's telemetry, whatever the fleet size: about 150 bytes per
+row read on top of the ~200 MB the imports take (``benchmarks/bench_labels.py``: 2,000
+nodes x 7 days, 250-node chunks 284 MiB, one chunk 752 MiB). At 10,000 nodes of
+5-minute samples with the default 250-node chunks that is ~200 MB + 11 MB per day read:
+``since`` a day back reads ~50 h (with ``rules.context``), ~225 MB; a whole 90-day
+history ~1.2 GB, so scheduled runs should pass ``since``.
 
 The label source (:func:`label_source`): once the lake holds labeller events, features
 and training labels read ``failure`` / ``repair`` events from source ``labeller`` only,
