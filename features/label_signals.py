@@ -175,7 +175,10 @@ def event_candidates(
     open_ticket: Candidate | None = None
     for r in rows:
         kind, at, cause, detail = r["kind"], r["at"], r["cause"], r["detail"]
-        if r["source"] in rules.ticket_sources and kind in ("failure", "repair"):
+        if kind in ("failure", "repair") and r["source"] not in rules.ticket_sources:
+            ignored[f"{kind}_not_from_a_ticket_source"] += 1  # e.g. a simulator's truth
+            continue
+        if kind in ("failure", "repair"):
             if kind == "failure":
                 c = cause if cause in FAILURE_CAUSES else "unknown"
                 text = f"ticket ({r['source']}): {detail or c}"

@@ -78,7 +78,7 @@ def _human_label(r: dict[str, Any]) -> str:
         f"{'written' if r['written'] else 'dry run'} ({r['seconds']} s)"
     ]
     for rule, c in r["candidates"].items():
-        lines.append(f"  {rule:<16} kept {c['kept']:>6}  shielded {c['shielded']}")
+        lines.append(f"  {rule:<16} candidates {c['unshielded']:>6}  shielded {c['shielded']}")
     if r["ignored_signals"]:
         lines.append(f"  not failures: {r['ignored_signals']}")
     return "\n".join(lines)

@@ -32,12 +32,12 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
 
-from predops.core.clock import Clock, FixedClock
+from predops.core.clock import Clock
 from predops.core.schemas import EVENTS
 from predops.features.label_rules import NODE, RULES, LabelRules
 from predops.features.label_signals import TELEMETRY_COLUMNS
@@ -51,6 +51,7 @@ from predops.pipelines.workspace.lake import Lake
 LABEL_SOURCE = "labeller"
 CHUNK_NODES = 250
 AUDIT_SOURCE = "audit"
+NO_FUTURE_CHECK = timedelta(days=36500)
 _ACTION_KINDS = ("cordon", "drain", "uncordon")
 
 
@@ -93,7 +94,7 @@ class _Tally:
     repairs_open: int = 0
     new_failures: int = 0
     new_repairs: int = 0
-    kept: Counter[str] = field(default_factory=Counter)
+    unshielded: Counter[str] = field(default_factory=Counter)
     shielded: dict[str, Counter[str]] = field(default_factory=dict)
     causes: Counter[str] = field(default_factory=Counter)
     ignored: Counter[str] = field(default_factory=Counter)
@@ -106,14 +107,15 @@ def _raw_events(lake: Lake) -> pl.LazyFrame:
     return lake.scan("events").filter(pl.col("source") != LABEL_SOURCE).select(EVENT_COLUMNS)
 
 
-def node_ids(lake: Lake, audit: pl.DataFrame) -> list[str]:
-    """Every node with telemetry or raw events, sorted."""
-    parts = [
-        lake.scan("telemetry").select(NODE),
-        _raw_events(lake).select(NODE),
-        audit.lazy().select(NODE),
-    ]
-    return sorted(pl.concat(parts).unique().collect()[NODE].to_list())
+def node_ids(lake: Lake, audit: pl.DataFrame, start: datetime | None = None) -> list[str]:
+    """Every node with telemetry or raw events (at or after ``start``), sorted; the
+    streaming engine holds only the distinct ids."""
+    tel, ev = lake.scan("telemetry"), _raw_events(lake)
+    if start is not None:
+        tel, ev = tel.filter(pl.col("ts") >= start), ev.filter(pl.col("at") >= start)
+    parts = [tel.select(NODE), ev.select(NODE), audit.lazy().select(NODE)]
+    ids = pl.concat(parts).unique().collect(engine="streaming")
+    return sorted(ids[NODE].to_list())
 
 
 def _chunks(ids: list[str], size: int) -> Iterator[list[str]]:
@@ -131,8 +133,8 @@ def label_batches(
     tally: _Tally,
 ) -> Iterator[Batch]:
     """One ``events`` batch of new labeller rows per chunk of nodes."""
-    ids = node_ids(lake, audit)
     start = None if since is None else since - rules.context
+    ids = node_ids(lake, audit, start)
     for k, chunk in enumerate(_chunks(ids, chunk_nodes)):
         lo, hi = chunk[0], chunk[-1]
         mine = pl.col(NODE).is_between(pl.lit(lo), pl.lit(hi))
@@ -150,7 +152,7 @@ def label_batches(
         tally.ignored.update(res.ignored)
         for c in res.candidates:
             if c.shielded_by is None:
-                tally.kept[c.rule] += 1
+                tally.unshielded[c.rule] += 1
             else:
                 tally.shielded.setdefault(c.rule, Counter())[c.shielded_by] += 1
         for f in res.failures:
@@ -189,17 +191,15 @@ def label_lake(
     )
     written: dict[str, Any] = {"rows_written": 0, "rows_already_present": 0}
     if write:
-        # The labels lie where the data lies, which may be past the wall clock (a
-        # simulated fleet): validation judges "the future" from the data's end.
-        last = lake.scan("telemetry").select(pl.col("ts").max()).collect().item()
-        now = clock.now()
-        at = max(now, last) if isinstance(last, datetime) else now
         report = ingest(
             lake,
             LABEL_SOURCE,
             batches,
-            clock=FixedClock(at),
+            clock=clock,
             input_name=f"labeller:since={since.isoformat() if since else 'all'}",
+            # The labels lie where the lake's data lies, which the ingest of that data
+            # accepted (a simulated fleet may run past the wall clock).
+            future_tolerance=NO_FUTURE_CHECK,
             check_entities=False,
         )
         t = report.tables.get("events")
@@ -224,7 +224,10 @@ def label_lake(
         "failures_open": tally.repairs_open,
         "failures_by_cause": dict(sorted(tally.causes.items())),
         "candidates": {
-            r: {"kept": tally.kept.get(r, 0), "shielded": dict(tally.shielded.get(r, {}))}
+            r: {
+                "unshielded": tally.unshielded.get(r, 0),
+                "shielded": dict(tally.shielded.get(r, {})),
+            }
             for r in RULES
         },
         "ignored_signals": dict(sorted(tally.ignored.items())),

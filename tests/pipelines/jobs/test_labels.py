@@ -128,7 +128,7 @@ def test_predops_own_drain_in_the_audit_log_is_never_a_failure(lake: Lake) -> No
     ours = [_audit("drain", 40, outcome="started"), _audit("drain", 45), _audit("uncordon", 150)]
     report = label_lake(lake, clock=CLOCK, audit_entries=ours, write=False)
     assert report["failures"] == 0 and report["predops_actions"] == 3
-    assert report["candidates"]["ready"] == {"kept": 0, "shielded": {"predops": 1}}
+    assert report["candidates"]["ready"] == {"unshielded": 0, "shielded": {"predops": 1}}
     dry_runs = [_audit("drain", 45, mode="dry_run"), _audit("drain", 46, outcome="would_run")]
     assert predops_actions(dry_runs, "predops").height == 0
     assert label_lake(lake, clock=CLOCK, audit_entries=dry_runs)["failures"] == 1
