@@ -187,3 +187,36 @@ def test_training_reads_failures_from_one_label_source(tmp_path: Path) -> None:
     frame = FeatureStore(tmp_path / "features").read_offline("node_training")
     positive = frame.filter(pl.col("fails_within_6h") == 1)["node_id"].unique().to_list()
     assert positive == ["n2"]
+
+
+def test_a_lake_without_failure_events_gets_positive_labels(tmp_path: Path) -> None:
+    """The issue: a workspace from a real cluster has signals, no failure events, and so
+    no positive training label. After the labeller it has."""
+    from predops.pipelines.jobs.features import NODE_TRAINING, build_features
+    from predops.pipelines.synthetic.run import simulate_frames
+    from predops.pipelines.workspace.feature_store import FeatureStore
+
+    cfg = SimConfig(
+        nodes=40,
+        days=5,
+        interval=timedelta(minutes=5),
+        seed=2,
+        start=datetime(2026, 1, 5, tzinfo=UTC),
+    )
+    frames = simulate_frames(cfg)
+    lake = Lake(tmp_path / "lake")
+    lake.write("inventory", "kubernetes", frames["inventory"])
+    lake.write("telemetry", "prometheus", frames["telemetry"])
+    raw = frames["events"].filter(~pl.col("kind").is_in(["failure", "repair"]))
+    lake.write("events", "kubernetes", raw)
+    as_of = frames["telemetry"]["ts"].max()
+    store = FeatureStore(tmp_path / "features")
+
+    def positives() -> int:
+        build_features(lake, store, as_of=as_of)  # type: ignore[arg-type]
+        return int(store.read_offline(NODE_TRAINING)["fails_within_72h"].fill_null(0).sum())
+
+    assert positives() == 0
+    report = label_lake(lake, clock=CLOCK)
+    assert report["failures"] > 0
+    assert positives() > 0
