@@ -210,6 +210,8 @@ def event_candidates(
 
 
 def counter_candidates(node: str, incs: list[dict[str, Any]]) -> list[Candidate]:
+    """DBE and XID counter increases (``gpu_ecc`` / ``gpu_xid_counter``): by default they
+    only name causes (:func:`predops.features.labeller.merge_candidates`)."""
     out = []
     for r in incs:
         col, d = r["counter"], r["delta"]

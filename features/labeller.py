@@ -126,37 +126,37 @@ class _Group:
     def at(self) -> datetime:
         return min(c.at for c in self.members if not c.refines)
 
-    def repair(self, quiet: timedelta) -> tuple[datetime | None, str]:
-        """(repair time or None while still on, what it rests on), unbounded by data."""
+    def repair(self, quiet: timedelta) -> tuple[datetime | None, str, bool]:
+        """(repair time or None while still on, what it rests on, whether it was seen
+        rather than inferred from a quiet period), regardless of how far data reach."""
         tickets = [c.repaired_at for c in self.members if c.repaired_at is not None]
         if tickets:
-            return max(tickets), "ticket closed"
+            return max(tickets), "ticket closed", True
         spans = [c for c in self.members if not c.point]
         if any(c.until is None for c in spans):
-            return None, ""
+            return None, "", True
         ready_end = max((c.until for c in spans if c.until is not None), default=None)
         last_signal = max((c.at for c in self.members if c.point and not c.refines), default=None)
         if ready_end is not None and (last_signal is None or last_signal <= ready_end):
-            return ready_end, "Ready again"
+            return ready_end, "Ready again", True
         assert last_signal is not None
-        return last_signal + quiet, f"no failure signal for {minutes(quiet)}"
+        return last_signal + quiet, f"no failure signal for {minutes(quiet)}", False
 
     def joins(self, c: Candidate, rules: LabelRules) -> bool:
         if c.at - self.at <= rules.dedup_window:
             return True
-        end, _ = self.repair(rules.signal_quiet)
+        end, _, _ = self.repair(rules.signal_quiet)
         return end is None or c.since <= end
 
 
 def _merged(g: _Group, until: datetime, rules: LabelRules) -> LabelledFailure:
-    ms = sorted(g.members, key=lambda c: (-c.rank, c.at))
-    best = ms[0]
+    best = min(g.members, key=lambda c: (-c.rank, c.at))
     rules_seen = tuple(r for r in RULES if any(c.rule == r for c in g.members))
     others = [c.detail for c in sorted(g.members, key=lambda c: c.at) if c is not best]
     seen = "; ".join(dict.fromkeys([best.detail, *others]))
     detail = f"labeller [{', '.join(rules_seen)}]: {seen}"
-    repaired, why = g.repair(rules.signal_quiet)
-    if repaired is not None and repaired > until and why.startswith("no failure"):
+    repaired, why, seen_repair = g.repair(rules.signal_quiet)
+    if repaired is not None and repaired > until and not seen_repair:
         repaired = None  # the quiet period is not over yet
     at = g.at
     return LabelledFailure(
