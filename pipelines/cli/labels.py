@@ -120,7 +120,8 @@ def _human_eval(r: dict[str, Any]) -> str:
     o = r["overall"]
     lines = [
         f"{r['true_failures']} true failures, tolerance {r['tolerance_min']:g} min: "
-        f"precision {o['precision']}, recall {o['recall']}, cause agrees {o['cause_agrees']}"
+        f"precision {o['precision']}, recall {o['recall']}, cause named {o['cause_named']} "
+        f"(right {o['cause_right_when_named']})"
     ]
     for rule, m in r["per_rule"].items():
         lines.append(

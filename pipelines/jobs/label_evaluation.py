@@ -10,8 +10,8 @@ kubelet NotReady flaps). A label matches a true failure of the same node within
 - **per rule**: the rule's own candidates that no planned window shields, before
   merging, against every true failure (``gpu_xid_counter`` never labels on its own: its
   row shows why);
-- **overall**: the merged failures; with the cause agreement of the matched pairs and
-  the repair-time error;
+- **overall**: the merged failures; with how many matched failures get a cause other
+  than ``unknown`` and how often that cause is the true one, and the repair-time error;
 - **misses**: true failures the labels miss, and how many of them were down for less
   than the grace period (no Ready-based rule can see those);
 - **variants**: the grace period swept, and DBE increases labelling on their own.
@@ -44,10 +44,10 @@ def _overall(res: LabelResult, truth: pl.DataFrame, tolerance: timedelta) -> dic
     labels = failures_frame(res.failures)
     m = match_failures(labels, truth, tolerance)
     out = m.to_dict()
-    agree = [labels["cause"][i] == truth["cause"][j] for i, j in m.pairs]
-    known = [labels["cause"][i] != "unknown" for i, _ in m.pairs]
-    out["cause_named"] = round(sum(known) / len(known), 4) if known else None
-    out["cause_agrees"] = round(sum(agree) / len(agree), 4) if agree else None
+    named = [(i, j) for i, j in m.pairs if labels["cause"][i] != "unknown"]
+    right = [labels["cause"][i] == truth["cause"][j] for i, j in named]
+    out["cause_named"] = round(len(named) / len(m.pairs), 4) if m.pairs else None
+    out["cause_right_when_named"] = round(sum(right) / len(right), 4) if right else None
     errs = [
         abs((labels["repaired_at"][i] - truth["repaired_at"][j]).total_seconds()) / 60
         for i, j in m.pairs
