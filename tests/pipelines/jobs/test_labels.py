@@ -34,6 +34,11 @@ CLOCK = FixedClock(datetime(2026, 6, 1, tzinfo=UTC))
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
 
+def fleet(*, nodes: int, days: float, seed: int) -> SimConfig:
+    start = datetime(2026, 1, 5, tzinfo=UTC)
+    return SimConfig(nodes=nodes, days=days, interval=timedelta(minutes=5), seed=seed, start=start)
+
+
 def labels(lake: Lake) -> pl.DataFrame:
     cols = ["node_id", "kind", "at", "cause", "detail"]
     return lake.scan("events", LABEL_SOURCE).select(cols).collect().sort("node_id", "at", "kind")
@@ -43,13 +48,7 @@ def labels(lake: Lake) -> pl.DataFrame:
 def sim_lake(tmp_path_factory: pytest.TempPathFactory) -> Lake:
     """A small simulated fleet (with failures, maintenance and flaps) in a lake."""
     lake = Lake(tmp_path_factory.mktemp("sim") / "lake")
-    cfg = SimConfig(
-        nodes=60,
-        days=6,
-        interval=timedelta(minutes=5),
-        seed=3,
-        start=datetime(2026, 1, 5, tzinfo=UTC),
-    )
+    cfg = fleet(nodes=60, days=6, seed=3)
     simulate_to_lake(lake, cfg, clock=CLOCK, progress=False)
     return lake
 
@@ -196,13 +195,7 @@ def test_a_lake_without_failure_events_gets_positive_labels(tmp_path: Path) -> N
     from predops.pipelines.synthetic.run import simulate_frames
     from predops.pipelines.workspace.feature_store import FeatureStore
 
-    cfg = SimConfig(
-        nodes=40,
-        days=5,
-        interval=timedelta(minutes=5),
-        seed=2,
-        start=datetime(2026, 1, 5, tzinfo=UTC),
-    )
+    cfg = fleet(nodes=40, days=5, seed=2)
     frames = simulate_frames(cfg)
     lake = Lake(tmp_path / "lake")
     lake.write("inventory", "kubernetes", frames["inventory"])
