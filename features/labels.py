@@ -5,6 +5,11 @@ The label of a row at ``t`` looks only at failures strictly after ``t`` (and at 
 no failure was seen before it. Rows where the node is already down (a failure without a
 later repair at or before ``t``) or in a maintenance window are marked unusable: a node
 is never counted as failing while it is already down.
+
+Which ``failure`` / ``repair`` events count is one declared label source
+(:func:`select_label_events`): the labeller's (``pipelines/jobs/labels.py`` decides
+when), else every source's, so the simulator's ground truth and the labeller's events
+are never counted together.
 """
 
 from __future__ import annotations
@@ -20,6 +25,19 @@ NODE = "node_id"
 
 def label_name(h: timedelta) -> str:
     return f"fails_within_{window_label(h)}"
+
+
+LABEL_KINDS = ("failure", "repair")
+
+
+def select_label_events(events: pl.LazyFrame, label_source: str | None) -> pl.LazyFrame:
+    """Events as features and labels read them, without the ``source`` column: with a
+    ``label_source``, ``failure`` and ``repair`` rows only from that source (every other
+    kind from every source); without one, every row."""
+    if label_source is None:
+        return events.drop("source")
+    own = pl.col("source") == label_source
+    return events.filter(~pl.col("kind").is_in(LABEL_KINDS) | own).drop("source")
 
 
 def _last(events: pl.LazyFrame, kind: str, name: str) -> pl.LazyFrame:

@@ -17,7 +17,7 @@ from typing import Any
 import click
 import polars as pl
 
-from predops.pipelines.cli import demand, failure
+from predops.pipelines.cli import demand, failure, labels
 from predops.pipelines.cli.allocator import allocator_group
 from predops.pipelines.cli.models import (
     MODEL_VERBS,
@@ -395,10 +395,12 @@ main.add_command(models_group)
 main.add_command(schedule_group)
 main.add_command(serve_command)
 main.add_command(simulate_ops_command)
+main.add_command(labels.label_command)
 # eval / train / forecast / score are shared by every model: each model's command is
 # added to its verb here, explicitly.
 eval_group.add_command(demand.eval_demand)
 eval_group.add_command(failure.eval_failure)
+eval_group.add_command(labels.eval_labels)
 train_group.add_command(demand.train_demand)
 train_group.add_command(failure.train_failure)
 forecast_group.add_command(demand.forecast_demand)

@@ -24,6 +24,7 @@ from predops.features.frames import (
     node_local_features,
 )
 from predops.features.labels import add_failure_labels
+from predops.pipelines.jobs.labels import label_source, training_events
 from predops.pipelines.workspace.feature_store import FeatureStore
 from predops.pipelines.workspace.lake import Lake
 
@@ -45,8 +46,13 @@ class LakeInputs:
     def from_lake(
         cls, lake: Lake, source: str | None = None, node_ids: Sequence[str] | None = None
     ) -> LakeInputs:
+        """Events of every source follow the label-source rule (jobs.labels)."""
+
         def scan(table: str) -> pl.LazyFrame:
-            lf = lake.scan(table, source).drop("source")
+            if table == "events" and source is None:
+                lf = training_events(lake)
+            else:
+                lf = lake.scan(table, source).drop("source")
             if node_ids is not None:
                 lf = lf.filter(pl.col("node_id").is_in(list(node_ids)))
             return lf
@@ -276,14 +282,18 @@ def build_features(
         eval_every=eval_every,
         since=since,
     )
-    events = lake.scan("events").drop("source")
+    events = training_events(lake)
     training = (
         add_failure_labels(feats.lazy(), events, horizons=horizons, label_cutoff=as_of).collect()
         if feats.height
         else feats
     )
     t_nodes = time.perf_counter() - t0
-    report: dict[str, Any] = {"as_of": as_of.isoformat(), "engine": engine}
+    report: dict[str, Any] = {
+        "as_of": as_of.isoformat(),
+        "engine": engine,
+        "label_source": label_source(lake) or "every source",
+    }
     if training.height:
         path = store.write_offline(NODE_TRAINING, training, as_of=as_of, feature_set_hash=fs.hash)
         label_cols = [c for c in training.columns if c.startswith("fails_within_")]
