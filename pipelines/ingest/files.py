@@ -211,9 +211,11 @@ def read(path: str, options: IngestOptions) -> Iterator[Batch]:
             except (OSError, ValueError) as exc:
                 raise IngestError(f"{f}: not a readable Parquet file ({exc})") from exc
             check_parquet_types(f, arrow_schema, schema_for(table))
+    folder = Path(path).is_dir()  # then each batch names its own file
     for f in files:
+        origin = str(f) if folder else None
         if _suffix(f) in (".parquet", ".pq"):
             for batch in read_parquet_batches(f, table):
-                yield replace(batch, origin=str(f))
+                yield replace(batch, origin=origin)
         else:
-            yield Batch(table, read_csv_text(f), origin=str(f))
+            yield Batch(table, read_csv_text(f), origin=origin)

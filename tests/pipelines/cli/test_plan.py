@@ -224,7 +224,7 @@ def test_apply_dry_run_revalidates_against_the_lake_and_audits(workspace: Path) 
     assert code == 2 and ex["counts"] == {"unsupported": 1}
     audit = [json.loads(x) for x in (workspace / "audit.jsonl").read_text().splitlines()]
     mine = [e for e in audit if e["plan_id"] == planned["plan_id"]]
-    assert [e["outcome"] for e in mine][-2:] == ["would_run", "unsupported"]
+    assert [e["outcome"] for e in mine][-3:] == ["would_run", "approved", "unsupported"]
     assert not any(e["outcome"] == "done" for e in mine)
 
 

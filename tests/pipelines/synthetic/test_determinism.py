@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,8 +19,10 @@ CLOCK = FixedClock(datetime(2026, 6, 1, tzinfo=UTC))
 
 
 def _parquet_files(root: Path) -> dict[str, bytes]:
+    """Every stored file's bytes by its path, the lake commit's transaction id (random
+    by design) taken out of the name."""
     return {
-        str(p.relative_to(root)): p.read_bytes()
+        re.sub(r"-[0-9a-f]{24}\.parquet$", ".parquet", str(p.relative_to(root))): p.read_bytes()
         for p in sorted(root.rglob("*.parquet"))
         if "_quarantine" not in p.parts
     }
