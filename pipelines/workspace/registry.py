@@ -65,7 +65,7 @@ from predops.pipelines.workspace import promotion_records as records
 from predops.pipelines.workspace.errors import RegistryError, RegistryUnavailable
 from predops.pipelines.workspace.promotion_records import AliasState, VersionTags
 from predops.pipelines.workspace.registry_store import (
-    quiet_mlflow_db_errors,
+    quiet_mlflow_logs,
     redact_uri,
     store_problem,
 )
@@ -198,7 +198,7 @@ def _mlflow(uri: str | None) -> Iterator[Any]:
     from mlflow.exceptions import MlflowException
 
     resolved = check_store(uri)
-    quiet_mlflow_db_errors()
+    quiet_mlflow_logs()
     if resolved.startswith("sqlite:///"):
         Path(resolved.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     # mlflow.set_*_uri also export MLFLOW_*_URI into os.environ; left there, they would
@@ -311,10 +311,12 @@ def log_and_register(
 
 def _signature(obj: Any, predict: Predict, example: Any) -> Any:
     """The model signature inferred from ``example`` and ``predict(obj, example)``, with
-    two columns kinds widened so that MLflow's schema check at ``predict`` accepts what
+    some column kinds widened so that MLflow's schema check at ``predict`` accepts what
     predops passes: datetimes become ``Any`` (MLflow's datetime type is timezone-naive
-    and refuses the UTC-aware timestamps every predops frame carries) and 32-bit floats
-    become doubles (a float64 frame of the same features is then accepted too)."""
+    and refuses the UTC-aware timestamps every predops frame carries), so do categorical
+    columns (MLflow has no categorical type and refuses a pandas ``category`` column
+    where it inferred strings), and 32-bit floats become doubles (a float64 frame of the
+    same features is then accepted too)."""
     from mlflow.models import infer_signature
     from mlflow.models.signature import ModelSignature
     from mlflow.types.schema import AnyType, ColSpec, DataType, Schema
@@ -324,8 +326,11 @@ def _signature(obj: Any, predict: Predict, example: Any) -> Any:
     if inputs is None or not inputs.has_input_names():
         return inferred
 
+    dtypes = getattr(example, "dtypes", {})
+    categorical = {str(name) for name, dtype in dict(dtypes).items() if str(dtype) == "category"}
+
     def widen(col: Any) -> Any:
-        if col.type == DataType.datetime:
+        if col.type == DataType.datetime or col.name in categorical:
             return ColSpec(AnyType(), col.name, col.required)
         if col.type == DataType.float:
             return ColSpec(DataType.double, col.name, col.required)

@@ -161,18 +161,20 @@ def test_logged_model_has_a_signature_and_still_predicts(uri: str) -> None:
             "x": pd.Series([1.0, 2.0], dtype="float32"),
             "ts": pd.to_datetime(["2026-05-01", "2026-05-02"], utc=True),
             "node_id": ["n1", "n2"],
+            "pool": pd.Series(["a", "b"], dtype="category"),
         }
     )
     register(uri, 9.0, input_example=example)
     model, _, _ = registry.load("toy", uri=uri)
     signature = model.metadata.signature
     assert signature is not None
-    assert signature.inputs.input_names() == ["x", "ts", "node_id"]
+    assert signature.inputs.input_names() == ["x", "ts", "node_id", "pool"]
     types = {c.name: getattr(c.type, "name", str(c.type)) for c in signature.inputs.inputs}
     assert types["x"] == "double" and types["node_id"] == "string"
-    assert types["ts"] == "Any"  # UTC-aware timestamps pass MLflow's schema check
+    assert types["ts"] == types["pool"] == "Any"  # UTC times and categories pass the check
     assert signature.outputs is not None
-    # The schema check accepts what predops passes: UTC times, float64, extra columns.
+    # The schema check accepts what predops passes: UTC times, categories, float64, extra
+    # columns.
     frame = example.astype({"x": "float64"}).assign(label=[0, 1])
     assert list(model.predict(frame)) == [9.0, 9.0]
     with pytest.raises(Exception, match="node_id"):
