@@ -331,7 +331,7 @@ def _signature(obj: Any, predict: Predict, example: Any) -> Any:
 
     def widen(col: Any) -> Any:
         if col.type == DataType.datetime or col.name in categorical:
-            return ColSpec(AnyType(), col.name, col.required)
+            return ColSpec(AnyType(), col.name, col.required)  # type: ignore[no-untyped-call]
         if col.type == DataType.float:
             return ColSpec(DataType.double, col.name, col.required)
         return col
