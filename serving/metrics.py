@@ -6,6 +6,8 @@
 - ``predops_model_info{model,version}`` = 1 for each served model version;
 - ``predops_model_reloads_total{model}`` (a gauge of the slot's counter) and
   ``predops_model_registry_error{model}`` (1 while the last registry check failed);
+- ``predops_registry_alias_unverified{model,alias}``: 1 while the alias points somewhere
+  predops did not promote (the last promoted version keeps serving), else 0;
 - ``predops_online_features_age_seconds``: the server's clock minus the online store's
   ``as_of``;
 - ``predops_plan_actions{kind}`` / ``predops_plan_skips{reason}`` of the latest plan.
@@ -58,6 +60,12 @@ class ServerMetrics:
             ["model"],
             registry=r,
         )
+        self.alias_unverified = Gauge(
+            "predops_registry_alias_unverified",
+            "1 while the registry alias points at a version predops did not promote to it",
+            ["model", "alias"],
+            registry=r,
+        )
         self.data_age = Gauge(
             "predops_online_features_age_seconds",
             "Age of the online node features, seconds",
@@ -79,6 +87,9 @@ class ServerMetrics:
                 self.model.labels(slot.name, cur.version).set(1)
             self.reloads.labels(slot.name).set(slot.reloads)
             self.registry_error.labels(slot.name).set(1 if slot.last_error else 0)
+            if slot.alias is not None:
+                bad = slot.untrusted_alias() is not None
+                self.alias_unverified.labels(slot.name, slot.alias.alias).set(1 if bad else 0)
         try:
             snap = ctx.online.snapshot(ctx.clock.now(), ctx.config.max_data_age)
             self.data_age.set((ctx.clock.now() - snap.as_of).total_seconds())

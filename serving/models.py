@@ -1,10 +1,15 @@
-"""Champion models held by the server: loaded once, reloaded when the alias moves.
+"""Champion models held by the server: loaded once, reloaded when predops moves the alias.
 
 A :class:`ModelSlot` holds one registered model. Requests read ``slot.current`` once and use
 that object to the end, so a reload (which builds the new model completely before swapping
 one reference) never drops or mixes a request. When the registry is unreachable or the new
 version fails to load, the slot keeps serving the last good model and records the error,
 which ``/readyz`` reports.
+
+The slot serves the version predops last promoted to the alias (its promotion record, see
+:func:`predops.pipelines.workspace.registry.alias_state`), never one the alias was moved to
+by hand; such a move is kept in ``slot.alias`` for ``/readyz``, ``/metrics`` and the
+models page.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from typing import Any
 
 from predops.core.clock import Clock
 from predops.core.contracts import Provenance
+from predops.pipelines.workspace.errors import RegistryError
+from predops.pipelines.workspace.promotion_records import AliasState
 from predops.pipelines.workspace.registry import CHAMPION
 from predops.pipelines.workspace.settings import Settings
 
@@ -37,8 +44,9 @@ class Loaded:
         object.__setattr__(self, "provenance_dict", self.provenance.to_dict())
 
 
-VersionOf = Callable[[], str]
-"""Returns the version number behind the alias (raises when the registry cannot say)."""
+VersionOf = Callable[[], AliasState]
+"""Where the alias points and which version predops promoted there (raises when the
+registry cannot say)."""
 LoadVersion = Callable[[str], tuple[Any, Provenance]]
 """Loads one version number: the model object and its provenance."""
 
@@ -56,19 +64,24 @@ class ModelSlot:
         self.last_check: datetime | None = None
         self.last_error: str | None = None
         self.reloads = 0
+        self.alias: AliasState | None = None
+        """The alias as last read (None until the registry answered once)."""
 
     @property
     def current(self) -> Loaded | None:
         return self._current
 
     def refresh(self) -> bool:
-        """Check the alias; load and swap in a new version if it moved. True when the
-        served version changed. Errors are recorded, never raised: the last good model
-        stays in place."""
+        """Check the alias; load and swap in a new version if predops promoted one. True
+        when the served version changed. Errors are recorded, never raised: the last good
+        model stays in place."""
         with self._lock:
             self.last_check = self._clock.now()
             try:
-                version = self._version_of()
+                self.alias = state = self._version_of()
+                version = state.served_version
+                if version is None:
+                    raise RegistryError(state.problem or "no version was promoted by predops")
                 if self._current is not None and self._current.version == version:
                     self.last_error = None
                     return False
@@ -92,17 +105,32 @@ class ModelSlot:
             "last_check": self.last_check.isoformat() if self.last_check else None,
             "last_error": self.last_error,
             "reloads": self.reloads,
+            "alias": self.alias.to_dict() if self.alias else None,
+        }
+
+    def untrusted_alias(self) -> dict[str, Any] | None:
+        """When the alias was moved outside predops: which model and alias, the version
+        it points at, the one served and why (None when the alias is verified)."""
+        state, cur = self.alias, self._current
+        if state is None or state.problem is None:
+            return None
+        return {
+            "model": self.name,
+            "alias": state.alias,
+            "alias_version": state.alias_version,
+            "served_version": cur.version if cur else None,
+            "problem": state.problem,
         }
 
 
 def failure_slot(settings: Settings, clock: Clock) -> ModelSlot:
-    """``predops.node_failure@champion``: the model is a ``FailureModel``."""
+    """``predops.node_failure@champion`` as predops promoted it: a ``FailureModel``."""
     from predops.pipelines.jobs import failure as failure_jobs
     from predops.pipelines.workspace import registry
 
     return ModelSlot(
         failure_jobs.MODEL_NAME,
-        lambda: registry.alias_version(failure_jobs.MODEL_NAME, CHAMPION, uri=settings.mlflow_uri),
+        lambda: registry.alias_state(failure_jobs.MODEL_NAME, CHAMPION, uri=settings.mlflow_uri),
         lambda version: failure_jobs.load_model(settings, version),
         clock,
     )
@@ -120,7 +148,7 @@ def demand_slot(settings: Settings, clock: Clock) -> ModelSlot:
 
     return ModelSlot(
         demand_jobs.MODEL_NAME,
-        lambda: registry.alias_version(demand_jobs.MODEL_NAME, CHAMPION, uri=settings.mlflow_uri),
+        lambda: registry.alias_state(demand_jobs.MODEL_NAME, CHAMPION, uri=settings.mlflow_uri),
         load,
         clock,
     )

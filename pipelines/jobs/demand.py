@@ -441,6 +441,8 @@ def train(
         feature_set_hash=config.hash,
         data_cutoff=est.data_cutoff_,
         pip_requirements=PIP_REQUIREMENTS,
+        # One series' history as the fit kept it: enough rows for predict to answer.
+        input_example=est.tail_.filter(pl.col(SERIES) == est.tail_[SERIES][0]).to_pandas(),
         extra_tags={
             "predops.config": config.name,
             "predops.interval": est.interval,

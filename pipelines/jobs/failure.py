@@ -193,6 +193,8 @@ def train(
             feature_set_hash=feature_hash,
             data_cutoff=start,
             pip_requirements=PIP_REQUIREMENTS,
+            # The signature names the features the model reads (other columns are ignored).
+            input_example=train_rows.select(model.base_features).head(5).to_pandas(),
             extra_tags={
                 "predops.backtest_from": start.isoformat(),
                 "predops.horizons_h": ",".join(f"{h.total_seconds() / 3600:g}" for h in horizons),

@@ -3,7 +3,10 @@
 ``predops models promote <name>`` and the scheduler's ``promote_*`` steps call
 :func:`promote`; the registry (:func:`predops.pipelines.workspace.registry.promote`)
 scores challenger and champion with the backtest given here and moves ``champion`` only
-for a strictly better challenger.
+for a strictly better challenger, writing on it the promotion record (the metric, both
+scores, the champion it beat) without which no server or plan uses a version
+(:mod:`predops.pipelines.workspace.promotion_records`). The champion judged against is
+the version predops last promoted, not wherever the alias may have been moved by hand.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@ Over 500 lines: the one module allowed to import MLflow (an import-linter contra
 ``tests/test_architecture.py`` check it), so every registry operation lives here.
 
 Registered model names are ``predops.<name>`` (``predops.demand``, ``predops.node_failure``).
-Every new version gets the alias ``challenger``; the very first version of a model also
-becomes ``champion``. Serving always loads ``champion``.
+Every new version gets the alias ``challenger``; the very first version of a model (any
+version, while none is promoted) also becomes ``champion``. Serving always loads
+``champion``.
 
 Promotion is a backtest, not a vote: ``promote(name, backtest)`` scores the challenger and
 the champion with the *same* backtest (``backtest(model_uri) -> float``, lower is better
@@ -16,13 +17,21 @@ challenger version, so the registry itself explains why a version serves.
 is a JSON list of versions in the registered-model tag ``predops.champion_history``; each
 rollback is also tagged on the version that was rolled back.
 
+The gate cannot be bypassed by moving the alias by hand: whenever predops moves
+``champion`` (first version, won backtest, rollback) it writes a promotion record on the
+version (:mod:`predops.pipelines.workspace.promotion_records`), and :func:`load` and
+:func:`alias_state` use the version with the newest valid record — the last one predops
+promoted — whatever the alias says. An alias moved outside predops is reported by
+:func:`alias_state` (the server's ``/readyz``, ``/metrics`` and models page say so).
+
 Per-model backtests live with the jobs (:mod:`predops.pipelines.jobs.promotion`).
 
 Models are plain Python objects: ``log_and_register(name, obj, predict=f, ...)`` wraps
 ``obj`` in :class:`PythonObjectModel` (an ``mlflow.pyfunc.PythonModel`` whose
 ``predict`` returns ``f(obj, model_input)``), so MLflow serves it through its pyfunc
-interface; :func:`load_python_model` / :func:`python_object` give the object back through
-MLflow's public ``unwrap_python_model()``. No other module imports MLflow
+interface, with a signature inferred from a few rows of input (``input_example``);
+:func:`load_python_model` / :func:`python_object` give the object back through MLflow's
+public ``unwrap_python_model()``. No other module imports MLflow
 (``tests/test_architecture.py`` checks).
 
 A store that cannot answer (a SQLite file locked by another process, a tracking server
@@ -40,6 +49,7 @@ the database (``<workspace>/mlartifacts``), never into the current directory.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -51,9 +61,11 @@ from pathlib import Path
 from typing import Any
 
 from predops.core.contracts import Provenance
+from predops.pipelines.workspace import promotion_records as records
 from predops.pipelines.workspace.errors import RegistryError, RegistryUnavailable
+from predops.pipelines.workspace.promotion_records import AliasState, VersionTags
 from predops.pipelines.workspace.registry_store import (
-    quiet_mlflow_db_errors,
+    quiet_mlflow_logs,
     redact_uri,
     store_problem,
 )
@@ -66,6 +78,11 @@ HISTORY_TAG = "predops.champion_history"
 # Version tags (the feature-set hash and data cutoff make a Provenance on load).
 TAG_FEATURES = "predops.feature_set_hash"
 TAG_CUTOFF = "predops.data_cutoff"
+GATED_ALIASES = (CHAMPION,)
+"""Aliases predops serves from, which only predops may move (see the module docstring);
+``challenger`` only marks the newest version and is loaded as MLflow says."""
+
+log = logging.getLogger(__name__)
 
 STORE_WAIT_S = 5.0
 """How long the store probe waits for a locked SQLite file or a silent server (s)."""
@@ -181,7 +198,7 @@ def _mlflow(uri: str | None) -> Iterator[Any]:
     from mlflow.exceptions import MlflowException
 
     resolved = check_store(uri)
-    quiet_mlflow_db_errors()
+    quiet_mlflow_logs()
     if resolved.startswith("sqlite:///"):
         Path(resolved.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     # mlflow.set_*_uri also export MLFLOW_*_URI into os.environ; left there, they would
@@ -217,9 +234,9 @@ def _experiment_id(client: Any, uri: str | None) -> str:
     return str(client.create_experiment(EXPERIMENT, artifact_location=root))
 
 
-def _now_iso() -> str:
+def _now_iso(*, precise: bool = False) -> str:
     # The registry is a composition root: stamping tags with the wall clock is allowed here.
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds" if precise else "seconds")
 
 
 def log_and_register(
@@ -241,8 +258,13 @@ def log_and_register(
 
     Returns the new version number (a string). The run gets ``params``, ``metrics`` and the
     tags; the version gets the feature-set hash, the data cutoff (ISO-8601, UTC) and
-    ``extra_tags``, and the alias ``challenger`` (also ``champion`` if it is the first).
+    ``extra_tags``, and the alias ``challenger``; also ``champion``, with a promotion
+    record, when no version is promoted yet (there is nothing for it to beat).
     ``pip_requirements`` must be explicit: without them MLflow spends 10-30 s inferring them.
+    ``input_example``: a few rows of model input; the model's signature is inferred from
+    it and ``predict(obj, input_example)`` (see :func:`_signature`). The example itself
+    is not stored: MLflow would re-check the stored copy after a JSON round trip that
+    turns UTC timestamps into strings.
     """
     import mlflow
 
@@ -255,6 +277,7 @@ def log_and_register(
         raise RegistryError("pip_requirements must be given explicitly")
     cutoff = data_cutoff.astimezone(UTC).isoformat()
     tags = {TAG_FEATURES: feature_set_hash, TAG_CUTOFF: cutoff, **dict(extra_tags or {})}
+    signature = None if input_example is None else _signature(obj, predict, input_example)
     with _mlflow(uri) as client:
         exp_id = _experiment_id(client, uri)
         with mlflow.start_run(experiment_id=exp_id, run_name=f"{full} {cutoff}") as run:
@@ -265,7 +288,7 @@ def log_and_register(
                 name="model",
                 python_model=_python_object_model()(obj, predict),
                 pip_requirements=list(pip_requirements),
-                input_example=input_example,
+                signature=signature,
                 registered_model_name=full,
                 await_registration_for=60,
             )
@@ -274,15 +297,48 @@ def log_and_register(
             for key, value in {**tags, "predops.run_id": run.info.run_id}.items():
                 client.set_model_version_tag(full, version, key, str(value))
             client.set_registered_model_alias(full, CHALLENGER, version)
-            if _alias_version(client, full, CHAMPION) is None:
-                client.set_registered_model_alias(full, CHAMPION, version)
-                _push_history(client, full, version)
-                client.set_model_version_tag(full, version, "promotion.decision", "first version")
+            state = _alias_state(client, full, CHAMPION)
+            if state.served_version is None:
+                how = "first version" if state.alias_version is None else "no promoted champion"
+                _promote_to(client, full, version, CHAMPION, how=how)
+                client.set_model_version_tag(full, version, "promotion.decision", how)
         except Exception as exc:
             left = _discard_version(client, full, version)
             error = _store_error(tracking_uri(uri), exc)
             raise RegistryUnavailable(f"{error}; {left}") from exc
     return version
+
+
+def _signature(obj: Any, predict: Predict, example: Any) -> Any:
+    """The model signature inferred from ``example`` and ``predict(obj, example)``, with
+    some column kinds widened so that MLflow's schema check at ``predict`` accepts what
+    predops passes: datetimes become ``Any`` (MLflow's datetime type is timezone-naive
+    and refuses the UTC-aware timestamps every predops frame carries), so do categorical
+    columns (MLflow has no categorical type and refuses a pandas ``category`` column
+    where it inferred strings), and 32-bit floats become doubles (a float64 frame of the
+    same features is then accepted too)."""
+    from mlflow.models import infer_signature
+    from mlflow.models.signature import ModelSignature
+    from mlflow.types.schema import AnyType, ColSpec, DataType, Schema
+
+    inferred = infer_signature(example, predict(obj, example))
+    inputs = inferred.inputs
+    if inputs is None or not inputs.has_input_names():
+        return inferred
+
+    dtypes = getattr(example, "dtypes", {})
+    categorical = {str(name) for name, dtype in dict(dtypes).items() if str(dtype) == "category"}
+
+    def widen(col: Any) -> Any:
+        if col.type == DataType.datetime or col.name in categorical:
+            return ColSpec(AnyType(), col.name, col.required)  # type: ignore[no-untyped-call]
+        if col.type == DataType.float:
+            return ColSpec(DataType.double, col.name, col.required)
+        return col
+
+    return ModelSignature(
+        Schema([widen(c) for c in inputs.inputs]), inferred.outputs, inferred.params
+    )
 
 
 def _discard_version(client: Any, full: str, version: str) -> str:
@@ -325,6 +381,69 @@ def _push_history(client: Any, full: str, version: str) -> None:
     client.set_registered_model_tag(full, HISTORY_TAG, json.dumps(hist))
 
 
+def _versions(client: Any, full: str) -> list[VersionTags]:
+    return [
+        VersionTags(str(v.version), v.run_id, dict(v.tags))
+        for v in client.search_model_versions(f"name = '{full}'")
+    ]
+
+
+def _alias_state(client: Any, full: str, alias: str) -> AliasState:
+    pointed = _alias_version(client, full, alias)
+    return records.resolve(full, alias, pointed, _versions(client, full))
+
+
+def _promote_to(
+    client: Any,
+    full: str,
+    version: str,
+    alias: str,
+    *,
+    how: str,
+    replaces: str | None = None,
+    backtest: Mapping[str, Any] | None = None,
+) -> None:
+    """Write ``version``'s promotion record for ``alias``, then move the alias and (for
+    ``champion``) append the history. The record goes first: once written, the version
+    serves (it is the newest record) even if moving the alias then fails — the decision
+    was made, the alias only lags, and :func:`alias_state` says so."""
+    from predops.pipelines.workspace.settings import operator_identity
+
+    mv = client.get_model_version(full, version)
+    record = records.make_record(
+        alias=alias,
+        version=version,
+        run_id=mv.run_id,
+        seq=records.next_seq(_versions(client, full), alias),
+        how=how,
+        replaces=replaces,
+        promoted_by=operator_identity(),
+        promoted_at=_now_iso(precise=True),
+        backtest=backtest,
+    )
+    client.set_model_version_tag(full, version, records.record_tag(alias), record)
+    client.set_registered_model_alias(full, alias, version)
+    if alias == CHAMPION:
+        _push_history(client, full, version)
+
+
+def _served_version(client: Any, full: str, alias: str) -> str:
+    """The version ``alias`` resolves to: for a gated alias the last version predops
+    promoted to it (a hand-moved alias is logged and ignored), else the alias itself."""
+    if alias not in GATED_ALIASES:
+        version = _alias_version(client, full, alias)
+        if version is None:
+            raise RegistryError(f"{full} has no version with alias {alias!r}")
+        return version
+    state = _alias_state(client, full, alias)
+    if state.served_version is None:
+        why = state.problem or f"{full} has no version with alias {alias!r}"
+        raise RegistryError(f"{why}; no version of {full} was promoted to {alias!r} by predops")
+    if not state.verified:
+        log.warning("%s", state.problem)
+    return state.served_version
+
+
 def _require_model(client: Any, full: str) -> None:
     from mlflow.exceptions import MlflowException
 
@@ -345,15 +464,15 @@ def model_uri(name: str, alias_or_version: str = CHAMPION) -> str:
 def load(
     name: str, alias: str = CHAMPION, *, uri: str | None = None
 ) -> tuple[Any, str, Provenance]:
-    """The pyfunc model behind ``alias`` (or a version number), its version and provenance."""
+    """The pyfunc model behind ``alias`` (or a version number), its version and
+    provenance. ``champion`` means the last version predops promoted to it, wherever the
+    alias was moved since (see :func:`alias_state`)."""
     import mlflow.pyfunc
 
     full = registered_name(name)
     with _mlflow(uri) as client:
         _require_model(client, full)
-        version = alias if alias.isdigit() else _alias_version(client, full, alias)
-        if version is None:
-            raise RegistryError(f"{full} has no version with alias {alias!r}")
+        version = alias if alias.isdigit() else _served_version(client, full, alias)
         mv = client.get_model_version(full, version)
         model = mlflow.pyfunc.load_model(model_uri(name, version))
     tags = dict(mv.tags)
@@ -391,6 +510,17 @@ def alias_version(name: str, alias: str = CHAMPION, *, uri: str | None = None) -
     return version
 
 
+def alias_state(name: str, alias: str = CHAMPION, *, uri: str | None = None) -> AliasState:
+    """Where ``alias`` points and which version predops serves for it (the last one it
+    promoted there): what a server polls to notice a promotion, a rollback or an alias
+    moved by hand. Two registry reads, no model loaded. Raises :class:`RegistryError`
+    when the model does not exist."""
+    full = registered_name(name)
+    with _mlflow(uri) as client:
+        _require_model(client, full)
+        return _alias_state(client, full, alias)
+
+
 def load_uri(model_uri: str, *, uri: str | None = None) -> Any:
     """The pyfunc model at ``model_uri`` (``models:/...``) from the store at ``uri``
     (backtests get URIs from :func:`promote` and load them through this)."""
@@ -408,24 +538,32 @@ def promote(
 ) -> dict[str, Any]:
     """Score challenger and champion with ``backtest``; move ``champion`` only if better.
 
+    The champion is the version predops last promoted (an alias moved by hand is not
+    judged on, see :func:`alias_state`); with none, the challenger becomes champion
+    unjudged, as the first version does. A promotion writes the record (which backtest,
+    both scores, the champion beaten) on the challenger.
+
     Returns the decision: ``{"model", "promoted", "reason", "metric", "challenger":
-    {"version", "score"}, "champion": {"version", "score"}, "champion_after"}``.
+    {"version", "score"}, "champion": {"version", "score"}, "champion_after"}``, plus
+    ``alias_problem`` when the alias had been moved outside predops.
     """
     bt = backtest if isinstance(backtest, Backtest) else Backtest(score=backtest)
     full = registered_name(name)
     with _mlflow(uri) as client:
         _require_model(client, full)
         chall = _alias_version(client, full, CHALLENGER)
-        champ = _alias_version(client, full, CHAMPION)
+        state = _alias_state(client, full, CHAMPION)
+    champ = state.served_version
     base: dict[str, Any] = {"model": full, "metric": bt.metric, "promoted": False}
+    if state.problem:
+        base["alias_problem"] = state.problem
     if chall is None:
         return {**base, "reason": "no challenger", "champion_after": champ}
     if champ is None or chall == champ:
-        reason = "challenger is already champion" if champ else "no champion"
+        reason = "challenger is already champion" if champ else "no promoted champion"
         if champ is None:
             with _mlflow(uri) as client:
-                client.set_registered_model_alias(full, CHAMPION, chall)
-                _push_history(client, full, chall)
+                _promote_to(client, full, chall, CHAMPION, how=reason)
             base["promoted"] = True
         return {**base, "reason": reason, "champion_after": chall}
     # Both scores come from the same backtest call path, in one process, back to back.
@@ -450,8 +588,16 @@ def promote(
         for key, value in tags.items():
             client.set_model_version_tag(full, chall, key, value)
         if better:
-            client.set_registered_model_alias(full, CHAMPION, chall)
-            _push_history(client, full, chall)
+            evidence = {
+                "metric": bt.metric,
+                "higher_is_better": bt.higher_is_better,
+                "rule": rule,
+                "challenger": {"version": chall, "score": s_chall},
+                "champion": {"version": champ, "score": s_champ},
+            }
+            _promote_to(
+                client, full, chall, CHAMPION, how="backtest", replaces=champ, backtest=evidence
+            )
     return {
         **base,
         "promoted": better,
@@ -464,22 +610,27 @@ def promote(
 
 
 def rollback(name: str, *, uri: str | None = None) -> dict[str, Any]:
-    """Move ``champion`` back to the previous champion; the rolled-back version is tagged
-    and loses ``challenger`` (so a later ``promote`` cannot silently re-promote it)."""
+    """Move ``champion`` back to the previous champion; the rolled-back version is tagged,
+    loses its promotion record and ``challenger`` (so a later ``promote`` cannot silently
+    re-promote it), and the previous champion gets a new record (``how: rollback``).
+
+    What is rolled back is the version predops serves, even when the alias was moved by
+    hand since (the alias then comes back to the previous champion too)."""
     full = registered_name(name)
     with _mlflow(uri) as client:
         _require_model(client, full)
-        current = _alias_version(client, full, CHAMPION)
+        current = _alias_state(client, full, CHAMPION).served_version
         hist = _history(client, full)
         if current is None or len(hist) < 2:
             raise RegistryError(f"{full} has no previous champion to roll back to")
         if hist[-1] != current:
-            # The alias was moved outside predops; trust the alias, keep the history honest.
+            # The history tag was edited outside predops; the records decide what serves.
             hist.append(current)
         hist.pop()
         previous = hist[-1]
-        client.set_registered_model_alias(full, CHAMPION, previous)
+        _promote_to(client, full, previous, CHAMPION, how="rollback", replaces=current)
         client.set_registered_model_tag(full, HISTORY_TAG, json.dumps(hist))
+        client.delete_model_version_tag(full, current, records.record_tag(CHAMPION))
         client.set_model_version_tag(full, current, "rollback.at", _now_iso())
         client.set_model_version_tag(full, current, "rollback.to_version", previous)
         if _alias_version(client, full, CHALLENGER) == current:
@@ -488,7 +639,8 @@ def rollback(name: str, *, uri: str | None = None) -> dict[str, Any]:
 
 
 def list_models(*, uri: str | None = None) -> list[dict[str, Any]]:
-    """Every ``predops.*`` registered model with its versions, aliases and tags."""
+    """Every ``predops.*`` registered model with its versions, aliases and tags, and
+    ``alias_states``: each gated alias' :class:`AliasState` as a dict."""
     with _mlflow(uri) as client:
         out = []
         for rm in client.search_registered_models(filter_string=f"name LIKE '{PREFIX}%'"):
@@ -496,10 +648,16 @@ def list_models(*, uri: str | None = None) -> list[dict[str, Any]]:
             aliases: dict[str, list[str]] = {}
             for alias, ver in (rm.aliases or {}).items():
                 aliases.setdefault(str(ver), []).append(alias)
+            listed = [VersionTags(str(v.version), v.run_id, dict(v.tags)) for v in versions]
+            pointed = {k: str(v) for k, v in (rm.aliases or {}).items()}
             out.append(
                 {
                     "name": rm.name,
-                    "aliases": {k: str(v) for k, v in (rm.aliases or {}).items()},
+                    "aliases": pointed,
+                    "alias_states": {
+                        a: records.resolve(rm.name, a, pointed.get(a), listed).to_dict()
+                        for a in GATED_ALIASES
+                    },
                     "champion_history": json.loads(rm.tags.get(HISTORY_TAG, "[]")),
                     "versions": [
                         {

@@ -93,7 +93,17 @@ class _DropDbErrorDumps(logging.Filter):
         return not str(record.msg).startswith("SQLAlchemy database error")
 
 
+class _DropExtraInputNotes(logging.Filter):
+    """MLflow warns at every ``predict`` whose frame has columns the model's signature does
+    not name. predops frames always carry more (ids, times, labels) than a model reads,
+    and the signature names what it reads on purpose: the note is no news."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Found extra inputs in the model input")
+
+
 @cache
-def quiet_mlflow_db_errors() -> None:
-    """Install the filter above on MLflow's store logger (once per process)."""
+def quiet_mlflow_logs() -> None:
+    """Install the filters above on MLflow's loggers (once per process)."""
     logging.getLogger("mlflow.store.db.utils").addFilter(_DropDbErrorDumps())
+    logging.getLogger("mlflow.models.utils").addFilter(_DropExtraInputNotes())

@@ -17,7 +17,7 @@ from predops.models.failure import metrics as M
 from predops.models.failure.config import PRIMARY_HORIZON
 from predops.models.failure.model import observed
 from predops.pipelines.jobs.features import NODE_ONLINE, NODE_TRAINING
-from predops.pipelines.workspace import registry
+from predops.pipelines.workspace import promotion_records, registry
 from predops.pipelines.workspace.errors import FeatureStoreError
 from predops.pipelines.workspace.feature_store import FeatureStore
 from predops.pipelines.workspace.lake import Lake
@@ -34,19 +34,23 @@ LAKE_TIMES = {
 
 
 def registered_models(ctx: ServeContext) -> tuple[list[dict[str, Any]], str | None]:
-    """Every ``predops.*`` model with versions, aliases and each version's run metrics;
-    or an empty list and why."""
+    """Every ``predops.*`` model with versions, aliases and each version's run metrics and
+    champion promotion record (``promoted``, None without one), ``champion_state`` (where
+    the alias points and the version predops promoted); or an empty list and why."""
     try:
         models = registry.list_models(uri=ctx.settings.mlflow_uri)
         runs = [v["run_id"] for m in models for v in m["versions"] if v.get("run_id")]
         metrics = registry.run_metrics(runs, uri=ctx.settings.mlflow_uri)
     except Exception as exc:  # the registry may fail in any way; the page says so
         return [], f"the model registry could not be read: {type(exc).__name__}: {exc}"
+    tag = promotion_records.record_tag(registry.CHAMPION)
     for m in models:
         for v in m["versions"]:
             v["metrics"] = metrics.get(v.get("run_id") or "", {})
+            v["promoted"] = promotion_records.parse_record(v["tags"].get(tag))
         m["champion"] = m["aliases"].get(registry.CHAMPION)
         m["challenger"] = m["aliases"].get(registry.CHALLENGER)
+        m["champion_state"] = m["alias_states"].get(registry.CHAMPION)
     return models, None
 
 

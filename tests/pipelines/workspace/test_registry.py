@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -60,20 +59,6 @@ def abs_error(store: str) -> Callable[[str], float]:
 def backtest_for_registry(settings: Any) -> Backtest:
     """The factory the CLI test plugs into promotion.BACKTESTS."""
     return Backtest(score=abs_error(settings.mlflow_uri), metric="abs_error")
-
-
-@pytest.fixture(scope="module")
-def empty_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An MLflow SQLite store with its tables created once (the migrations take ~10 s)."""
-    db = tmp_path_factory.mktemp("mlflow") / "mlflow.db"
-    registry.list_models(uri=f"sqlite:///{db}")
-    return db
-
-
-@pytest.fixture
-def uri(tmp_path: Path, empty_store: Path) -> str:
-    shutil.copy(empty_store, tmp_path / "mlflow.db")
-    return f"sqlite:///{tmp_path / 'mlflow.db'}"
 
 
 def register(uri: str, level: float, **kw: Any) -> str:
