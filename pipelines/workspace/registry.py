@@ -61,12 +61,12 @@ from pathlib import Path
 from typing import Any
 
 from predops.core.contracts import Provenance
+from predops.core.redaction import redact_url
 from predops.pipelines.workspace import promotion_records as records
 from predops.pipelines.workspace.errors import RegistryError, RegistryUnavailable
 from predops.pipelines.workspace.promotion_records import AliasState, VersionTags
 from predops.pipelines.workspace.registry_store import (
     quiet_mlflow_logs,
-    redact_uri,
     store_problem,
 )
 
@@ -94,7 +94,7 @@ def check_store(uri: str | None = None) -> str:
     resolved = tracking_uri(uri)
     problem = store_problem(resolved, STORE_WAIT_S)
     if problem is not None:
-        raise RegistryUnavailable(f"MLflow store {redact_uri(resolved)} is unavailable: {problem}")
+        raise RegistryUnavailable(f"MLflow store {redact_url(resolved)} is unavailable: {problem}")
     return resolved
 
 
@@ -102,7 +102,7 @@ def _store_error(uri: str, exc: BaseException) -> RegistryUnavailable:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if "database is locked" in first:
         first = "the database is locked by another process or connection"
-    return RegistryUnavailable(f"MLflow store {redact_uri(uri)} failed: {first[:300]}")
+    return RegistryUnavailable(f"MLflow store {redact_url(uri)} failed: {first[:300]}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +216,7 @@ def _mlflow(uri: str | None) -> Iterator[Any]:
         raise _store_error(resolved, exc) from exc
     except ModuleNotFoundError as exc:  # e.g. postgresql:// without its driver
         raise RegistryUnavailable(
-            f"MLflow store {redact_uri(resolved)} needs the Python module {exc.name!r}"
+            f"MLflow store {redact_url(resolved)} needs the Python module {exc.name!r}"
         ) from exc
     finally:
         for k, v in saved.items():

@@ -21,23 +21,12 @@ No MLflow import here (only :mod:`predops.pipelines.workspace.registry` talks to
 from __future__ import annotations
 
 import logging
-import re
 import sqlite3
 from functools import cache
 from pathlib import Path
 from urllib.parse import quote
 
 import requests
-
-_USERINFO = re.compile(r"^(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:@/]*):[^@/]*@")
-_SECRET_PARAM = re.compile(r"(?i)([?&][^=&]*(?:pass|secret|token|key)[^=&]*=)[^&]*")
-
-
-def redact_uri(uri: str) -> str:
-    """``postgresql://bob:hunter2@db/mlflow?sslpassword=x`` ->
-    ``postgresql://bob:***@db/mlflow?sslpassword=***``: safe for logs and errors."""
-    out = _USERINFO.sub(r"\g<scheme>\g<user>:***@", uri)
-    return _SECRET_PARAM.sub(r"\1***", out)
 
 
 def store_problem(uri: str, wait_s: float) -> str | None:

@@ -164,7 +164,7 @@ def test_unreachable_store_fails_fast_and_never_shows_the_password(
     ):
         res = invoke(workspace, *args)
         msg = clean_failure(res)
-        assert msg.startswith(f"MLflow store http://bob:***@127.0.0.1:{port} is unavailable")
+        assert msg.startswith(f"MLflow store http://***@127.0.0.1:{port} is unavailable")
         assert "cannot connect (ConnectionRefusedError" in msg
         assert "hunter2" not in res.output
 
