@@ -9,7 +9,10 @@ Fault scenarios (``benchmarks/reliability_faults.py``, the same injections as
 Parquet file, the disk full while writing (a real tmpfs; root only), the Kubernetes API
 failing during a drain, ``predops apply`` SIGKILLed mid-plan, ``predops ingest``
 SIGKILLed before each of its publish steps in turn, the MLflow store locked or
-unreachable.
+unreachable. Hostile inputs (``benchmarks/reliability_inputs.py``): malformed files
+(numeric times, ragged and cut CSV, repeated and nested columns, silent coercions, a bad
+file late in a folder), a misbehaving Prometheus (trickle, huge, hang, malformed,
+cross-origin redirect) and credentials in a Prometheus URL; each lists what it tried.
 
 API scenarios, against ``predops serve`` on 127.0.0.1 (a copy of WS, or a workspace built
 with ``predops demo --no-serve``) with an operator, an expired operator and a viewer token:
@@ -48,6 +51,7 @@ from typing import Any
 
 from benchmarks import bench_serving
 from benchmarks import reliability_faults as faults
+from benchmarks import reliability_inputs as inputs
 
 # Run as a module from the repository root (``python -m benchmarks.bench_reliability``):
 # the fault scenarios reuse the helpers and fakes under ``tests/``.
@@ -429,7 +433,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="predops-bench-reliability-"))
     scenarios: dict[str, Any] = {}
     try:
-        for name, fn in faults.SCENARIOS.items():
+        for name, fn in {**faults.SCENARIOS, **inputs.SCENARIOS}.items():
             if args.no_faults:
                 scenarios[name] = {"not_run": "--no-faults"}
                 continue
