@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Debian packages the tests use as real components: Prometheus (+ promtool) for the
 # ingest integration test, Chromium for the dashboards' browser tests (driven by Playwright;
-# never a downloaded browser). Installs only what is missing; needs root (or sudo).
+# never a downloaded browser), kubectl for rendering deploy/k8s with its kustomize (Debian's
+# kubernetes-client; the manifests render with its kustomize v2.0.3 as with current ones).
+# Installs only what is missing; needs root (or sudo).
 set -euo pipefail
 need=()
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 [ -x /usr/bin/chromium ] || need+=(chromium)
+command -v kubectl >/dev/null 2>&1 || need+=(kubernetes-client)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

@@ -113,6 +113,16 @@ def grants(role: Obj) -> set[tuple[str, str, str]]:
     }
 
 
+def deployed_role(name: str) -> Obj:
+    """The ClusterRole ``name`` as deploy/k8s/base/rbac.yaml writes it (unrendered)."""
+    docs = yaml.safe_load_all((K8S / "base" / "rbac.yaml").read_text())
+    (role,) = [
+        d for d in docs if d and d["kind"] == "ClusterRole" and d["metadata"]["name"] == name
+    ]
+    found: Obj = role
+    return found
+
+
 def account_grants(objects: list[Obj], account: str, namespace: str) -> set[tuple[str, str, str]]:
     """Everything the ServiceAccount ``namespace/account`` may do through the bindings."""
     roles = {(o["kind"], o["metadata"]["name"]): o for o in objects if o["kind"].endswith("Role")}
