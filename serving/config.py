@@ -19,6 +19,7 @@ with errors that name the key (never a secret)::
     apply_execute = false       # true: /apply acts (else a dry-run)
     kubeconfig = "in-cluster"   # optional: re-validate against (and act on) this cluster
     kube_context = "prod"       # optional
+    session_key_file = "/etc/predops/secrets/session-key"  # optional: replicas share sign-ins
 
     [[tokens]]
     name = "alice"
@@ -64,6 +65,7 @@ from predops.pipelines.workspace.policy_config import (
     PolicySettings,
     parse_policy,
 )
+from predops.serving.sessions import read_session_key
 
 ROLES = ("viewer", "approver", "operator")
 ENV_TOKEN = "PREDOPS_API_TOKEN"
@@ -132,6 +134,10 @@ class ServeConfig:
     """A kubeconfig file or ``in-cluster``: apply re-validates against (and, with
     ``apply_execute``, acts on) that cluster; None: re-validates against the lake."""
     kube_context: str | None = None
+    session_key: bytes | None = field(default=None, repr=False)
+    """The dashboard session-signing key, read from ``session_key_file`` at start, so
+    every replica given the same file accepts the others' sign-ins; None: a random key
+    per process (:mod:`predops.serving.sessions`)."""
     host: str = "127.0.0.1"
     port: int = 8080
     policy: PolicySettings = field(default_factory=PolicySettings)
@@ -169,6 +175,12 @@ def load_serve_config(path: Path | None, environ: Mapping[str, str]) -> ServeCon
         "kubeconfig": t.text("kubeconfig"),
         "kube_context": t.text("kube_context"),
     }
+    key_file = t.text("session_key_file")
+    if key_file is not None:
+        try:
+            kw["session_key"] = read_session_key(Path(key_file))
+        except ValueError as exc:
+            raise t.fail("session_key_file", str(exc)) from None
     t.done()
     tokens = _tokens(raw.get("tokens", []), where)
     secret = environ.get(ENV_TOKEN)

@@ -28,8 +28,9 @@ class ServeContext:
     demand: ModelSlot
     online: OnlineNodes = field(init=False)
     fleet: FleetCache = field(default_factory=FleetCache)
-    sessions: SessionSigner = field(default_factory=SessionSigner)
-    """Signs dashboard sign-in cookies (a random key per process)."""
+    sessions: SessionSigner = field(init=False)
+    """Signs dashboard sign-in cookies: with the configured ``session_key`` (shared by
+    replicas), else a random key per process."""
     forecasts: dict[tuple[str, Any], Any] = field(default_factory=dict)
     """Demand forecasts per (model version, lake demand files' state); see routes.demand."""
     _scorers: weakref.WeakKeyDictionary[Any, FailureScorer] = field(
@@ -39,6 +40,8 @@ class ServeContext:
 
     def __post_init__(self) -> None:
         self.online = OnlineNodes(self.settings.features_dir)
+        key = self.config.session_key
+        self.sessions = SessionSigner() if key is None else SessionSigner(key)
 
     def scorer(self, model: Any) -> FailureScorer:
         """The array-level scorer of a loaded failure model (built once per model)."""

@@ -8,10 +8,14 @@ stored in the cookie. Each request re-checks the signature (in constant time), t
 and that the named token is still configured and unexpired, so removing a token from the
 configuration ends its sessions at the next restart.
 
-The signing key is random per server process: restarting the server signs everyone out,
-and several replicas do not share sessions (sign in on each; the API's bearer tokens are
-unaffected). Cookie flags: ``HttpOnly`` (no script reads it), ``SameSite=Strict`` (no
-other site's page sends it), ``Secure`` when the request came over HTTPS, ``Path=/``.
+The signing key is random per server process unless ``[server] session_key_file`` names a
+file holding one (:func:`read_session_key`): with a random key, restarting the server
+signs everyone out and several replicas do not share sessions; replicas that read the
+same key file (a mounted Kubernetes Secret) accept each other's cookies, and a restart
+keeps everyone signed in. The API's bearer tokens are unaffected either way.
+
+Cookie flags: ``HttpOnly`` (no script reads it), ``SameSite=Strict`` (no other site's
+page sends it), ``Secure`` when the request came over HTTPS, ``Path=/``.
 Sessions grant reads only: approving and applying plans still need a bearer token.
 """
 
@@ -24,10 +28,32 @@ import hmac
 import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 COOKIE = "predops_session"
 SESSION_TTL = timedelta(hours=8)
 """How long a sign-in lasts (never past the token's own expiry)."""
+MIN_KEY_BYTES = 32
+"""The shortest signing key a key file may hold (bytes, after surrounding whitespace)."""
+
+
+def read_session_key(path: Path) -> bytes:
+    """The signing key in ``path``: its bytes without surrounding whitespace (a trailing
+    newline from ``openssl rand -base64 48 > key`` is not part of the key). Raises
+    ValueError saying why when the file cannot be read or holds fewer than
+    :data:`MIN_KEY_BYTES` bytes; the key itself is never in the message."""
+    try:
+        key = path.read_bytes().strip()
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if len(key) < MIN_KEY_BYTES:
+        raise ValueError(
+            f"{path}: holds {len(key)} bytes; a session key needs at least {MIN_KEY_BYTES} "
+            "(e.g. `openssl rand -base64 48`)"
+        )
+    return key
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +66,8 @@ class Session:
 
 @dataclass(frozen=True)
 class SessionSigner:
-    """Issues and verifies session cookie values with one process-wide random key."""
+    """Issues and verifies session cookie values with one key: random per process by
+    default, or the one every replica reads from the same key file."""
 
     key: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
 

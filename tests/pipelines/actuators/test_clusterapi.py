@@ -292,13 +292,9 @@ def test_predops_apply_with_a_kubeconfig_resizes_pools_through_cluster_api(
 
 
 def _rbac_grants() -> set[tuple[str, str, str]]:
-    import yaml
+    from tests.deploy.k8s import deployed_role, grants
 
-    from tests.deploy.test_manifests import K8S, grants
-
-    docs = yaml.safe_load_all((K8S / "rbac.yaml").read_text())
-    (role,) = [d for d in docs if d and d["kind"] == "ClusterRole"]
-    return grants(role)
+    return grants(deployed_role("predops-apply"))  # the ServiceAccount of apply Jobs
 
 
 def _needs(method: str, path: str) -> tuple[str, str, str]:
