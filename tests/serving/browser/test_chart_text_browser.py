@@ -14,7 +14,7 @@ import pytest
 from predops.pipelines.workspace.fleet_state import latest_as_of
 from predops.pipelines.workspace.lake import Lake
 from predops.serving.config import ServeConfig
-from tests.serving.browser.conftest import _app, _serving
+from tests.serving.browser.conftest import _app, _serving, browser_page
 from tests.serving.conftest import settings_for
 
 pytestmark = pytest.mark.integration
@@ -58,11 +58,7 @@ def hostile_url(served_workspace: Path, shared_data: Path) -> Iterator[str]:
 def test_a_rack_named_like_a_link_shows_as_text(
     browser: Any, hostile_url: str, artifacts: Path
 ) -> None:
-    ctx = browser.new_context(viewport={"width": 1366, "height": 768}, base_url=hostile_url)
-    page = ctx.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    try:
+    with browser_page(browser, hostile_url) as (_, page, errors):
         assert page.goto("/").status == 200
         page.wait_for_load_state("networkidle")
         page.screenshot(path=str(artifacts / "fleet_hostile_names.png"), full_page=True)
@@ -87,5 +83,3 @@ def test_a_rack_named_like_a_link_shows_as_text(
             if hovered:
                 break
         assert RACK in hovered, "no hover label named the renamed rack"
-    finally:
-        ctx.close()
