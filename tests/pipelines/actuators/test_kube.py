@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from predops.core.actions import Cordon, Uncordon
 from predops.core.clock import FixedClock
-from predops.pipelines.actuators.apply import apply_plan
+from predops.pipelines.actuators.apply import ActionFailed, apply_plan
 from predops.pipelines.actuators.kube import KEY_ANNOTATION, OWNER_ANNOTATION
 from predops.pipelines.workspace.audit import AuditLog
 from predops.policy.config import Budgets, DisruptionBudget
@@ -234,3 +236,58 @@ def test_uncordon_clears_our_cordon_and_stamps_the_time(
     assert not node["spec"].get("unschedulable")
     notes = node["metadata"]["annotations"]
     assert OWNER_ANNOTATION not in notes and notes["predops.io/uncordoned-at"] == later.isoformat()
+
+
+@pytest.mark.parametrize(
+    ("annotations", "whose"),
+    [
+        ({}, "a human's cordon"),
+        ({OWNER_ANNOTATION: "predops", KEY_ANNOTATION: "cordon:n00:another"}, "another key's"),
+        ({OWNER_ANNOTATION: "someone-else", KEY_ANNOTATION: "drain-key"}, "another owner's"),
+    ],
+)
+def test_a_failed_drain_never_uncordons_a_cordon_it_did_not_make(
+    fake: FakeKubeAPI,
+    tmp_path: Path,
+    clock: FixedClock,
+    annotations: dict[str, str],
+    whose: str,
+) -> None:
+    action = drain("n00")
+    notes = {k: action.idempotency_key if v == "drain-key" else v for k, v in annotations.items()}
+    fake.node("n00")["spec"]["unschedulable"] = True
+    fake.node("n00")["metadata"].setdefault("annotations", {}).update(notes)
+    fake.pods = [make_pod("web-0", node="n00", labels={"app": "web"})]
+    fake.pdbs = [
+        make_pdb("a", match_labels={"app": "web"}),
+        make_pdb("b", match_labels={"app": "web"}),
+    ]
+    _, actuator, _, _ = kube_for(fake, tmp_path, clock)
+    with pytest.raises(ActionFailed) as failed:
+        actuator.run(action, "plan-test")
+    assert failed.value.report["cordon"] == "already cordoned", whose
+    assert "rollback" not in failed.value.report, whose
+    assert fake.node("n00")["spec"]["unschedulable"] is True, whose
+    assert fake.seen("PATCH", "/api/v1/nodes/n00") == [], whose
+
+
+def test_a_failed_drain_undoes_the_cordon_made_under_its_own_key_earlier(
+    fake: FakeKubeAPI, tmp_path: Path, clock: FixedClock
+) -> None:
+    # What a run killed after its cordon leaves: the node cordoned under the drain's key.
+    action = drain("n00")
+    fake.node("n00")["spec"]["unschedulable"] = True
+    fake.node("n00")["metadata"].setdefault("annotations", {}).update(
+        {OWNER_ANNOTATION: "predops", KEY_ANNOTATION: action.idempotency_key}
+    )
+    fake.pods = [make_pod("web-0", node="n00", labels={"app": "web"})]
+    fake.pdbs = [
+        make_pdb("a", match_labels={"app": "web"}),
+        make_pdb("b", match_labels={"app": "web"}),
+    ]
+    _, actuator, _, _ = kube_for(fake, tmp_path, clock)
+    with pytest.raises(ActionFailed) as failed:
+        actuator.run(action, "plan-test")
+    assert failed.value.report["cordon"] == "resumed"
+    assert failed.value.report["rollback"] == "uncordoned"
+    assert not fake.node("n00")["spec"].get("unschedulable")
