@@ -239,55 +239,44 @@ def test_uncordon_clears_our_cordon_and_stamps_the_time(
 
 
 @pytest.mark.parametrize(
-    ("annotations", "whose"),
+    ("owner", "key", "found"),
     [
-        ({}, "a human's cordon"),
-        ({OWNER_ANNOTATION: "predops", KEY_ANNOTATION: "cordon:n00:another"}, "another key's"),
-        ({OWNER_ANNOTATION: "someone-else", KEY_ANNOTATION: "drain-key"}, "another owner's"),
+        (None, None, "already cordoned"),  # a human's cordon
+        ("predops", "cordon:n00:another", "already cordoned"),  # another action's
+        ("someone-else", "this drain's", "already cordoned"),  # another owner's
+        ("predops", "this drain's", "resumed"),  # what a run killed after its cordon leaves
     ],
 )
-def test_a_failed_drain_never_uncordons_a_cordon_it_did_not_make(
+def test_a_failed_drain_undoes_its_own_cordon_only(
     fake: FakeKubeAPI,
     tmp_path: Path,
     clock: FixedClock,
-    annotations: dict[str, str],
-    whose: str,
+    owner: str | None,
+    key: str | None,
+    found: str,
 ) -> None:
     action = drain("n00")
-    notes = {k: action.idempotency_key if v == "drain-key" else v for k, v in annotations.items()}
-    fake.node("n00")["spec"]["unschedulable"] = True
-    fake.node("n00")["metadata"].setdefault("annotations", {}).update(notes)
-    fake.pods = [make_pod("web-0", node="n00", labels={"app": "web"})]
-    fake.pdbs = [
-        make_pdb("a", match_labels={"app": "web"}),
-        make_pdb("b", match_labels={"app": "web"}),
-    ]
-    _, actuator, _, _ = kube_for(fake, tmp_path, clock)
-    with pytest.raises(ActionFailed) as failed:
-        actuator.run(action, "plan-test")
-    assert failed.value.report["cordon"] == "already cordoned", whose
-    assert "rollback" not in failed.value.report, whose
-    assert fake.node("n00")["spec"]["unschedulable"] is True, whose
-    assert fake.seen("PATCH", "/api/v1/nodes/n00") == [], whose
-
-
-def test_a_failed_drain_undoes_the_cordon_made_under_its_own_key_earlier(
-    fake: FakeKubeAPI, tmp_path: Path, clock: FixedClock
-) -> None:
-    # What a run killed after its cordon leaves: the node cordoned under the drain's key.
-    action = drain("n00")
+    notes = {OWNER_ANNOTATION: owner, KEY_ANNOTATION: key}
+    if key == "this drain's":
+        notes[KEY_ANNOTATION] = action.idempotency_key
     fake.node("n00")["spec"]["unschedulable"] = True
     fake.node("n00")["metadata"].setdefault("annotations", {}).update(
-        {OWNER_ANNOTATION: "predops", KEY_ANNOTATION: action.idempotency_key}
+        {k: v for k, v in notes.items() if v is not None}
     )
     fake.pods = [make_pod("web-0", node="n00", labels={"app": "web"})]
-    fake.pdbs = [
+    fake.pdbs = [  # two budgets select the pod: its eviction fails at once
         make_pdb("a", match_labels={"app": "web"}),
         make_pdb("b", match_labels={"app": "web"}),
     ]
     _, actuator, _, _ = kube_for(fake, tmp_path, clock)
     with pytest.raises(ActionFailed) as failed:
         actuator.run(action, "plan-test")
-    assert failed.value.report["cordon"] == "resumed"
-    assert failed.value.report["rollback"] == "uncordoned"
-    assert not fake.node("n00")["spec"].get("unschedulable")
+    report = failed.value.report
+    assert report["cordon"] == found
+    if found == "resumed":
+        assert report["rollback"] == "uncordoned"
+        assert not fake.node("n00")["spec"].get("unschedulable")
+    else:
+        assert "rollback" not in report
+        assert fake.node("n00")["spec"]["unschedulable"] is True
+        assert fake.seen("PATCH", "/api/v1/nodes/n00") == []
