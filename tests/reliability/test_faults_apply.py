@@ -161,3 +161,32 @@ def test_a_rerun_rolls_back_the_cordon_its_killed_run_made_when_the_drain_fails(
         node = fake.node("n00")
         assert not node["spec"].get("unschedulable")
         assert KEY_ANNOTATION not in node["metadata"].get("annotations", {})
+
+
+def test_concurrent_applies_refused_by_the_lock_print_one_json_error(tmp_path: Path) -> None:
+    """Three ``predops apply --execute --json`` at once: the one holding the workspace's
+    apply lock applies the plan; the two it refuses each print one JSON object naming
+    the lock (no traceback) and exit non-zero."""
+    ws = tmp_path / "ws"
+    settings = load_settings(ws)
+    plan = plan_of([drain("n00")], plan_id="plan-three")
+    write_plan(settings.plans_dir, plan)
+    with FakeKubeAPI(nodes=cluster_nodes(racks=30, per_rack=1)) as fake:
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", fake.url)
+        # The first run holds the lock while its cordon is held (below the client's
+        # 30 s request timeout); the other two start meanwhile.
+        fake.stall_next("PATCH", "/api/v1/nodes/n00", 25)
+        first = apply_process(ws, kubeconfig, plan.plan_id)
+        wait_for(fake, "PATCH", "/api/v1/nodes/n00", first)
+        others = [apply_process(ws, kubeconfig, plan.plan_id) for _ in range(2)]
+        refused = [p.communicate(timeout=120) for p in others]
+        fake.release_held()
+        out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert json.loads(out)["counts"] == {"done": 1}
+    for proc, (stdout, stderr) in zip(others, refused, strict=True):
+        assert proc.returncode == 1, (stdout, stderr)
+        (line,) = stdout.splitlines()  # exactly one JSON object on stdout
+        body = json.loads(line)
+        assert body["type"] == "LockHeld" and "another apply holds" in body["error"], body
+        assert "Traceback" not in stderr, stderr
