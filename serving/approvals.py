@@ -1,7 +1,8 @@
 """Plan approvals kept in the workspace: ``<workspace>/plan_approvals/<plan_id>.json``.
 
 One small JSON file per approved plan, written atomically (temporary file, fsync,
-rename), so an approval survives a restart and a reader never sees half of one. Plan ids
+rename), so an approval survives a restart and a reader never sees half of one; files
+0600 in a 0700 directory (:mod:`predops.pipelines.workspace.private`). Plan ids
 are checked against the plan-file pattern and the resolved path must stay inside the
 directory (no traversal through the id).
 """
@@ -13,8 +14,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from predops.pipelines.workspace.atomic import atomic_write_text
 from predops.pipelines.workspace.plans import PLAN_ID
+from predops.pipelines.workspace.private import private_dir, write_private_text
 
 APPROVALS_DIR = "plan_approvals"
 
@@ -54,6 +55,6 @@ class ApprovalStore:
             "approved_at": at.isoformat(),
             "comment": comment,
         }
-        self.root.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(checked_path(self.root, plan_id), json.dumps(record, sort_keys=True))
+        private_dir(self.root)
+        write_private_text(checked_path(self.root, plan_id), json.dumps(record, sort_keys=True))
         return record

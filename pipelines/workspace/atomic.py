@@ -42,11 +42,15 @@ def atomic_write(path: Path, write: Callable[[Path], object]) -> None:
     _replace_with(path, fill)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` (UTF-8)."""
+def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:
+    """Replace ``path`` with ``text`` (UTF-8). With ``mode`` the new file has exactly that
+    mode from its creation on (neither the umask nor the replaced file's mode count)."""
 
     def fill(tmp: Path) -> None:
-        with open(tmp, "w", encoding="utf-8") as f:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode)
+        if mode is not None:
+            os.fchmod(fd, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
