@@ -7,7 +7,8 @@
 - hostile text (:mod:`tests.serving.hostile_requests`): every operation of the API and
   every dashboard page, with any Unicode — lone surrogates included, which schemathesis
   never generates — in every path and query parameter, header, cookie and body string,
-  on a server with protected reads (so the session cookie is always read).
+  on a server with protected reads (so the session cookie is always read); a redirect
+  must stay on this server whatever the ``Host`` header said.
 
 A bounded number of examples per operation, derandomised: CI runs the same cases.
 """
@@ -144,6 +145,8 @@ def _hostile_run(c: TestClient, op: Operation, strategy: Any, sent: list[str]) -
         r = c.request(**request)
         sent.append(f"{op.method} {op.path}")
         assert r.status_code < 500, (request, r.status_code, r.text[:300])
+        location = r.headers.get("location", "/")  # a redirect stays on this server
+        assert location.startswith("/") and not location.startswith("//"), location
 
     fuzz()
 
