@@ -18,6 +18,7 @@ from predops.serving.dashboards import router as dashboards
 from predops.serving.errors import BodyLimit, install_error_handlers
 from predops.serving.metrics import RequestMetrics, ServerMetrics
 from predops.serving.models import demand_slot, failure_slot
+from predops.serving.redirects import RelativeRedirects
 from predops.serving.routes import demand, failure, health, metrics, plans
 
 API_VERSION = "1"
@@ -67,6 +68,7 @@ def create_app(
         return login.login_redirect(exc)
 
     app.add_exception_handler(LoginRequired, to_login)
+    app.add_middleware(RelativeRedirects)  # never a Location built from the Host header
     app.add_middleware(BodyLimit, max_bytes=cfg.max_body_bytes)
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)  # outermost: sees 413s
     for module in (health, metrics, failure, demand, plans):

@@ -12,6 +12,7 @@ as it arrives.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -61,10 +62,25 @@ class ApiError(Exception):
         self.status, self.error, self.field, self.headers = status, error, field, headers
 
 
+class EscapedJSONResponse(JSONResponse):
+    """A JSON answer that always encodes. Error bodies quote the request (an unknown id,
+    the field's path, a dictionary key), and a string that is not Unicode text — a lone
+    surrogate from a ``"\\ud800"`` escape — cannot be UTF-8: such a body is written
+    with ASCII escapes instead (the same JSON value), never a 500."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
 def error_response(
     status: int, error: str, field: str | None = None, headers: dict[str, str] | None = None
 ) -> JSONResponse:
-    return JSONResponse({"error": error, "field": field}, status_code=status, headers=headers)
+    return EscapedJSONResponse(
+        {"error": error, "field": field}, status_code=status, headers=headers
+    )
 
 
 def _loc(loc: tuple[Any, ...] | list[Any]) -> str:

@@ -13,16 +13,41 @@ answer yet (no model loaded, online store unusable).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+
+T = TypeVar("T")
+
+
+def unicode_text(value: T) -> T:
+    """``value`` unless it is a string holding a lone surrogate (ValueError).
+
+    JSON may spell one as an escape (``"\\ud800"``) and Python's parser keeps it, but it
+    is no character: nothing downstream can encode it (UTF-8 answers, polars, Arrow), so
+    every string of a request body is checked where it comes in (:data:`Text`)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"holds a lone surrogate (U+{ord(value[exc.start]):04X}) at position "
+            f"{exc.start}: not Unicode text"
+        ) from None
+    return value
+
+
+Text = Annotated[str, AfterValidator(unicode_text)]
+"""A request string: any Unicode text, no lone surrogates (422 naming the field)."""
+StrictText = Annotated[StrictStr, AfterValidator(unicode_text)]
 
 NODE_ID = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"
 SERIES_ID = r"^[A-Za-z0-9][A-Za-z0-9._:/=-]{0,255}$"
 PLAN_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 Quantile = Literal["p10", "p50", "p90"]
 QUANTILES: tuple[Quantile, ...] = ("p10", "p50", "p90")
-FeatureValue = StrictFloat | StrictInt | StrictStr | None
+FeatureValue = Annotated[StrictFloat | StrictInt | StrictStr | None, AfterValidator(unicode_text)]
 
 
 class _Strict(BaseModel):
@@ -67,15 +92,15 @@ class NodeFeatures(_Strict):
     (``GET /v1/failure/features`` lists them) with a number, a string for categorical
     features, or null when unknown. NaN and infinities are refused."""
 
-    node_id: str | None = Field(default=None, pattern=NODE_ID, description="a label echoed back")
-    features: dict[StrictStr, FeatureValue]
+    node_id: Text | None = Field(default=None, pattern=NODE_ID, description="a label echoed back")
+    features: dict[StrictText, FeatureValue]
 
 
 class ScoreRequest(_Strict):
     """Nodes to score: ``node_ids`` (features from the online store) and / or ``nodes``
     (feature vectors in the body); at most ``max_batch`` in all."""
 
-    node_ids: list[str] = Field(default_factory=list, description="ids in the online store")
+    node_ids: list[Text] = Field(default_factory=list, description="ids in the online store")
     nodes: list[NodeFeatures] = Field(default_factory=list)
     horizons_hours: list[float] | None = Field(
         default=None, description="horizons to answer (hours); default: every model horizon"
@@ -147,7 +172,7 @@ class FleetRiskPage(BaseModel):
 
 # ---------------------------------------------------------------- demand
 class ForecastRequest(_Strict):
-    series_ids: list[str] | None = Field(default=None, description="default: every series")
+    series_ids: list[Text] | None = Field(default=None, description="default: every series")
     horizons: list[int] | None = Field(
         default=None, description="steps ahead (in the model's interval); default: all"
     )
@@ -219,7 +244,7 @@ class PlanOut(BaseModel):
 
 
 class ApproveRequest(_Strict):
-    comment: str = Field(default="", max_length=1000)
+    comment: Text = Field(default="", max_length=1000)
 
 
 class ActionOutcomeOut(BaseModel):

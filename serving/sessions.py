@@ -83,12 +83,15 @@ class SessionSigner:
 
     def verify(self, value: str, now: datetime) -> Session | None:
         """The session ``value`` stands for if its signature holds and it has not
-        expired at ``now``; None for anything else (malformed, forged, expired)."""
+        expired at ``now``; None for anything else (malformed, forged, expired, or not
+        ASCII: a browser may send any bytes, and no cookie this signer issued has one)."""
+        if not value.isascii():
+            return None
         parts = value.split(".")
         if len(parts) != 3:
             return None
         name_part, expiry_part, mac = parts
-        if not hmac.compare_digest(mac, self._mac(name_part, expiry_part)):
+        if not hmac.compare_digest(mac.encode(), self._mac(name_part, expiry_part).encode()):
             return None
         try:
             expires_at = datetime.fromtimestamp(int(expiry_part), UTC)

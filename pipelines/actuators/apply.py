@@ -38,6 +38,7 @@ from predops.core.clock import Clock
 from predops.core.contracts import FailureRisk
 from predops.pipelines.workspace.audit import AuditLog
 from predops.pipelines.workspace.errors import LockHeld
+from predops.pipelines.workspace.private import PRIVATE_FILE
 from predops.policy.config import Budgets, DisruptionConfig
 from predops.policy.fleet import FleetState, NodeState, PdbState
 from predops.policy.revalidate import CurrentView, revalidate
@@ -174,7 +175,7 @@ class RunLedger:
 def apply_lock(path: Path) -> Iterator[None]:
     """One apply at a time per workspace; a second one fails at once, saying why."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)  # beside the audit log
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -6,7 +6,8 @@ the official ``kubernetes`` client, and the live cluster state re-validation rea
   the cluster itself says who cordoned a node, for which action, and when — a drain
   killed after its cordon resumes under the same key, and the engine never uncordons a
   node somebody else cordoned.
-- **drain**: cordon (unless already cordoned), then evict every pod on the node through
+- **drain**: cordon (unless already cordoned: ``resumed`` when under this action's key,
+  as a run killed after its cordon leaves it), then evict every pod on the node through
   ``POST .../pods/{name}/eviction`` in name order, skipping mirror (static) pods,
   DaemonSet pods (their controller would put them straight back; kubectl's
   ``--ignore-daemonsets``), pods already terminating and finished pods. A 429 (a
@@ -14,12 +15,12 @@ the official ``kubernetes`` client, and the live cluster state re-validation rea
   (``backoff_initial`` doubling to ``backoff_max``) until the drain's ``timeout``; a 404
   means the pod is gone already; a transient error (see below) is retried; anything else
   (a 500 when two PDBs select the pod, a 403) fails that pod at once. The per-pod report
-  says what happened to
-  each pod, with attempts and seconds waited. If any pod could not be evicted the drain
-  fails and, when the drain made the cordon itself, the cordon is undone so the node's
-  disruption budget is released (pods already evicted stay evicted). The drain does
-  not wait for evicted pods to terminate: the eviction was accepted, their grace period
-  is the kubelet's business.
+  says what happened to each pod, with attempts and seconds waited. If any pod could not
+  be evicted the drain fails and, when the cordon is this action's (made now, or
+  resumed), the cordon is undone so the node's disruption budget is released (pods
+  already evicted stay evicted); a node cordoned by anyone else, or under another key,
+  stays cordoned. The drain does not wait for evicted pods to terminate: the eviction
+  was accepted, their grace period is the kubelet's business.
 - **uncordon**: a merge patch clearing ``spec.unschedulable`` and our annotations and
   stamping :data:`UNCORDONED_AT_ANNOTATION` (the hysteresis clock).
 
@@ -60,6 +61,10 @@ DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 REPAIR_LABEL = "predops.io/under-repair"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 MERGE_PATCH = "application/merge-patch+json"
+CORDONED, RESUMED, ALREADY_CORDONED = "cordoned", "resumed", "already cordoned"
+"""What a cordon found: it made the cordon now; the node was cordoned under this very
+action's key (an earlier, interrupted run of it); somebody else's cordon."""
+OWN_CORDONS = (CORDONED, RESUMED)
 T = TypeVar("T")
 
 
@@ -358,9 +363,14 @@ class KubeActuator:
 
     # ------------------------------------------------------------------ node patches
     def _cordon(self, action: Action) -> str:
+        """:data:`CORDONED`, :data:`RESUMED` or :data:`ALREADY_CORDONED`."""
         node = self._retrying(lambda: self.api.read_node(action.target))
         if (node.get("spec") or {}).get("unschedulable"):
-            return "already cordoned"
+            notes = _annotations(node)
+            ours = notes.get(OWNER_ANNOTATION) == self.opt.owner
+            if ours and notes.get(KEY_ANNOTATION) == action.idempotency_key:
+                return RESUMED
+            return ALREADY_CORDONED
         self._patch(
             action.target,
             {
@@ -374,7 +384,7 @@ class KubeActuator:
                 },
             },
         )
-        return "cordoned"
+        return CORDONED
 
     def _patch(self, node: str, body: dict[str, Any]) -> None:
         self._retrying(lambda: self.api.patch_node(node, body))
@@ -424,7 +434,7 @@ class KubeActuator:
             "seconds": round((self.clock.now() - started).total_seconds(), 3),
         }
         if failed:
-            if cordon == "cordoned":  # release the budget: undo the cordon we made
+            if cordon in OWN_CORDONS:  # release the budget: undo this action's cordon
                 try:
                     report["rollback"] = self._uncordon(action.target)
                 except client_errors() as exc:

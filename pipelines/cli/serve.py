@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from predops.pipelines.workspace.private import write_private_text
 from predops.pipelines.workspace.settings import Settings
 from predops.serving.config import ApiToken, ServeConfig
 
@@ -34,9 +35,7 @@ def demo_server_config(settings: Settings) -> tuple[ServeConfig, Path | None]:
         return config, None
     secret = secrets.token_urlsafe(24)
     path = settings.workspace / DEMO_TOKEN_FILE
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(secret + "\n")
+    write_private_text(path, secret + "\n")  # 0600, even over an older, more open file
     token = ApiToken("demo", "operator", token_digest(secret))
     return replace(config, tokens=(token,)), path
 

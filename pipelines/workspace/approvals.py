@@ -17,7 +17,8 @@ Break glass (``predops apply --execute --break-glass REASON``, CLI only): applie
 without an approval; the reason and who gave it are an audit entry of their own, written
 before anything runs.
 
-Records are written atomically with mode 0600 (temporary file, fsync, rename), so an
+Records are written atomically, 0600 in a 0700 directory (temporary file, fsync, rename;
+:mod:`predops.pipelines.workspace.private`), so an
 approval survives a restart and a reader never sees half of one. Plan ids are checked
 against the plan-file pattern and the resolved path must stay inside the directory.
 """
@@ -30,10 +31,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from predops.pipelines.workspace.atomic import atomic_write_text
 from predops.pipelines.workspace.audit import AuditLog
 from predops.pipelines.workspace.errors import ApprovalRequired
 from predops.pipelines.workspace.plans import PLAN_ID
+from predops.pipelines.workspace.private import private_dir, write_private_text
 
 APPROVALS_DIR = "plan_approvals"
 
@@ -96,10 +97,8 @@ class ApprovalStore:
             "approved_at": at.isoformat(),
             "comment": comment,
         }
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        atomic_write_text(
-            checked_path(self.root, plan_id), json.dumps(record, sort_keys=True), mode=0o600
-        )
+        private_dir(self.root)
+        write_private_text(checked_path(self.root, plan_id), json.dumps(record, sort_keys=True))
         return record
 
 

@@ -14,16 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def _replace_with(path: Path, fill: Callable[[Path], None], mode: int | None = None) -> None:
-    """``fill`` writes and fsyncs the temporary file; it then replaces ``path`` (with
-    permission bits ``mode`` when given, set before the rename, whatever the old file
-    had)."""
+def _replace_with(path: Path, fill: Callable[[Path], None]) -> None:
+    """``fill`` writes and fsyncs the temporary file; it then replaces ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         fill(tmp)
-        if mode is not None:
-            os.chmod(tmp, mode)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -47,14 +43,16 @@ def atomic_write(path: Path, write: Callable[[Path], object]) -> None:
 
 
 def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:
-    """Replace ``path`` with ``text`` (UTF-8); ``mode`` (e.g. 0o600 for a secret or an
-    approval) is the file's from its creation on, never wider meanwhile."""
+    """Replace ``path`` with ``text`` (UTF-8). With ``mode`` the new file has exactly that
+    mode from its creation on (neither the umask nor the replaced file's mode count)."""
 
     def fill(tmp: Path) -> None:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode)
-        with open(fd, "w", encoding="utf-8") as f:
+        if mode is not None:
+            os.fchmod(fd, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
 
-    _replace_with(path, fill, mode)
+    _replace_with(path, fill)

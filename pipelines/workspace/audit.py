@@ -4,7 +4,9 @@ Every decision an actuator takes is one entry — who (the operator / service ru
 it), what (action kind, target, parameters), why (the plan's reason or the re-validation
 verdict), when (the injected clock, UTC), the outcome and the action's idempotency key.
 Lines are only ever appended (``O_APPEND``) and each is fsynced before the call returns,
-so an entry that was reported written survives a crash; nothing rewrites the file.
+so an entry that was reported written survives a crash; nothing rewrites the file. It
+records who approved which plan, so it is the owner's only (mode 0600, set on every
+append: see :mod:`predops.pipelines.workspace.private`).
 
 A process killed in the middle of a write, or a write cut short by a full disk (the
 append then raises: the entry was not written), can leave a torn last line; the next
@@ -28,6 +30,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from predops.pipelines.workspace.private import PRIVATE_FILE
 
 OUTCOMES = frozenset(
     {
@@ -103,8 +107,9 @@ class AuditLog:
     def _write_line(self, line: str) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         created = not self.path.exists()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
         try:
+            os.fchmod(fd, PRIVATE_FILE)  # it records approvals: owner only, older logs too
             prefix = b""
             size = os.fstat(fd).st_size
             if size:

@@ -1,5 +1,12 @@
 """Plotly figures as plain dicts (``{"data": [...], "layout": {...}}``) that the pages
-embed as JSON and ``static/charts.js`` draws with the locally served plotly.js."""
+embed as JSON and ``static/charts.js`` draws with the locally served plotly.js.
+
+Plotly draws a subset of HTML in every text it shows — tick labels, hover text, legend
+names, titles, annotations: ``<a href>`` becomes a live link, ``<b>`` bold. Every text
+that comes from data (rack, spine, pool, series and column names, model names in titles)
+goes through :func:`plot_text` here, so a name shows as written; only the markup these
+builders add themselves (``<br>`` between hover lines) stays markup.
+"""
 
 from __future__ import annotations
 
@@ -18,9 +25,23 @@ TICKS = (1e-4, 1e-3, 1e-2, 0.1, 1.0)
 BLUE, ORANGE, RED, GREY = "#1f6feb", "#d9822b", "#cf222e", "#8c959f"
 
 
+def plot_text(text: object) -> str:
+    """``text`` as plotly shows it literally: ``&``, ``<`` and ``>`` as the entities
+    plotly decodes (its other markup needs a ``<``, so nothing else is read as HTML)."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _texts(values: Sequence[object]) -> list[str]:
+    return [plot_text(v) for v in values]
+
+
+def _axis_title(text: str, **font: Any) -> dict[str, Any]:
+    return {"text": plot_text(text), **({"font": font} if font else {})}
+
+
 def _layout(title: str, **extra: Any) -> dict[str, Any]:
     return {
-        "title": {"text": title, "font": {"size": 14}, "x": 0, "xanchor": "left"},
+        "title": {"text": plot_text(title), "font": {"size": 14}, "x": 0, "xanchor": "left"},
         "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
         "height": 320,
         "legend": {"orientation": "h", "y": -0.2},
@@ -47,15 +68,13 @@ def rack_heatmap(cells: Sequence[RackCell]) -> Figure:
         z[i][j] = math.log10(max(c.p_max, FLOOR)) if c.p_max is not None else None
         top = f"{c.p_max:.2%}" if c.p_max is not None else "n/a"
         mean = f"{c.p_mean:.2%}" if c.p_mean is not None else "n/a"
-        text[i][j] = (
-            f"{c.rack}<br>pools: {c.pools}<br>{c.scored}/{c.nodes} nodes scored"
-            f"<br>max p_fail {top}<br>mean p_fail {mean}"
-        )
+        lines = (c.rack, f"pools: {c.pools}", f"{c.scored}/{c.nodes} nodes scored")
+        text[i][j] = "<br>".join([*_texts(lines), f"max p_fail {top}", f"mean p_fail {mean}"])
     ticks = [t for t in TICKS if FLOOR <= t <= 1.0]
     trace = {
         "type": "heatmap",
-        "x": positions,
-        "y": spines,
+        "x": _texts(positions),
+        "y": _texts(spines),
         "z": z,
         "text": text,
         "hovertemplate": "%{text}<extra></extra>",
@@ -143,7 +162,7 @@ def telemetry_panels(ts: Sequence[datetime], series: dict[str, list[Any]], title
             {
                 "type": "scatter",
                 "mode": "lines",
-                "name": name,
+                "name": plot_text(name),
                 "x": x,
                 "y": series[name],
                 "xaxis": f"x{axis}" if axis else "x",
@@ -153,7 +172,7 @@ def telemetry_panels(ts: Sequence[datetime], series: dict[str, list[Any]], title
         )
         layout[f"yaxis{axis}"] = {
             "domain": [max(0.0, top - h), top],
-            "title": {"text": name, "font": {"size": 10}},
+            "title": _axis_title(name, size=10),
             "automargin": True,
         }
         layout[f"xaxis{axis}"] = {
@@ -243,7 +262,7 @@ def fan_chart(
                     "line": {"color": ORANGE, "width": 1.5, "dash": "dot"},
                 }
             )
-    return {"data": data, "layout": _layout(title, yaxis={"title": {"text": unit}})}
+    return {"data": data, "layout": _layout(title, yaxis={"title": _axis_title(unit)})}
 
 
 def grouped_bars(
@@ -254,8 +273,8 @@ def grouped_bars(
     data = [
         {
             "type": "bar",
-            "name": name,
-            "x": list(categories),
+            "name": plot_text(name),
+            "x": _texts(categories),
             "y": list(values),
             "marker": {"color": colours[i % len(colours)]},
         }
@@ -263,7 +282,7 @@ def grouped_bars(
     ]
     return {
         "data": data,
-        "layout": _layout(title, barmode="group", yaxis={"title": {"text": unit}}),
+        "layout": _layout(title, barmode="group", yaxis={"title": _axis_title(unit)}),
     }
 
 

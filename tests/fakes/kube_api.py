@@ -26,9 +26,10 @@ It holds nodes, pods and PodDisruptionBudgets as the API returns them (JSON dict
 
 Errors are ``Status`` objects. A bearer token is required when ``token`` is set (401
 otherwise). Every request is recorded in ``requests``; ``fail_next`` scripts an error
-answer; ``stall_next`` holds the next matching request for some seconds before serving
-it (a client with a shorter timeout gives up, the effect still happens: an answer lost
-on the way); ``expire_continue_tokens`` makes outstanding ``continue`` tokens answer 410.
+answer; ``stall_next`` holds the next matching request for some seconds (or until
+``release_held``) before serving it (a client with a shorter timeout gives up, the effect
+still happens: an answer lost on the way); ``expire_continue_tokens`` makes outstanding
+``continue`` tokens answer 410.
 To add a route, add a ``(method, path regex, handler)`` to ``_routes``.
 """
 
@@ -40,7 +41,6 @@ import json
 import re
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -190,6 +190,7 @@ class FakeKubeAPI:
     held: list[tuple[str, str]] = field(default_factory=list)
     """(method, path) of requests ``stall_next`` held, as they arrived."""
     _stalls: list[tuple[str, str, float]] = field(default_factory=list)
+    _released: threading.Event = field(default_factory=threading.Event)
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _server: ThreadingHTTPServer | None = None
 
@@ -212,7 +213,7 @@ class FakeKubeAPI:
                 n = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(n) if n else b""
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                time.sleep(fake._stall_for(self.command, urlsplit(self.path).path))
+                fake._released.wait(fake._stall_for(self.command, urlsplit(self.path).path))
                 code, body = fake._dispatch(self.command, self.path, headers, raw)
                 data = json.dumps(body).encode()
                 self.send_response(code)
@@ -250,9 +251,15 @@ class FakeKubeAPI:
         self._faults.append((method, path_regex, if_query, status(code, reason, message)))
 
     def stall_next(self, method: str, path_regex: str, seconds: float) -> None:
-        """Hold the next matching request ``seconds`` before serving it."""
+        """Hold the next matching request ``seconds`` (or until :meth:`release_held`)
+        before serving it."""
         with self._lock:
+            self._released.clear()
             self._stalls.append((method, path_regex, seconds))
+
+    def release_held(self) -> None:
+        """Serve the requests held now at once."""
+        self._released.set()
 
     def _stall_for(self, method: str, path: str) -> float:
         with self._lock:

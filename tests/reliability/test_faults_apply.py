@@ -20,12 +20,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from predops.pipelines.actuators.kube import KEY_ANNOTATION
 from predops.pipelines.cli.main import main
 from predops.pipelines.workspace.audit import AuditLog
 from predops.pipelines.workspace.plans import write_plan
 from predops.pipelines.workspace.settings import load_settings
 from tests.fakes.kube_api import FakeKubeAPI, Request
-from tests.fakes.kube_objects import make_pod, write_kubeconfig
+from tests.fakes.kube_objects import make_pdb, make_pod, write_kubeconfig
 from tests.pipelines.actuators.conftest import T0, cluster_nodes, drain, plan_of
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,3 +130,71 @@ def test_killed_apply_rerun_runs_each_action_at_most_once(
         for i, n in enumerate(TARGETS):
             assert fake.node(n)["spec"]["unschedulable"] is True
             assert fake.pod("default", f"job-{i}")["metadata"].get("deletionTimestamp")
+
+
+def test_a_rerun_rolls_back_the_cordon_its_killed_run_made_when_the_drain_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after the cordon (while listing the node's pods), the re-run finds the node
+    cordoned under its own key; its drain then fails, and it undoes that cordon as an
+    uninterrupted run would."""
+    monkeypatch.setenv("PREDOPS_OPERATOR", "fault-test")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    ws = tmp_path / "ws"
+    settings = load_settings(ws)
+    plan = plan_of([drain("n00")], plan_id="plan-rollback")
+    write_plan(settings.plans_dir, plan)
+    web = make_pod("web-0", node="n00", labels={"app": "web"})
+    with FakeKubeAPI(nodes=cluster_nodes(racks=30, per_rack=1), pods=[web]) as fake:
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", fake.url)
+        fake.stall_next("GET", "/api/v1/pods", HOLD_S)
+        first = apply_process(ws, kubeconfig, plan.plan_id)
+        wait_for(fake, "GET", "/api/v1/pods", first)
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=30)
+        assert fake.node("n00")["spec"]["unschedulable"] is True  # the cordon landed
+
+        # Two budgets select the pod: its eviction fails at once (HTTP 500).
+        fake.pdbs = [
+            make_pdb("a", match_labels={"app": "web"}),
+            make_pdb("b", match_labels={"app": "web"}),
+        ]
+        args = ["--workspace", str(ws), "apply", plan.plan_id, "--execute"]
+        args += ["--kubeconfig", str(kubeconfig), "--at", T0.isoformat(), "--json"]
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 2, res.output
+        (out,) = json.loads(res.stdout)["actions"]
+        assert out["outcome"] == "failed" and "HTTP 500" in out["detail"]
+        assert out["report"]["cordon"] == "resumed" and out["report"]["rollback"] == "uncordoned"
+        node = fake.node("n00")
+        assert not node["spec"].get("unschedulable")
+        assert KEY_ANNOTATION not in node["metadata"].get("annotations", {})
+
+
+def test_concurrent_applies_refused_by_the_lock_print_one_json_error(tmp_path: Path) -> None:
+    """Three ``predops apply --execute --json`` at once: the one holding the workspace's
+    apply lock applies the plan; the two it refuses each print one JSON object naming
+    the lock (no traceback) and exit non-zero."""
+    ws = tmp_path / "ws"
+    settings = load_settings(ws)
+    plan = plan_of([drain("n00")], plan_id="plan-three")
+    write_plan(settings.plans_dir, plan)
+    with FakeKubeAPI(nodes=cluster_nodes(racks=30, per_rack=1)) as fake:
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", fake.url)
+        # The first run holds the lock while its cordon is held (below the client's
+        # 30 s request timeout); the other two start meanwhile.
+        fake.stall_next("PATCH", "/api/v1/nodes/n00", 25)
+        first = apply_process(ws, kubeconfig, plan.plan_id)
+        wait_for(fake, "PATCH", "/api/v1/nodes/n00", first)
+        others = [apply_process(ws, kubeconfig, plan.plan_id) for _ in range(2)]
+        refused = [p.communicate(timeout=120) for p in others]
+        fake.release_held()
+        out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert json.loads(out)["counts"] == {"done": 1}
+    for proc, (stdout, stderr) in zip(others, refused, strict=True):
+        assert proc.returncode == 1, (stdout, stderr)
+        (line,) = stdout.splitlines()  # exactly one JSON object on stdout
+        body = json.loads(line)
+        assert body["type"] == "LockHeld" and "another apply holds" in body["error"], body
+        assert "Traceback" not in stderr, stderr

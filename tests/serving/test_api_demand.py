@@ -34,6 +34,13 @@ def test_forecast_equals_the_champions(served_workspace: Path, shared_data: Path
             f = by_key[(series[0], p["valid_at"].replace("Z", "+00:00"))]
             assert p["quantiles"] == {"p50": f["p50"], "p90": f["p90"]}
         assert c.post("/v1/demand/forecast", json={"series_ids": ["nope"]}).status_code == 404
+        surrogate = c.post(
+            "/v1/demand/forecast",
+            content=rb'{"series_ids": ["\ud800"]}',
+            headers={"Content-Type": "application/json"},
+        )
+        assert surrogate.status_code == 422, surrogate.text
+        assert surrogate.json()["field"].startswith("body.series_ids.0")
         bad = c.post("/v1/demand/forecast", json={"horizons": [10_000]})
         assert bad.status_code == 422 and bad.json()["field"] == "body.horizons.0"
         bad = c.post("/v1/demand/forecast", json={"quantiles": ["p42"]})

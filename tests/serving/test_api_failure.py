@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from datetime import timedelta
@@ -16,6 +17,7 @@ from fastapi.testclient import TestClient
 
 from predops.pipelines.jobs import failure as failure_jobs
 from predops.pipelines.workspace.feature_store import FeatureStore
+from predops.serving.errors import error_response
 from predops.serving.schemas import ScoreResponse
 from tests.serving.api import fresh_clock, make_app
 from tests.serving.conftest import settings_for
@@ -148,8 +150,6 @@ def test_stale_nodes_say_so(
 def test_bad_feature_values_are_422_naming_the_field(
     client: TestClient, model: Any, online: pl.DataFrame, change: dict[str, str], field: str
 ) -> None:
-    import json
-
     vec = vector(online, model)
     assert "gpu_temp_c__max_6h" in vec
     text = json.dumps({"nodes": [{"features": vec}]})
@@ -199,6 +199,41 @@ def test_hostile_bodies_get_4xx(client: TestClient, content: bytes) -> None:
     assert r.status_code in (413, 422), r.text
     assert set(r.json()) == {"error", "field"}
     assert r.status_code == 413 or len(content) < 200_000
+
+
+@pytest.mark.parametrize(
+    ("content", "field"),
+    [
+        (rb'{"node_ids": ["\ud800"]}', "body.node_ids.0"),
+        (rb'{"node_ids": ["n", "a\udfff\ud800b"]}', "body.node_ids.1"),
+        (rb'{"nodes": [{"features": {"\ud800": 1}}]}', "body.nodes.0.features."),  # the key
+        (rb'{"nodes": [{"features": {"f": "\udc80"}}]}', "body.nodes.0.features.f"),
+    ],
+    ids=["node_id", "second_node_id", "feature_name", "feature_value"],
+)
+def test_lone_surrogates_are_422_naming_the_field(
+    client: TestClient, content: bytes, field: str
+) -> None:
+    # JSON may spell a lone surrogate as an escape; it is not text, so it is refused
+    # where it comes in (it used to reach the 404 message, which cannot be encoded: 500).
+    r = client.post(
+        "/v1/failure/score", content=content, headers={"Content-Type": "application/json"}
+    )
+    assert r.status_code == 422, r.text
+    body = r.json()
+    assert body["field"].startswith(field) and "surrogate" in body["error"], body
+
+
+def test_an_error_body_always_encodes() -> None:
+    # The net under the boundary check: an error quoting a string that is not text
+    # still answers, with the same JSON value in ASCII escapes.
+    r = error_response(404, "unknown node id(s): \ud800", "body.node_ids.\udfff")
+    assert r.body.isascii()
+    assert json.loads(r.body) == {
+        "error": "unknown node id(s): \ud800",
+        "field": "body.node_ids.\udfff",
+    }
+    assert json.loads(error_response(404, "nœud", None).body)["error"] == "nœud"
 
 
 def test_fleet_risk_sorted_filtered_paged(

@@ -4,6 +4,7 @@ apply through the dry-run machinery with audit entries, plan ids that are not id
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,9 @@ def test_approve_then_apply_end_to_end(served_workspace: Path, shared_data: Path
     pid = plan_id(served_workspace)
     audit = AuditLog(served_workspace / "audit.jsonl", who="test")
     before = len(audit.read().entries)
+    approvals = served_workspace / "plan_approvals"
+    approvals.mkdir(mode=0o755, exist_ok=True)  # as older versions left them: open to all
+    audit.path.chmod(0o644)
     with TestClient(make_app(served_workspace, shared_data)) as c:
         r = c.post(f"/v1/plans/{pid}/apply", headers=bearer("operator"))
         assert r.status_code == 409 and "not approved" in r.json()["error"]
@@ -108,8 +112,12 @@ def test_approve_then_apply_end_to_end(served_workspace: Path, shared_data: Path
     assert sorted(outcomes[2:]) == sorted(a["outcome"] for a in report["actions"])
     assert all(e["plan_id"] == pid for e in new)
     assert all(e["mode"] == "dry_run" for e in new[1:])
-    stored = json.loads((served_workspace / "plan_approvals" / f"{pid}.json").read_text())
+    stored = json.loads((approvals / f"{pid}.json").read_text())
     assert stored["approved_by"] == "alice"
+    # approvals and the audit log recording them are the owner's only
+    assert stat.S_IMODE(approvals.stat().st_mode) == 0o700
+    assert stat.S_IMODE((approvals / f"{pid}.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE(audit.path.stat().st_mode) == 0o600
 
 
 def test_protected_reads_need_a_viewer_token(served_workspace: Path, shared_data: Path) -> None:

@@ -3,6 +3,7 @@ secret."""
 
 from __future__ import annotations
 
+import stat
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -88,3 +89,22 @@ def test_serve_command_refuses_a_bad_config_naming_the_key(tmp_path: Path) -> No
     assert "[server] port" in res.output
     res = CliRunner().invoke(main, ["serve", "--hash-token"], input="abc\n")
     assert res.output.strip() == token_digest("abc")
+
+
+def test_the_demo_token_file_ends_0600_whatever_mode_it_had(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from predops.pipelines.cli.serve import DEMO_TOKEN_FILE, demo_server_config
+    from predops.pipelines.workspace.settings import Settings
+
+    monkeypatch.delenv("PREDOPS_API_TOKEN", raising=False)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    old = ws / DEMO_TOKEN_FILE
+    old.write_text("an-older-secret\n")
+    old.chmod(0o644)  # left by an older version, a copy or a hand edit
+    config, path = demo_server_config(Settings(workspace=ws, shared_data=tmp_path))
+    assert path == old
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    secret = path.read_text().strip()
+    assert secret != "an-older-secret" and config.tokens[0].sha256 == token_digest(secret)

@@ -37,6 +37,10 @@ def test_signer_round_trip_and_refusals() -> None:
         "",
         "a.b.c.d",
         f"{name}.not-a-number.{signer.issue('x', T0).split('.')[2]}",
+        f"{name}.{expiry}.é",  # not ASCII: compare_digest refuses such a str
+        f"{name}.{expiry}.{mac[:-1]}é",
+        f"é.{expiry}.{mac}",
+        f"{name}.{expiry}.\ud800",  # a lone surrogate cannot even be encoded
     ):
         assert signer.verify(bad, T0) is None, bad
 
@@ -133,6 +137,23 @@ def test_forged_or_expired_sessions_are_sent_to_sign_in(
         assert c.get("/v1/failure/risk").status_code == 401
     finally:
         clock.advance(-(SESSION_TTL + timedelta(minutes=1)))  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("value", ["a.1.é", "a.1.\xff", "é.é.é", "a.1.\u20ac"])
+def test_a_cookie_that_is_not_ascii_is_no_session(
+    protected: tuple[TestClient, object], value: str
+) -> None:
+    c, _ = protected
+    c.cookies.clear()
+    # The raw bytes a browser may send (HTTP clients refuse to build such a cookie).
+    cookie = {"Cookie": f"{COOKIE}={value}".encode()}
+    for path in PAGES:
+        r = c.get(path, headers=cookie)
+        assert r.status_code == 303 and r.headers["location"].startswith("/login"), path
+    for path in ("/v1/failure/risk", "/v1/plans/latest", "/v1/failure/features"):
+        r = c.get(path, headers=cookie)
+        assert r.status_code == 401 and r.json()["field"] == "header.authorization", path
+    assert c.get("/v1/failure/risk", headers={**cookie, **bearer("viewer")}).status_code == 200
 
 
 @pytest.mark.parametrize(

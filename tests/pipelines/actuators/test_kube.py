@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from predops.core.actions import Cordon, Uncordon
 from predops.core.clock import FixedClock
-from predops.pipelines.actuators.apply import apply_plan
+from predops.pipelines.actuators.apply import ActionFailed, apply_plan
 from predops.pipelines.actuators.kube import KEY_ANNOTATION, OWNER_ANNOTATION
 from predops.pipelines.workspace.audit import AuditLog
 from predops.policy.config import Budgets, DisruptionBudget
@@ -234,3 +236,47 @@ def test_uncordon_clears_our_cordon_and_stamps_the_time(
     assert not node["spec"].get("unschedulable")
     notes = node["metadata"]["annotations"]
     assert OWNER_ANNOTATION not in notes and notes["predops.io/uncordoned-at"] == later.isoformat()
+
+
+@pytest.mark.parametrize(
+    ("owner", "key", "found"),
+    [
+        (None, None, "already cordoned"),  # a human's cordon
+        ("predops", "cordon:n00:another", "already cordoned"),  # another action's
+        ("someone-else", "this drain's", "already cordoned"),  # another owner's
+        ("predops", "this drain's", "resumed"),  # what a run killed after its cordon leaves
+    ],
+)
+def test_a_failed_drain_undoes_its_own_cordon_only(
+    fake: FakeKubeAPI,
+    tmp_path: Path,
+    clock: FixedClock,
+    owner: str | None,
+    key: str | None,
+    found: str,
+) -> None:
+    action = drain("n00")
+    notes = {OWNER_ANNOTATION: owner, KEY_ANNOTATION: key}
+    if key == "this drain's":
+        notes[KEY_ANNOTATION] = action.idempotency_key
+    fake.node("n00")["spec"]["unschedulable"] = True
+    fake.node("n00")["metadata"].setdefault("annotations", {}).update(
+        {k: v for k, v in notes.items() if v is not None}
+    )
+    fake.pods = [make_pod("web-0", node="n00", labels={"app": "web"})]
+    fake.pdbs = [  # two budgets select the pod: its eviction fails at once
+        make_pdb("a", match_labels={"app": "web"}),
+        make_pdb("b", match_labels={"app": "web"}),
+    ]
+    _, actuator, _, _ = kube_for(fake, tmp_path, clock)
+    with pytest.raises(ActionFailed) as failed:
+        actuator.run(action, "plan-test")
+    report = failed.value.report
+    assert report["cordon"] == found
+    if found == "resumed":
+        assert report["rollback"] == "uncordoned"
+        assert not fake.node("n00")["spec"].get("unschedulable")
+    else:
+        assert "rollback" not in report
+        assert fake.node("n00")["spec"]["unschedulable"] is True
+        assert fake.seen("PATCH", "/api/v1/nodes/n00") == []

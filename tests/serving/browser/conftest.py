@@ -75,6 +75,19 @@ def _serving(app: Any) -> Iterator[str]:
         thread.join(timeout=30)
 
 
+@contextmanager
+def browser_page(browser: Any, base_url: str) -> Iterator[tuple[Any, Any, list[str]]]:
+    """A fresh context and page (1366x768) on ``base_url``, and the page's script errors."""
+    ctx = browser.new_context(viewport={"width": 1366, "height": 768}, base_url=base_url)
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        yield ctx, page, errors
+    finally:
+        ctx.close()
+
+
 @pytest.fixture(scope="module")
 def dashboard_url(served_workspace: Path, shared_data: Path) -> Iterator[str]:
     """A server with open reads and one approver token."""

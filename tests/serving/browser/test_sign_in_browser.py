@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.serving.browser.conftest import VIEWER_SECRET
+from tests.serving.browser.conftest import VIEWER_SECRET, browser_page
 
 pytestmark = pytest.mark.integration
 
@@ -24,11 +24,7 @@ HEATMAP_POINTS = """() => {
 def test_sign_in_opens_the_asked_page_and_sign_out_ends_it(
     browser: Any, protected_url: str, artifacts: Path
 ) -> None:
-    ctx = browser.new_context(viewport={"width": 1366, "height": 768}, base_url=protected_url)
-    page = ctx.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    try:
+    with browser_page(browser, protected_url) as (ctx, page, errors):
         page.goto("/")
         assert page.url.startswith(f"{protected_url}/login"), page.url
         page.fill("#token", "not-a-token")
@@ -50,5 +46,3 @@ def test_sign_in_opens_the_asked_page_and_sign_out_ends_it(
         page.goto("/models")
         assert page.url.startswith(f"{protected_url}/login"), page.url
         assert errors == [], errors
-    finally:
-        ctx.close()

@@ -1,0 +1,104 @@
+"""Every dashboard figure builder escapes the text that comes from data: plotly draws a
+subset of HTML (links, bold, spans) in tick labels, hover text, legend names and titles,
+so a rack named ``<a href=...>`` must reach it as entities, never as markup."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from predops.serving.dashboards import charts
+from predops.serving.dashboards.fleet import RackCell
+
+HOSTILE = '<a href="https://evil.example/phish">x</a> & <b>bold</b>'
+ESCAPED = '&lt;a href="https://evil.example/phish"&gt;x&lt;/a&gt; &amp; &lt;b&gt;bold&lt;/b&gt;'
+OWN_MARKUP = ("<br>", "<extra></extra>")
+"""The markup the builders add themselves (line breaks in hover text, no trace box)."""
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+TS = [T0 + timedelta(hours=h) for h in range(3)]
+
+
+def _cell(text: str) -> RackCell:
+    return RackCell(
+        spine=text,
+        rack=f"{text}-rk1",
+        position=text,
+        nodes=4,
+        scored=3,
+        p_max=0.2,
+        p_mean=0.1,
+        pools=f"{text}, train",
+    )
+
+
+BUILDERS: dict[str, Callable[[str], charts.Figure]] = {
+    "rack_heatmap": lambda t: charts.rack_heatmap([_cell(t), _cell("sp02")]),
+    "risk_over_time": lambda t: charts.risk_over_time(
+        TS, [0.1, 0.2, 0.3], trained_until=TS[1], title=t
+    ),
+    "telemetry_panels": lambda t: charts.telemetry_panels(
+        TS, {t: [1.0, 2.0, 3.0], "gpu_temp_c": [60.0, 61.0, 62.0]}, t
+    ),
+    "fan_chart": lambda t: charts.fan_chart(
+        TS[:2],
+        [1.0, 2.0],
+        TS[1:],
+        [1.0, 1.5],
+        [2.0, 2.5],
+        [3.0, 3.5],
+        title=t,
+        unit=t,
+        capacity=(TS[:2], [4.0, 4.0]),
+    ),
+    "grouped_bars": lambda t: charts.grouped_bars(
+        [t, "train"], {t: [1.0, 2.0], "target nodes": [2.0, 3.0]}, title=t, unit=t
+    ),
+    "reliability_plot": lambda t: charts.reliability_plot(
+        [{"p_mean": 0.1, "observed": 0.12, "rows": 50.0}], title=t
+    ),
+}
+"""Each public figure builder, with ``t`` in every text parameter it has."""
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v)
+
+
+def test_every_figure_builder_is_checked() -> None:
+    builders = {
+        name
+        for name, fn in inspect.getmembers(charts, inspect.isfunction)
+        if fn.__module__ == charts.__name__
+        and not name.startswith("_")
+        and inspect.signature(fn).return_annotation == "Figure"
+    }
+    assert builders == set(BUILDERS)
+
+
+def test_plot_text_escapes_what_plotly_reads_as_markup() -> None:
+    assert charts.plot_text(HOSTILE) == ESCAPED
+    assert charts.plot_text("&lt;already&gt;") == "&amp;lt;already&amp;gt;"
+    assert charts.plot_text("rg-1a-sp01-rk03") == "rg-1a-sp01-rk03"
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_no_data_text_reaches_plotly_as_markup(name: str) -> None:
+    figure = BUILDERS[name](HOSTILE)
+    texts = list(_strings(figure))
+    assert any(ESCAPED in t for t in texts), f"{name}: the data text is not in the figure"
+    for text in texts:
+        for markup in OWN_MARKUP:
+            text = text.replace(markup, "")
+        assert "<" not in text and ">" not in text, (name, text)
