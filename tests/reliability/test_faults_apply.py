@@ -144,6 +144,7 @@ def test_a_rerun_rolls_back_the_cordon_its_killed_run_made_when_the_drain_fails(
     settings = load_settings(ws)
     plan = plan_of([drain("n00")], plan_id="plan-rollback")
     write_plan(settings.plans_dir, plan)
+    approve(ws, plan.plan_id)
     web = make_pod("web-0", node="n00", labels={"app": "web"})
     with FakeKubeAPI(nodes=cluster_nodes(racks=30, per_rack=1), pods=[web]) as fake:
         kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", fake.url)
@@ -179,6 +180,7 @@ def test_concurrent_applies_refused_by_the_lock_print_one_json_error(tmp_path: P
     settings = load_settings(ws)
     plan = plan_of([drain("n00")], plan_id="plan-three")
     write_plan(settings.plans_dir, plan)
+    approve(ws, plan.plan_id)
     with FakeKubeAPI(nodes=cluster_nodes(racks=30, per_rack=1)) as fake:
         kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", fake.url)
         # The first run holds the lock while its cordon is held (below the client's
