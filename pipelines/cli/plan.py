@@ -9,7 +9,10 @@ used), ``summary`` and ``plan_file``.
 of a plan just before it would run and records each decision in the audit log. Dry-run
 unless ``--execute``. With ``--kubeconfig`` (a file or ``in-cluster``) the live cluster is
 the state re-validation reads and, with ``--execute``, cordons / drains / uncordons go to
-it; without, the lake's state is re-read. Exit status 2 when an action failed.
+it; without, the lake's state is re-read. ``--pool-actuator [POOL=]NAME`` (repeatable;
+``clusterapi``, ``karpenter``, ``placeholders`` or ``auto``, the default) says how pool
+resizes act (:mod:`predops.pipelines.actuators.pool_resizers`). Exit status 2 when an
+action failed.
 
 Both read the budgets and policy knobs from the ``[policy]`` table of ``--config FILE``
 (default ``$PREDOPS_CONFIG``, else the documented defaults), the same ``predops.toml``
@@ -109,6 +112,15 @@ def _human_plan(o: dict[str, Any]) -> str:
 @click.option("--context", default=None, help="Kubeconfig context.")
 @click.option("--timeout", default="10m", show_default=True, help="Per-drain timeout.")
 @click.option("--at", default=None, help="Apply as of this time (ISO-8601). Default: now.")
+@click.option(
+    "--pool-actuator",
+    "pool_actuators",
+    multiple=True,
+    metavar="[POOL=]NAME",
+    help="How pool resizes act, for every pool or POOL: clusterapi, karpenter, placeholders "
+    "or auto (default: a MachineDeployment -> clusterapi, a NodePool -> karpenter, else "
+    "placeholders). Repeatable.",
+)
 @policy_config_option
 @json_option
 @reports
@@ -119,6 +131,7 @@ def apply_command(
     context: str | None,
     timeout: str,
     at: str | None,
+    pool_actuators: tuple[str, ...],
     config_path: Path | None,
     as_json: bool,
 ) -> None:
@@ -141,6 +154,7 @@ def apply_command(
         context=context,
         timeout_s=_seconds(timeout),
         policy=policy,
+        pool_actuators=pool_actuators,
     )
     emit(out, as_json, _human_apply)
     if out["counts"].get("failed"):

@@ -36,6 +36,15 @@ MINIMAL_RBAC = {
     ("cluster.x-k8s.io", "machinedeployments/scale", "patch"),
     ("cluster.x-k8s.io", "machines", "list"),
     ("cluster.x-k8s.io", "machines", "patch"),
+    # pool headroom through placeholder pods (pipelines/actuators/placeholders.py)
+    ("apps", "deployments", "get"),
+    ("apps", "deployments", "create"),
+    ("apps", "deployments", "patch"),
+    ("scheduling.k8s.io", "priorityclasses", "get"),
+    ("scheduling.k8s.io", "priorityclasses", "create"),
+    # Karpenter NodePool limits (pipelines/actuators/karpenter.py)
+    ("karpenter.sh", "nodepools", "list"),
+    ("karpenter.sh", "nodepools", "patch"),
 }
 
 

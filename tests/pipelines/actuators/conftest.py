@@ -1,4 +1,5 @@
-"""Shared builders for actuator tests: a fake cluster, plans of drains, a test clock."""
+"""Shared builders for actuator tests: a fake cluster, plans of drains, a test clock,
+and what RBAC a request needs against what the deployed role grants."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from predops.core.actions import Action, Drain, Plan
+from predops.core.actions import Action, Drain, Plan, ResizePool
 from predops.core.clock import FixedClock
 from predops.pipelines.actuators.kube import KubeActuator, KubeApi, KubeOptions, KubeState, connect
 from predops.pipelines.workspace.audit import AuditLog
@@ -22,6 +23,22 @@ def drain(node: str, **kw: object) -> Drain:
     kw.setdefault("not_before", T0)
     kw.setdefault("expires", T0 + timedelta(hours=2))
     return Drain(target=node, reason=f"test drain of {node}", **kw)  # type: ignore[arg-type]
+
+
+def resize(
+    from_nodes: int, to_nodes: int, order: list[str] | None = None, pool: str = "train"
+) -> ResizePool:
+    """A resize of ``pool`` due at T0; ``order``: the plan's scale-in order."""
+    evidence = {"scale_in_order": order} if order is not None else {}
+    return ResizePool(
+        target=pool,
+        reason="test resize",
+        from_nodes=from_nodes,
+        to_nodes=to_nodes,
+        evidence=evidence,
+        not_before=T0,
+        expires=T0 + timedelta(hours=1),
+    )
 
 
 def plan_of(actions: Sequence[Action], plan_id: str = "plan-test") -> Plan:
@@ -75,3 +92,25 @@ def kube_for(fake: FakeKubeAPI, tmp_path: Path, clock: FixedClock, **opt: object
     api: KubeApi = connect(str(cfg), None, options)
     sleeper = Sleeper(clock)
     return api, KubeActuator(api, clock, sleeper), KubeState(api, clock), sleeper
+
+
+def deployed_grants() -> set[tuple[str, str, str]]:
+    """(API group, resource, verb) the ClusterRole of ``deploy/k8s/rbac.yaml`` grants."""
+    import yaml
+
+    from tests.deploy.test_manifests import K8S, grants
+
+    docs = yaml.safe_load_all((K8S / "rbac.yaml").read_text())
+    (role,) = [d for d in docs if d and d["kind"] == "ClusterRole"]
+    return grants(role)
+
+
+def rbac_needs(method: str, path: str) -> tuple[str, str, str]:
+    """(API group, resource[/subresource], verb) of one request, as RBAC sees it."""
+    parts = path.strip("/").split("/")
+    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+    if rest[:1] == ["namespaces"] and len(rest) > 2:
+        rest = rest[2:]
+    resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
+    verb = {"GET": "get" if len(rest) > 1 else "list", "PATCH": "patch", "POST": "create"}
+    return group, resource, verb[method]

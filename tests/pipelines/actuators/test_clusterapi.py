@@ -4,12 +4,10 @@ replica count and the usage floor, resume under the same key, roll-back of marks
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from predops.core.actions import ResizePool
 from predops.core.clock import FixedClock
 from predops.pipelines.actuators.apply import apply_plan
 from predops.pipelines.actuators.clusterapi import (
@@ -23,23 +21,17 @@ from predops.pipelines.actuators.clusterapi import (
 from predops.pipelines.workspace.audit import AuditLog
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.fakes.kube_objects import make_machine, make_machine_deployment, make_pod
-from tests.pipelines.actuators.conftest import T0, kube_for, plan_of
+from tests.pipelines.actuators.conftest import (
+    T0,
+    deployed_grants,
+    kube_for,
+    plan_of,
+    rbac_needs,
+    resize,
+)
 
 NODES = ["n00", "n01", "n10", "n11", "n20", "n21"]  # the conftest cluster, pool "train"
 MD = "/apis/cluster.x-k8s.io/v1beta1/namespaces/capi/machinedeployments/train-md"
-
-
-def resize(from_nodes: int, to_nodes: int, order: list[str] | None = None) -> ResizePool:
-    evidence = {"scale_in_order": order} if order is not None else {}
-    return ResizePool(
-        target="train",
-        reason="test resize",
-        from_nodes=from_nodes,
-        to_nodes=to_nodes,
-        evidence=evidence,
-        not_before=T0,
-        expires=T0 + timedelta(hours=1),
-    )
 
 
 @pytest.fixture
@@ -289,27 +281,6 @@ def test_predops_apply_with_a_kubeconfig_resizes_pools_through_cluster_api(
     assert [e["outcome"] for e in audit.entries()][-2:] == ["started", "done"]
 
 
-def _rbac_grants() -> set[tuple[str, str, str]]:
-    import yaml
-
-    from tests.deploy.test_manifests import K8S, grants
-
-    docs = yaml.safe_load_all((K8S / "rbac.yaml").read_text())
-    (role,) = [d for d in docs if d and d["kind"] == "ClusterRole"]
-    return grants(role)
-
-
-def _needs(method: str, path: str) -> tuple[str, str, str]:
-    """(API group, resource[/subresource], verb) of one request, as RBAC sees it."""
-    parts = path.strip("/").split("/")
-    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
-    if rest[:1] == ["namespaces"] and len(rest) > 2:
-        rest = rest[2:]
-    resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
-    verb = {"GET": "get" if len(rest) > 1 else "list", "PATCH": "patch", "POST": "create"}
-    return group, resource, verb[method]
-
-
 def test_the_deployed_role_grants_every_call_a_resize_makes(
     capi: FakeKubeAPI, tmp_path: Path, clock: FixedClock, audit: AuditLog
 ) -> None:
@@ -318,7 +289,7 @@ def test_the_deployed_role_grants_every_call_a_resize_makes(
     for action in (resize(6, 4, ["n21"]), resize(4, 6)):
         (out,) = _apply(resizer, state, audit, clock, action).outcomes
         assert out.outcome == "done", out
-    made = {_needs(r.method, r.path) for r in capi.requests}
+    made = {rbac_needs(r.method, r.path) for r in capi.requests}
     assert ("cluster.x-k8s.io", "machinedeployments/scale", "patch") in made
     assert ("cluster.x-k8s.io", "machines", "patch") in made
-    assert made <= _rbac_grants(), made - _rbac_grants()
+    assert made <= deployed_grants(), made - deployed_grants()
