@@ -129,7 +129,7 @@ class PlaceholderApi:
             lambda: self.apps.read_namespaced_deployment(name, namespace, **self._opts())
         )
 
-    def create_deployment(self, namespace: str, body: dict[str, Any]) -> None:
+    def create_deployment(self, namespace: str, body: Any) -> None:
         self.apps.create_namespaced_deployment(namespace, body, **self._opts())
 
     def patch_deployment(self, namespace: str, name: str, body: dict[str, Any]) -> None:
@@ -140,7 +140,7 @@ class PlaceholderApi:
     def priority_class(self, name: str) -> dict[str, Any] | None:
         return self._read(lambda: self.scheduling.read_priority_class(name, **self._opts()))
 
-    def create_priority_class(self, body: dict[str, Any]) -> None:
+    def create_priority_class(self, body: Any) -> None:
         self.scheduling.create_priority_class(body, **self._opts())
 
 

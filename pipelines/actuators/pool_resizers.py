@@ -111,7 +111,8 @@ class PoolResizers:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            return self.placeholders.call(call)
+            listed: list[dict[str, Any]] = self.placeholders.call(call)
+            return listed
         except ApiException as exc:
             if exc.status == 404:
                 return []  # the cluster does not serve that API
@@ -169,7 +170,8 @@ class PoolResizers:
         return verdict
 
     def run(self, action: Action, plan_id: str) -> dict[str, Any]:
-        chosen, why = self._chosen.pop(action.idempotency_key, None) or self.choose(action.target)
+        checked = self._chosen.pop(action.idempotency_key, None)
+        chosen, why = checked if checked is not None else self.choose(action.target)
         self.name = chosen.name
         head = {"pool_actuator": chosen.name, "chosen_because": why}
         try:
