@@ -83,6 +83,7 @@ class NodeAutoscaler:
         act = rows[c.active[rows]]
         taken = int((c.busy()[act] | c.disrupted()[act]).sum())
         self.replicas[pool] = replicas_for(to_nodes, taken, 1)
+        self.scaler.want[pool] = to_nodes  # the engine's target (stock-outs count it)
         if to_nodes > act.size:
             self.scaler.last_scale_up[pool] = now
         self.scaler.last_resize[pool] = now
@@ -104,11 +105,15 @@ class NodeAutoscaler:
                 break
             if not ready_now:
                 break
-            before = c.pending_pods()
+            before = c.pending_by_pool()
             c.place_pending(t)
-            placed = before - c.pending_pods()
-            self.pods_placed_within_hour += placed
-            self.tally.pending_pod_hours += placed * r * self.lead_h
+            after = c.pending_by_pool()
+            for pool, n in before.items():
+                placed = n - after.get(pool, 0)
+                self.pods_placed_within_hour += placed
+                self.tally.pending_pod_hours += placed * r * self.lead_h
+                by_pool = self.tally.pending_within_hour_by_pool
+                by_pool[pool] = by_pool.get(pool, 0.0) + placed * r * self.lead_h
             self._hold(count=True)
         self._consolidate()
         self.placeholder_node_hours += int(c.placeholder.sum())
@@ -144,7 +149,6 @@ class NodeAutoscaler:
             # nodes on their way, or empty and unheld, serve the queue before new ones
             want = math.ceil(need.get(pool, 0.0) - 1e-9) + self._pending_placeholders(pool)
             want -= int(spare[rows].sum())
-            self.scaler.want[pool] = int(c.active[rows].sum()) + max(0, want)
             if want <= 0:
                 continue
             short = self.scaler.pending_by_model(pool)
