@@ -53,6 +53,7 @@ from predops.pipelines.actuators.clusterapi import (
 )
 from predops.pipelines.actuators.kube import MERGE_PATCH, KubeApi, api_error, client_errors
 from predops.pipelines.actuators.placeholders import PlaceholderResizer
+from predops.pipelines.actuators.resize_check import checked_resize
 from predops.policy.guards import Verdict
 
 GROUP = "karpenter.sh"
@@ -189,21 +190,7 @@ class NodePoolResizer:
 
     def check(self, action: Action, now: datetime) -> Verdict | None:
         """None when ``action`` may run now; else why not (module docstring)."""
-        if not isinstance(action, ResizePool):
-            return None
-        self._checked.pop(action.idempotency_key, None)
-        try:
-            got = self._resolve(action, now)
-        except client_errors() as exc:
-            status, msg = api_error(exc)
-            return Verdict(
-                SkipReason.REVALIDATION_FAILED,
-                f"pool {action.target}: reading NodePools: HTTP {status}: {msg}",
-            )
-        if isinstance(got, Verdict):
-            return got
-        self._checked[action.idempotency_key] = got
-        return None
+        return checked_resize(action, lambda a: self._resolve(a, now), self._checked, "NodePools")
 
     def _report(self, action: ResizePool, got: Resolved) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -90,6 +90,7 @@ from predops.pipelines.actuators.placeholder_objects import (
     template_hash,
 )
 from predops.pipelines.actuators.pool_state import PoolNodes, PoolUnreadable, read_pool
+from predops.pipelines.actuators.resize_check import checked_resize
 from predops.pipelines.ingest.kubernetes import PLACEHOLDER_LABEL, POOL_LABELS
 from predops.policy.guards import Verdict
 
@@ -244,21 +245,7 @@ class PlaceholderResizer:
 
     def check(self, action: Action, now: datetime) -> Verdict | None:
         """None when ``action`` may run now; else why not (module docstring)."""
-        if not isinstance(action, ResizePool):
-            return None
-        self._checked.pop(action.idempotency_key, None)
-        try:
-            got = self._resolve(action)
-        except client_errors() as exc:
-            status, msg = api_error(exc)
-            return Verdict(
-                SkipReason.REVALIDATION_FAILED,
-                f"pool {action.target}: reading the cluster: HTTP {status}: {msg}",
-            )
-        if isinstance(got, Verdict):
-            return got
-        self._checked[action.idempotency_key] = got
-        return None
+        return checked_resize(action, self._resolve, self._checked, "the cluster")
 
     def checked(self, action: Action) -> Resolved | None:
         """What the last :meth:`check` of ``action`` found, when it passed."""

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from predops.core.clock import FixedClock
-from predops.pipelines.actuators.apply import apply_plan
 from predops.pipelines.actuators.clusterapi import RESIZE_KEY_ANNOTATION
 from predops.pipelines.actuators.karpenter import (
     KarpenterApi,
@@ -21,13 +20,7 @@ from predops.pipelines.actuators.placeholders import PlaceholderApi, Placeholder
 from predops.pipelines.workspace.audit import AuditLog
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.fakes.kube_objects import make_nodepool, make_pod
-from tests.pipelines.actuators.conftest import (
-    deployed_grants,
-    kube_for,
-    plan_of,
-    rbac_needs,
-    resize,
-)
+from tests.pipelines.actuators.conftest import apply_one, assert_role_grants, kube_for, resize
 
 NODEPOOL = "/apis/karpenter.sh/v1/nodepools/train"
 DEPLOYMENTS = "/apis/apps/v1/namespaces/predops/deployments"
@@ -52,18 +45,6 @@ def _resizer(fake: FakeKubeAPI, tmp_path: Path, clock: FixedClock):
     return NodePoolResizer(KarpenterApi(api), placeholders, clock, sleeper), state
 
 
-def _apply(resizer, state, audit, clock, action, execute=True):
-    (out,) = apply_plan(
-        plan_of([action]),
-        state=state,
-        actuators={"resize_pool": resizer},
-        audit=audit,
-        clock=clock,
-        execute=execute,
-    ).outcomes
-    return out
-
-
 def _nodepool(fake: FakeKubeAPI, name: str = "train") -> dict:
     return next(n for n in fake.nodepools if n["metadata"]["name"] == name)
 
@@ -77,7 +58,7 @@ def test_scale_up_raises_the_limits_then_sets_the_placeholders(
 ) -> None:
     resizer, state = _resizer(karpenter, tmp_path, clock)
     action = resize(6, 9)
-    out = _apply(resizer, state, audit, clock, action)
+    out = apply_one(resizer, state, audit, clock, action)
     assert out.outcome == "done", out
     spec = _nodepool(karpenter)["spec"]
     # 9 nodes of 64 cores, 512 GiB and 8 GPUs; the limit Karpenter had on disk is kept
@@ -101,9 +82,9 @@ def test_scale_in_lowers_the_placeholders_before_the_limit_and_says_who_removes_
     karpenter: FakeKubeAPI, tmp_path: Path, clock: FixedClock, audit: AuditLog
 ) -> None:
     resizer, state = _resizer(karpenter, tmp_path, clock)
-    assert _apply(resizer, state, audit, clock, resize(6, 9)).outcome == "done"
+    assert apply_one(resizer, state, audit, clock, resize(6, 9)).outcome == "done"
     before = len(_writes(karpenter))
-    out = _apply(resizer, state, audit, clock, resize(6, 3))
+    out = apply_one(resizer, state, audit, clock, resize(6, 3))
     assert out.outcome == "done", out
     assert _writes(karpenter)[before:] == [
         ("PATCH", f"{DEPLOYMENTS}/predops-placeholders-train"),
@@ -113,7 +94,7 @@ def test_scale_in_lowers_the_placeholders_before_the_limit_and_says_who_removes_
     assert out.report["placeholders"]["replicas"] == 1
     assert "consolidation finds them empty" in out.report["consolidation"]
     _nodepool(karpenter)["spec"]["disruption"]["consolidateAfter"] = "Never"
-    again = _apply(resizer, state, audit, clock, resize(6, 2))
+    again = apply_one(resizer, state, audit, clock, resize(6, 2))
     assert again.report["consolidation"].startswith("Never")
 
 
@@ -124,7 +105,7 @@ def test_an_interrupted_resize_resumes_without_patching_twice(
     action = resize(6, 8)
     resizer.run(action, "plan-test")  # ran, the process died before "done"
     writes = len(_writes(karpenter))
-    out = _apply(resizer, state, audit, clock, action)
+    out = apply_one(resizer, state, audit, clock, action)
     assert out.outcome == "done"
     assert out.report["limits_action"] == "already set under this key"
     assert len(_writes(karpenter)) == writes
@@ -135,7 +116,7 @@ def test_pool_changed_is_the_placeholders_check(
 ) -> None:
     resizer, state = _resizer(karpenter, tmp_path, clock)
     for execute in (False, True):
-        out = _apply(resizer, state, audit, clock, resize(4, 8), execute)
+        out = apply_one(resizer, state, audit, clock, resize(4, 8), execute)
         assert (out.outcome, out.reason) == ("dropped", "pool_changed")
     assert _writes(karpenter) == []
 
@@ -158,7 +139,7 @@ def test_no_single_dynamic_nodepool_is_refused(
 ) -> None:
     karpenter.nodepools = nodepools
     resizer, state = _resizer(karpenter, tmp_path, clock)
-    out = _apply(resizer, state, audit, clock, resize(6, 8))
+    out = apply_one(resizer, state, audit, clock, resize(6, 8))
     assert (out.outcome, out.reason) == ("dropped", "revalidation_failed")
     assert why in out.detail and _writes(karpenter) == []
 
@@ -168,7 +149,7 @@ def test_dry_run_previews_the_limits_and_the_placeholders(
 ) -> None:
     resizer, state = _resizer(karpenter, tmp_path, clock)
     action = resize(6, 7)
-    assert _apply(resizer, state, audit, clock, action, execute=False).outcome == "would_run"
+    assert apply_one(resizer, state, audit, clock, action, execute=False).outcome == "would_run"
     preview = resizer.preview(action)
     assert preview["would"]["nodepool_patch"]["spec"]["limits"]["nvidia.com/gpu"] == "56"
     assert preview["placeholders"]["replicas"] == 5
@@ -188,7 +169,7 @@ def test_the_deployed_role_grants_every_call_a_nodepool_resize_makes(
 ) -> None:
     resizer, state = _resizer(karpenter, tmp_path, clock)
     for action in (resize(6, 9), resize(6, 4)):
-        assert _apply(resizer, state, audit, clock, action).outcome == "done"
-    made = {rbac_needs(r.method, r.path) for r in karpenter.requests}
-    assert {("karpenter.sh", "nodepools", "list"), ("karpenter.sh", "nodepools", "patch")} <= made
-    assert made <= deployed_grants(), made - deployed_grants()
+        assert apply_one(resizer, state, audit, clock, action).outcome == "done"
+    assert_role_grants(
+        karpenter, {("karpenter.sh", "nodepools", "list"), ("karpenter.sh", "nodepools", "patch")}
+    )

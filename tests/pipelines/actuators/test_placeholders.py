@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from predops.core.clock import FixedClock
-from predops.pipelines.actuators.apply import apply_plan
 from predops.pipelines.actuators.clusterapi import RESIZE_KEY_ANNOTATION
 from predops.pipelines.actuators.placeholder_objects import (
     PlaceholderOptions,
@@ -25,10 +24,11 @@ from tests.fakes.kube_api import FakeKubeAPI
 from tests.fakes.kube_objects import container, make_pod
 from tests.pipelines.actuators.conftest import (
     T0,
-    deployed_grants,
+    apply_one,
+    assert_role_grants,
+    cli_apply,
     kube_for,
     plan_of,
-    rbac_needs,
     resize,
 )
 
@@ -70,19 +70,6 @@ def _resizer(fake: FakeKubeAPI, tmp_path: Path, clock: FixedClock, **opt: object
     return PlaceholderResizer(PlaceholderApi(api), clock, sleeper, options), state
 
 
-def _apply(resizer, state, audit, clock, action, execute=True):
-    report = apply_plan(
-        plan_of([action]),
-        state=state,
-        actuators={"resize_pool": resizer},
-        audit=audit,
-        clock=clock,
-        execute=execute,
-    )
-    (out,) = report.outcomes
-    return out
-
-
 def _deployment(fake: FakeKubeAPI) -> dict:
     (dep,) = fake.deployments
     return dep
@@ -97,7 +84,7 @@ def test_scale_up_creates_the_priority_class_and_whole_node_placeholders(
 ) -> None:
     resizer, state = _resizer(cluster, tmp_path, clock)
     action = resize(6, 9)
-    out = _apply(resizer, state, audit, clock, action)
+    out = apply_one(resizer, state, audit, clock, action)
     assert out.outcome == "done", out
     # 9 nodes held: the 2 running work stay, 7 placeholders hold the rest
     assert out.report["nodes_taken"] == 2 and out.report["replicas"] == 7
@@ -145,9 +132,9 @@ def test_scale_in_lowers_the_replicas_with_one_patch_and_never_below_zero(
     cluster: FakeKubeAPI, tmp_path: Path, clock: FixedClock, audit: AuditLog
 ) -> None:
     resizer, state = _resizer(cluster, tmp_path, clock)
-    assert _apply(resizer, state, audit, clock, resize(6, 9)).outcome == "done"
+    assert apply_one(resizer, state, audit, clock, resize(6, 9)).outcome == "done"
     first = len(_writes(cluster))
-    out = _apply(resizer, state, audit, clock, resize(6, 4))
+    out = apply_one(resizer, state, audit, clock, resize(6, 4))
     assert out.outcome == "done" and out.report["replicas"] == 2
     assert out.report["previous_replicas"] == 7
     (patch,) = _writes(cluster)[first:]
@@ -160,7 +147,7 @@ def test_scale_in_lowers_the_replicas_with_one_patch_and_never_below_zero(
         "predops.io/resized-at",
     }
     # below the nodes running work: no placeholder at all, and no refusal
-    low = _apply(resizer, state, audit, clock, resize(6, 1))
+    low = apply_one(resizer, state, audit, clock, resize(6, 1))
     assert low.outcome == "done" and low.report["replicas"] == 0
     assert _deployment(cluster)["spec"]["replicas"] == 0
 
@@ -174,13 +161,13 @@ def test_an_interrupted_resize_resumes_under_its_key_without_writing_twice(
     writes = len(_writes(cluster))
     cluster.nodes.append(dict(cluster.nodes[0], metadata={**cluster.nodes[0]["metadata"]}))
     cluster.nodes[-1]["metadata"]["name"] = "n30"  # the autoscaler brought a node since
-    out = _apply(resizer, state, audit, clock, action)
+    out = apply_one(resizer, state, audit, clock, action)
     assert out.outcome == "done", out
     assert out.report["deployment_action"] == "already set under this key"
     assert len(_writes(cluster)) == writes
     # another plan's resize from 6 is stale now: the pool has 7 nodes
     resizer2, state2 = _resizer(cluster, tmp_path, clock)
-    other = _apply(resizer2, state2, audit, clock, resize(6, 5))
+    other = apply_one(resizer2, state2, audit, clock, resize(6, 5))
     assert (other.outcome, other.reason) == ("dropped", "pool_changed")
     assert "7 nodes now" in other.detail
 
@@ -190,7 +177,7 @@ def test_a_pool_whose_node_count_moved_is_dropped_in_dry_run_and_for_real(
 ) -> None:
     resizer, state = _resizer(cluster, tmp_path, clock)
     for execute in (False, True):
-        out = _apply(resizer, state, audit, clock, resize(5, 8), execute)
+        out = apply_one(resizer, state, audit, clock, resize(5, 8), execute)
         assert (out.outcome, out.reason) == ("dropped", "pool_changed")
         assert "6 nodes now" in out.detail and "from 5" in out.detail
     assert _writes(cluster) == [] and cluster.deployments == []
@@ -201,7 +188,7 @@ def test_dry_run_sends_nothing_and_previews_the_body(
 ) -> None:
     resizer, state = _resizer(cluster, tmp_path, clock)
     action = resize(6, 9)
-    out = _apply(resizer, state, audit, clock, action, execute=False)
+    out = apply_one(resizer, state, audit, clock, action, execute=False)
     assert out.outcome == "would_run"
     assert _writes(cluster) == []
     preview = resizer.preview(action)
@@ -215,12 +202,12 @@ def test_a_changed_pool_shape_patches_the_template_exactly(
     cluster: FakeKubeAPI, tmp_path: Path, clock: FixedClock, audit: AuditLog
 ) -> None:
     resizer, state = _resizer(cluster, tmp_path, clock)
-    assert _apply(resizer, state, audit, clock, resize(6, 8)).outcome == "done"
+    assert apply_one(resizer, state, audit, clock, resize(6, 8)).outcome == "done"
     for n in cluster.nodes:
         del n["spec"]["taints"]  # the GPU taint is gone
     cluster.pods = [p for p in cluster.pods if not p["metadata"]["name"].startswith("dcgm-")]
     resizer, state = _resizer(cluster, tmp_path, clock)  # a new apply: lists read afresh
-    out = _apply(resizer, state, audit, clock, resize(6, 9))
+    out = apply_one(resizer, state, audit, clock, resize(6, 9))
     assert out.report["deployment_action"] == "patched, template updated"
     patch = _writes(cluster)[-1]
     assert patch.body["spec"]["template"]["spec"]["tolerations"] == []
@@ -253,7 +240,7 @@ def test_placeholders_daemonsets_and_finished_pods_are_not_work(
         make_pod("batch-0", node="n21", priority=-20),  # work, below the placeholders
     ]
     resizer, state = _resizer(cluster, tmp_path, clock)
-    out = _apply(resizer, state, audit, clock, resize(6, 8))
+    out = apply_one(resizer, state, audit, clock, resize(6, 8))
     assert out.report["nodes_taken"] == 3  # n00, n01, n21
     assert out.report["placeholders_running"] == 1
     assert out.report["work_at_or_below_placeholder_priority"] == 1
@@ -274,7 +261,7 @@ def test_several_placeholders_per_node_split_its_room(
     cluster: FakeKubeAPI, tmp_path: Path, clock: FixedClock, audit: AuditLog
 ) -> None:
     resizer, state = _resizer(cluster, tmp_path, clock, per_node=2)
-    out = _apply(resizer, state, audit, clock, resize(6, 9))
+    out = apply_one(resizer, state, audit, clock, resize(6, 9))
     assert out.report["replicas"] == 14
     (c,) = _deployment(cluster)["spec"]["template"]["spec"]["containers"]
     assert c["resources"]["requests"] == {
@@ -302,7 +289,7 @@ def test_a_priority_class_that_could_hurt_work_is_refused(
 ) -> None:
     cluster.priority_classes = [{"metadata": {"name": "predops-placeholder"}, **existing}]
     resizer, state = _resizer(cluster, tmp_path, clock)
-    out = _apply(resizer, state, audit, clock, resize(6, 8))
+    out = apply_one(resizer, state, audit, clock, resize(6, 8))
     assert (out.outcome, out.reason) == ("dropped", "revalidation_failed")
     assert why in out.detail and _writes(cluster) == []
 
@@ -314,7 +301,7 @@ def test_a_good_priority_class_is_used_as_it_is(
         {"metadata": {"name": "predops-placeholder"}, "value": -5, "preemptionPolicy": "Never"}
     ]
     resizer, state = _resizer(cluster, tmp_path, clock)
-    out = _apply(resizer, state, audit, clock, resize(6, 8))
+    out = apply_one(resizer, state, audit, clock, resize(6, 8))
     assert out.outcome == "done" and out.report["priority_class"] == "exists"
     assert [r.path for r in _writes(cluster)] == [DEPLOYMENTS]
 
@@ -329,7 +316,7 @@ def test_a_deployment_predops_does_not_manage_is_left_alone(
         }
     ]
     resizer, state = _resizer(cluster, tmp_path, clock)
-    out = _apply(resizer, state, audit, clock, resize(6, 8))
+    out = apply_one(resizer, state, audit, clock, resize(6, 8))
     assert (out.outcome, out.reason) == ("dropped", "revalidation_failed")
     assert "does not manage" in out.detail and _writes(cluster) == []
 
@@ -353,14 +340,14 @@ def test_a_pool_without_nodes_or_under_two_labels_is_not_read(
     cluster: FakeKubeAPI, tmp_path: Path, clock: FixedClock, audit: AuditLog
 ) -> None:
     resizer, state = _resizer(cluster, tmp_path, clock)
-    out = _apply(resizer, state, audit, clock, resize(6, 8, pool="nope"))
+    out = apply_one(resizer, state, audit, clock, resize(6, 8, pool="nope"))
     assert (out.outcome, out.reason) == ("dropped", "revalidation_failed")
     assert "no node carries it" in out.detail
     labels = cluster.nodes[0]["metadata"]["labels"]
     del labels["karpenter.sh/nodepool"]
     labels["eks.amazonaws.com/nodegroup"] = "train"  # no single node selector fits all
     resizer, state = _resizer(cluster, tmp_path, clock)
-    out = _apply(resizer, state, audit, clock, resize(6, 8))
+    out = apply_one(resizer, state, audit, clock, resize(6, 8))
     assert (out.outcome, out.reason) == ("dropped", "revalidation_failed")
     assert "different labels" in out.detail and _writes(cluster) == []
 
@@ -370,7 +357,7 @@ def test_transient_errors_are_retried(
 ) -> None:
     cluster.fail_next("POST", DEPLOYMENTS, 503, "ServiceUnavailable")
     resizer, state = _resizer(cluster, tmp_path, clock)
-    out = _apply(resizer, state, audit, clock, resize(6, 8))
+    out = apply_one(resizer, state, audit, clock, resize(6, 8))
     assert out.outcome == "done" and _deployment(cluster)["spec"]["replicas"] == 6
 
 
@@ -379,7 +366,7 @@ def test_a_forbidden_write_fails_the_action(
 ) -> None:
     cluster.fail_next("POST", DEPLOYMENTS, 403, "Forbidden", "cannot create deployments")
     resizer, state = _resizer(cluster, tmp_path, clock)
-    out = _apply(resizer, state, audit, clock, resize(6, 8))
+    out = apply_one(resizer, state, audit, clock, resize(6, 8))
     assert out.outcome == "failed" and "HTTP 403" in out.detail
     assert [e["outcome"] for e in audit.read().entries] == ["started", "failed"]
 
@@ -396,44 +383,31 @@ def test_the_deployed_role_grants_every_call_placeholders_make(
 ) -> None:
     resizer, state = _resizer(cluster, tmp_path, clock)
     for action in (resize(6, 9), resize(6, 4)):
-        assert _apply(resizer, state, audit, clock, action).outcome == "done"
-    made = {rbac_needs(r.method, r.path) for r in cluster.requests}
-    assert {
-        ("apps", "deployments", "get"),
-        ("apps", "deployments", "create"),
-        ("apps", "deployments", "patch"),
-        ("scheduling.k8s.io", "priorityclasses", "get"),
-        ("scheduling.k8s.io", "priorityclasses", "create"),
-    } <= made
-    assert made <= deployed_grants(), made - deployed_grants()
+        assert apply_one(resizer, state, audit, clock, action).outcome == "done"
+    assert_role_grants(
+        cluster,
+        {
+            ("apps", "deployments", "get"),
+            ("apps", "deployments", "create"),
+            ("apps", "deployments", "patch"),
+            ("scheduling.k8s.io", "priorityclasses", "get"),
+            ("scheduling.k8s.io", "priorityclasses", "create"),
+        },
+    )
 
 
 def test_predops_apply_dry_run_reports_the_placeholders_it_would_set(
     cluster: FakeKubeAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from click.testing import CliRunner
-
-    from predops.pipelines.cli.main import main
-    from predops.pipelines.workspace.plans import write_plan
-    from predops.pipelines.workspace.settings import load_settings
-    from tests.fakes.kube_objects import write_kubeconfig
-
-    monkeypatch.setenv("PREDOPS_OPERATOR", "placeholder-test")
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    ws = tmp_path / "ws"
-    plan = plan_of([resize(6, 9)], plan_id="plan-headroom")
-    write_plan(load_settings(ws).plans_dir, plan)
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", cluster.url)
-    args = ["--workspace", str(ws), "apply", plan.plan_id, "--kubeconfig", str(kubeconfig)]
-    args += ["--at", T0.isoformat(), "--json"]
-    dry = CliRunner().invoke(main, args)
+    run = cli_apply(cluster, tmp_path, monkeypatch, plan_of([resize(6, 9)], "plan-headroom"))
+    dry = run()
     assert dry.exit_code == 0, dry.output
     (out,) = json.loads(dry.stdout)["actions"]
     assert out["outcome"] == "would_run"
     assert out["report"]["pool_actuator"] == "placeholders"
     assert out["report"]["would"]["body"]["spec"]["replicas"] == 7
     assert _writes(cluster) == []
-    res = CliRunner().invoke(main, [*args, "--execute"])
+    res = run("--execute")
     assert res.exit_code == 0, res.output
     (done,) = json.loads(res.stdout)["actions"]
     assert done["outcome"] == "done" and done["report"]["replicas"] == 7

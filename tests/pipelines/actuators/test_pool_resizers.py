@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 
 from predops.core.clock import FixedClock
-from predops.pipelines.actuators.apply import apply_plan
 from predops.pipelines.actuators.pool_resizers import PoolResizers, parse_pool_actuators
 from predops.pipelines.workspace.audit import AuditLog
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.fakes.kube_objects import make_machine, make_machine_deployment, make_nodepool
-from tests.pipelines.actuators.conftest import T0, kube_for, plan_of, resize
+from tests.pipelines.actuators.conftest import T0, apply_one, kube_for, resize
 
 NODES = ["n00", "n01", "n10", "n11", "n20", "n21"]
 MD_LIST = "/apis/cluster.x-k8s.io/v1beta1/machinedeployments"
@@ -85,14 +84,7 @@ def test_the_run_uses_the_checked_actuator_and_says_which(
     fake: FakeKubeAPI, tmp_path: Path, clock: FixedClock, audit: AuditLog
 ) -> None:
     pools, state = _pools(fake, tmp_path, clock)
-    (out,) = apply_plan(
-        plan_of([resize(6, 8)]),
-        state=state,
-        actuators={"resize_pool": pools},
-        audit=audit,
-        clock=clock,
-        execute=True,
-    ).outcomes
+    out = apply_one(pools, state, audit, clock, resize(6, 8))
     assert out.outcome == "done", out
     assert out.report["pool_actuator"] == "placeholders"
     started = next(e for e in audit.read().entries if e["outcome"] == "started")

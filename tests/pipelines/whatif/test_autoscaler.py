@@ -13,6 +13,7 @@ import pytest
 from predops.allocator.requests import PodRequest
 from predops.core.contracts import Forecast
 from predops.pipelines.whatif.autoscaler import NodeAutoscaler
+from predops.pipelines.whatif.cluster import Cluster
 from predops.pipelines.whatif.loop import Loop, LoopConfig
 from predops.pipelines.whatif.risk import oracle_risk
 from predops.pipelines.whatif.run import (
@@ -46,29 +47,32 @@ def _loop(world: World, actuation: str, lead: timedelta = timedelta(minutes=10))
     return Loop(world, cfg, oracle_risk(world, cfg.horizon), _no_forecasts)
 
 
-def _first_tick(loop: Loop) -> tuple[int, float]:
-    k = loop.world.cfg.first_tick
+def _after_first_tick(
+    world: World, lead: timedelta = timedelta(minutes=10)
+) -> tuple[Loop, NodeAutoscaler, int, float, str]:
+    """A placeholders loop after its first tick, its autoscaler, the tick, its time and
+    the pool with the most parked healthy nodes to bring back."""
+    loop = _loop(world, "placeholders", lead)
+    k = world.cfg.first_tick
     loop.tick(k)
-    return k, k * HOUR_S
-
-
-def _pool_with_room(loop: Loop) -> str:
-    """A pool with parked healthy nodes to bring back."""
+    assert isinstance(loop.autoscaler, NodeAutoscaler)
     c = loop.cluster
     parked = ~c.active & ~c.under_repair
-    return max(c.pool_rows, key=lambda p: int(parked[c.pool_rows[p]].sum()))
+    pool = max(c.pool_rows, key=lambda p: int(parked[c.pool_rows[p]].sum()))
+    return loop, loop.autoscaler, k, k * HOUR_S, pool
+
+
+def _taken(c: Cluster, pool: str) -> int:
+    """Nodes of ``pool`` in service that run work or are disrupted."""
+    rows = c.pool_rows[pool]
+    act = rows[c.active[rows]]
+    return int((c.busy()[act] | c.disrupted()[act]).sum())
 
 
 def test_the_engines_resize_sets_placeholders_on_empty_nodes(world: World) -> None:
-    loop = _loop(world, "placeholders")
-    k, t = _first_tick(loop)
-    auto, c = loop.autoscaler, loop.cluster
-    assert isinstance(auto, NodeAutoscaler)
-    pool = _pool_with_room(loop)
-    rows = c.pool_rows[pool]
-    act = rows[c.active[rows]]
-    taken = int((c.busy()[act] | c.disrupted()[act]).sum())
-    auto.hold(pool, taken + 3, world.cfg.at(k))
+    loop, auto, k, t, pool = _after_first_tick(world)
+    c, rows = loop.cluster, loop.cluster.pool_rows[pool]
+    auto.hold(pool, _taken(c, pool) + 3, world.cfg.at(k))
     assert auto.replicas[pool] == 3
     auto.step(k, t)
     held = rows[c.placeholder[rows]]
@@ -83,14 +87,9 @@ def test_the_engines_resize_sets_placeholders_on_empty_nodes(world: World) -> No
 
 
 def test_an_arrival_preempts_a_placeholder_and_the_lead_brings_it_a_node(world: World) -> None:
-    loop = _loop(world, "placeholders", lead=timedelta(minutes=20))
-    k, t = _first_tick(loop)
-    auto, c = loop.autoscaler, loop.cluster
-    assert auto is not None
-    pool = _pool_with_room(loop)
-    rows = c.pool_rows[pool]
-    act = rows[c.active[rows]]
-    auto.hold(pool, int((c.busy()[act] | c.disrupted()[act]).sum()) + 1, world.cfg.at(k))
+    loop, auto, k, t, pool = _after_first_tick(world, timedelta(minutes=20))
+    c, rows = loop.cluster, loop.cluster.pool_rows[pool]
+    auto.hold(pool, _taken(c, pool) + 1, world.cfg.at(k))
     auto.step(k, t)
     (node,) = rows[c.placeholder[rows]].tolist()
     active = int(c.active[rows].sum())
@@ -109,15 +108,10 @@ def test_an_arrival_preempts_a_placeholder_and_the_lead_brings_it_a_node(world: 
 
 
 def test_a_lead_of_an_hour_or_more_serves_from_a_later_tick(world: World) -> None:
-    loop = _loop(world, "placeholders", lead=timedelta(hours=2))
-    k, t = _first_tick(loop)
-    auto, c = loop.autoscaler, loop.cluster
-    assert auto is not None
-    pool = _pool_with_room(loop)
-    rows = c.pool_rows[pool]
-    act = rows[c.active[rows]]
+    loop, auto, k, t, pool = _after_first_tick(world, timedelta(hours=2))
+    c, rows = loop.cluster, loop.cluster.pool_rows[pool]
     parked = int((~c.active[rows] & ~c.under_repair[rows]).sum())
-    want = int((c.busy()[act] | c.disrupted()[act]).sum()) + int(c.active[rows].sum()) + 1
+    want = _taken(c, pool) + int(c.active[rows].sum()) + 1
     auto.hold(pool, want, world.cfg.at(k))
     auto.step(k, t)
     coming = rows[c.joining[rows]]
