@@ -225,7 +225,8 @@ class PlaceholderResizer:
             return Verdict(fail, f"Deployment {ns}/{name} exists and predops does not manage it")
         template = pod_template(view, self.opt)
         if (md.get("annotations") or {}).get(RESIZE_KEY_ANNOTATION) == action.idempotency_key:
-            return Resolved(view, name, int((live or {})["spec"]["replicas"]), True, live)
+            replicas = int(((live or {}).get("spec") or {}).get("replicas", 1))
+            return Resolved(view, name, replicas, True, live)
         if len(view.nodes) != action.from_nodes:
             return Verdict(
                 SkipReason.POOL_CHANGED,
@@ -274,7 +275,9 @@ class PlaceholderResizer:
             "nodes": len(v.nodes),
             "nodes_taken": v.taken,
             "replicas": got.replicas,
-            "previous_replicas": None if got.live is None else got.live["spec"].get("replicas"),
+            "previous_replicas": None
+            if got.live is None
+            else (got.live.get("spec") or {}).get("replicas", 1),
             "placeholders_running": v.placeholders_running,
         }
         if isinstance(action, ResizePool):
@@ -332,7 +335,6 @@ class PlaceholderResizer:
         except client_errors() as exc:
             status, msg = api_error(exc)
             raise ActionFailed(f"resize_pool {action.target}: HTTP {status}: {msg}") from exc
-        self._listing = None  # what the next check reads includes this change
         return report
 
     def _priority_class(self) -> str:

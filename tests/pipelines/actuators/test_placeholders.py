@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from predops.core.clock import FixedClock
+from predops.pipelines.actuators.apply import apply_plan
 from predops.pipelines.actuators.clusterapi import RESIZE_KEY_ANNOTATION
 from predops.pipelines.actuators.placeholder_objects import (
     PlaceholderOptions,
@@ -21,7 +22,7 @@ from predops.pipelines.actuators.placeholders import PlaceholderApi, Placeholder
 from predops.pipelines.ingest.kubernetes import DEFAULTS, pod_rows
 from predops.pipelines.workspace.audit import AuditLog
 from tests.fakes.kube_api import FakeKubeAPI
-from tests.fakes.kube_objects import container, make_pod
+from tests.fakes.kube_objects import container, make_node, make_pod
 from tests.pipelines.actuators.conftest import (
     T0,
     apply_one,
@@ -412,3 +413,21 @@ def test_predops_apply_dry_run_reports_the_placeholders_it_would_set(
     (done,) = json.loads(res.stdout)["actions"]
     assert done["outcome"] == "done" and done["report"]["replicas"] == 7
     assert _deployment(cluster)["spec"]["replicas"] == 7
+
+
+def test_one_node_and_pod_list_serves_every_pool_of_a_plan(
+    cluster: FakeKubeAPI, tmp_path: Path, clock: FixedClock, audit: AuditLog
+) -> None:
+    cluster.nodes += [make_node(f"s{i}", pool="serve") for i in range(2)]
+    resizer, state = _resizer(cluster, tmp_path, clock)
+    report = apply_plan(
+        plan_of([resize(6, 8), resize(2, 3, pool="serve")]),
+        state=state,
+        actuators={"resize_pool": resizer},
+        audit=audit,
+        clock=clock,
+        execute=True,
+    )
+    assert [o.outcome for o in report.outcomes] == ["done", "done"]
+    assert len(cluster.deployments) == 2
+    assert len(cluster.seen("GET", "/api/v1/pods")) == 1
