@@ -57,6 +57,7 @@ from predops.pipelines.actuators.kube import (
     retrying,
     skip_reason,
 )
+from predops.pipelines.actuators.resize_check import checked_resize
 from predops.policy.guards import Verdict
 
 GROUP = "cluster.x-k8s.io"
@@ -263,21 +264,7 @@ class PoolResizer:
 
     def check(self, action: Action, now: datetime) -> Verdict | None:
         """None when ``action`` may run now; else why not (module docstring)."""
-        if not isinstance(action, ResizePool):
-            return None
-        self._checked.pop(action.idempotency_key, None)
-        try:
-            got = self._resolve(action)
-        except client_errors() as exc:
-            status, msg = api_error(exc)
-            return Verdict(
-                SkipReason.REVALIDATION_FAILED,
-                f"pool {action.target}: reading Cluster API objects: HTTP {status}: {msg}",
-            )
-        if isinstance(got, Verdict):
-            return got
-        self._checked[action.idempotency_key] = got
-        return None
+        return checked_resize(action, self._resolve, self._checked, "Cluster API objects")
 
     # ------------------------------------------------------------------ run
     def run(self, action: Action, plan_id: str) -> dict[str, Any]:

@@ -9,12 +9,14 @@ used), ``summary`` and ``plan_file``.
 of a plan just before it would run and records each decision in the audit log. Dry-run
 unless ``--execute``. With ``--kubeconfig`` (a file or ``in-cluster``) the live cluster is
 the state re-validation reads and, with ``--execute``, cordons / drains / uncordons go to
-it; without, the lake's state is re-read. ``--execute`` needs the plan approved first —
-the same record ``POST /v1/plans/{id}/approve`` writes, or ``predops approve PLAN_ID`` —
-and with ``[policy.approval] four_eyes = true`` by someone else
-(:mod:`predops.pipelines.workspace.approvals`); ``--break-glass REASON`` executes without
-one and puts the reason in the audit log. Exit status 2 when an action failed or had no
-actuator (the JSON's ``problems`` lists them).
+it; without, the lake's state is re-read. ``--pool-actuator [POOL=]NAME`` (repeatable;
+``clusterapi``, ``karpenter``, ``placeholders`` or ``auto``, the default) says how pool
+resizes act (:mod:`predops.pipelines.actuators.pool_resizers`). ``--execute`` needs the
+plan approved first — the same record ``POST /v1/plans/{id}/approve`` writes, or
+``predops approve PLAN_ID`` — and with ``[policy.approval] four_eyes = true`` by someone
+else (:mod:`predops.pipelines.workspace.approvals`); ``--break-glass REASON`` executes
+without one and puts the reason in the audit log. Exit status 2 when an action failed or
+had no actuator (the JSON's ``problems`` lists them).
 
 Both read the budgets and policy knobs from the ``[policy]`` table of ``--config FILE``
 (default ``$PREDOPS_CONFIG``, else the documented defaults), the same ``predops.toml``
@@ -123,6 +125,15 @@ def _human_plan(o: dict[str, Any]) -> str:
     default=None,
     help="With --execute: act without an approval; REASON goes to the audit log first.",
 )
+@click.option(
+    "--pool-actuator",
+    "pool_actuators",
+    multiple=True,
+    metavar="[POOL=]NAME",
+    help="How pool resizes act, for every pool or POOL: clusterapi, karpenter, placeholders "
+    "or auto (default: a MachineDeployment -> clusterapi, a NodePool -> karpenter, else "
+    "placeholders). Repeatable.",
+)
 @policy_config_option
 @json_option
 @reports
@@ -134,6 +145,7 @@ def apply_command(
     timeout: str,
     at: str | None,
     break_glass: str | None,
+    pool_actuators: tuple[str, ...],
     config_path: Path | None,
     as_json: bool,
 ) -> None:
@@ -161,6 +173,7 @@ def apply_command(
         policy=policy,
         subject=operator_subject(),
         break_glass=break_glass,
+        pool_actuators=pool_actuators,
     )
     emit(out, as_json, _human_apply)
     if out["problems"]:

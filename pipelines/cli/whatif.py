@@ -7,9 +7,10 @@ from typing import Any
 
 import click
 
-from predops.pipelines.cli.support import emit, json_option, reports
+from predops.pipelines.cli.support import emit, json_option, parse_duration, reports
 
 POLICIES = ("reactive", "predictive", "oracle")
+SIZING_VARIANTS = ("predictive-placeholders", "predictive-autoscaler", "predictive-static")
 SIZING_EVERY_H = 1
 
 
@@ -32,9 +33,12 @@ SIZING_EVERY_H = 1
 @click.option(
     "--policy",
     "policies",
-    type=click.Choice([*POLICIES, "all"]),
+    type=click.Choice([*POLICIES, *SIZING_VARIANTS, "all"]),
     multiple=True,
-    help="Policy to run (repeatable). Default: all three, paired on one world.",
+    help="Policy to run (repeatable). Default: the first three, paired on one world. "
+    "predictive-placeholders / -autoscaler / -static: the predictive policy with its "
+    "resizes acted on as placeholder pods a node autoscaler honours / not at all, the "
+    "autoscaler alone / not at all, every node kept.",
 )
 @click.option("--seed", type=int, default=7, show_default=True)
 @click.option(
@@ -51,6 +55,12 @@ SIZING_EVERY_H = 1
     help="Soft-taint (place last) nodes at or above this p_fail (predictive, oracle). "
     "Default: off.",
 )
+@click.option(
+    "--autoscaler-lead",
+    default="10m",
+    show_default=True,
+    help="The node autoscaler's provisioning delay (predictive-placeholders / -autoscaler).",
+)
 @json_option
 @reports
 def simulate_ops_command(
@@ -61,6 +71,7 @@ def simulate_ops_command(
     seed: int,
     sizing_every: int,
     soft_taint_p: float | None,
+    autoscaler_lead: str,
     as_json: bool,
 ) -> None:
     """Replay a simulated fleet through a policy, hour by hour, and report what it cost:
@@ -74,6 +85,7 @@ def simulate_ops_command(
         policies=parse_policies(policies),
         sizing_every=sizing_every,
         soft_taint_p=soft_taint_p,
+        autoscaler_lead=parse_duration(autoscaler_lead),
     )
     emit(simulate_ops(cfg), as_json, _human)
 
@@ -93,4 +105,6 @@ def _human(o: dict[str, Any]) -> str:
     for k in keys:
         lines.append(f"{k:<26}" + "".join(f"{f[k]:>14}" for f in o["policies"].values()))
     lines.append(json.dumps(o["comparison"], indent=2))
+    if o.get("sizing_comparison"):
+        lines.append(json.dumps({"sizing": o["sizing_comparison"]}, indent=2))
     return "\n".join(lines)

@@ -45,7 +45,9 @@ or the ``scheduling.x-k8s.io/pod-group`` label (coscheduling); ``gpu_spec`` from
 selector or required node affinity on the GPU product label; ``scheduled_at`` from the
 PodScheduled condition; ``deleted_at`` from ``deletionTimestamp``. The pods table keys on
 ``pod_id`` alone, so a later snapshot does not update phase or deletion of a pod already
-stored.
+stored. predops' own placeholder pods (labelled :data:`PLACEHOLDER_LABEL`, the headroom
+the pool actuators reserve) are left out: they are not demand, and read as pods they
+would feed the forecast that sizes them.
 
 PodDisruptionBudgets -> ``pdbs`` (selector as JSON text, minAvailable / maxUnavailable as
 written - a count or a percentage - and the status the disruption controller computed).
@@ -78,6 +80,9 @@ POOL_LABELS = (
     "cloud.google.com/gke-nodepool",
     "kubernetes.azure.com/agentpool",
 )
+PLACEHOLDER_LABEL = "predops.io/placeholder"
+"""Label of predops' placeholder pods (value: their pool); see
+:mod:`predops.pipelines.actuators.placeholders`."""
 DEFAULTS = {
     "context": "",
     "page_size": "500",
@@ -332,7 +337,11 @@ def _pod_row(
 
 def pod_rows(pods: list[dict[str, Any]], opt: Mapping[str, str]) -> pl.DataFrame:
     pool_labels = (opt["pool_label"],) if opt["pool_label"] else POOL_LABELS
-    rows = [_pod_row(p, opt, pool_labels) for p in pods]
+    rows = [
+        _pod_row(p, opt, pool_labels)
+        for p in pods
+        if PLACEHOLDER_LABEL not in ((p.get("metadata") or {}).get("labels") or {})
+    ]
     text = (
         "pod_id",
         "job_id",

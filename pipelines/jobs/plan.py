@@ -26,7 +26,9 @@ forecasts, says so in ``inputs`` and raises an alert.
 and records each decision in the audit log. Dry-run unless ``execute``. With a
 ``kubeconfig`` (a file or ``in-cluster``) the live cluster is the state re-validation
 reads and, with ``execute``, cordons / drains / uncordons go to it and pool resizes to
-its Cluster API MachineDeployments; without, the lake's state is re-read. ``buy``
+each pool's actuator — Cluster API, Karpenter limits or placeholder pods, chosen per pool
+(``pool_actuators``, :mod:`predops.pipelines.actuators.pool_resizers`); a dry-run's
+report says which and what it would send. Without, the lake's state is re-read. ``buy``
 actions are written as purchase requests under ``<workspace>/purchases``. Its report's
 ``policy`` holds the budgets and disruption values re-validation used.
 
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -202,10 +204,12 @@ def apply_in_workspace(
     policy: PolicySettings | None = None,
     subject: str | None = None,
     break_glass: str | None = None,
+    pool_actuators: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Apply ``plan`` (see the module docstring): state from the cluster of
     ``kubeconfig`` (or the lake), drains and cordons on that cluster, pool resizes
-    through its Cluster API MachineDeployments, buys as purchase files, every decision in
+    through each pool's actuator (``pool_actuators``: ``NAME`` or ``POOL=NAME``
+    settings, default ``auto``), buys as purchase files, every decision in
     the audit log as ``who``. Returns the report with ``state``, ``failure_risk``,
     ``policy`` (the values re-validation used) and ``audit_log``; raises
     :class:`OSError` when the cluster cannot even be listed.
@@ -234,15 +238,18 @@ def apply_in_workspace(
         "buy": PurchaseRequestWriter(settings.workspace / "purchases", clock)
     }
     state: StateSource
+    previews: dict[str, dict[str, Any]] = {}  # a dry-run's pool resizes, filled by their checks
     if kubeconfig:
-        from predops.pipelines.actuators.clusterapi import ClusterApi, PoolResizer
         from predops.pipelines.actuators.kube import KubeActuator, KubeOptions, KubeState, connect
+        from predops.pipelines.actuators.pool_resizers import PoolResizers, parse_pool_actuators
 
+        choice = parse_pool_actuators(pool_actuators)
         api = connect(kubeconfig, context, KubeOptions(timeout=timeout_s))
         state = KubeState(api, clock)
         kube = KubeActuator(api, clock, sleep)
         actuators.update(dict.fromkeys(("cordon", "drain", "uncordon"), kube))
-        actuators["resize_pool"] = PoolResizer(ClusterApi(api), clock, sleep)
+        pools = PoolResizers(api, clock, sleep, choice)
+        actuators["resize_pool"], previews = pools, pools.previews
     else:
         state = FleetStateSource(fleet_from_lake(Lake(settings.lake_dir), clock.now()).fleet)
     risks, risk_note = failure_risk(settings, clock.now())
@@ -261,6 +268,9 @@ def apply_in_workspace(
     except ActionFailed as exc:  # the cluster could not even be listed
         raise OSError(f"apply {plan.plan_id}: {exc.reason}") from exc
     out = report.to_dict()
+    for a in out["actions"]:
+        if a["outcome"] == "would_run" and a["key"] in previews:
+            a["report"] = previews[a["key"]]
     out.update(
         {
             "state": "kubernetes" if kubeconfig else "lake",

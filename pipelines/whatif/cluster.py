@@ -73,6 +73,10 @@ class Cluster:
         self.soft_taint = np.zeros(n, dtype=bool)
         """Nodes with a soft taint (``PreferNoSchedule``): placement uses them only for
         pods that fit nowhere else (:meth:`place_pending`)."""
+        self.placeholder = np.zeros(n, dtype=bool)
+        """Empty nodes a placeholder pod holds (:mod:`~pipelines.whatif.autoscaler`):
+        placement uses them, like soft-tainted ones, only for pods that fit nowhere
+        else (the scheduler preempts a placeholder only then), and at once."""
         self.pool_of = np.array([s.pool for s in specs])
         self.pool_rows = {p: np.flatnonzero(self.pool_of == p) for p in np.unique(self.pool_of)}
         self.gpus = np.array([s.gpus for s in specs], dtype=np.float64)
@@ -185,10 +189,10 @@ class Cluster:
         return gave_up
 
     def place_pending(self, t: float) -> None:
-        """Place the queue: with soft-tainted nodes schedulable, a first pass leaves
-        them out and a second places what is left on every schedulable node (the
-        tainted nodes last); without, one pass (:meth:`_place_pass`)."""
-        tainted = self.soft_taint & self.schedulable()
+        """Place the queue: with soft-tainted or placeholder nodes schedulable, a first
+        pass leaves them out and a second places what is left on every schedulable node
+        (those nodes last); without, one pass (:meth:`_place_pass`)."""
+        tainted = (self.soft_taint | self.placeholder) & self.schedulable()
         if tainted.any():
             self.sync_schedulable(avoid=tainted)
             self._place_pass(t)

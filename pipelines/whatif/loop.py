@@ -18,7 +18,11 @@ Each tick ``T`` (one hour):
      ticks, the demand forecasts (model / truth). Drains and uncordons are
      re-validated by :func:`policy.revalidate.revalidate` just before they run (a drain
      timed to a checkpoint runs at its ``not_before``), resizes apply at once
-     (:class:`~pipelines.whatif.scaler.PoolScaler`: which nodes are parked or back);
+     (:class:`~pipelines.whatif.scaler.PoolScaler`: which nodes are parked or back) —
+     or, with ``pool_actuation`` ``placeholders``, set the pools' placeholder pods and a
+     node autoscaler sizes the pools after the hour's placements
+     (:class:`~pipelines.whatif.autoscaler.NodeAutoscaler`; ``autoscaler``: the
+     autoscaler alone, the engine's resizes unused; ``static``: no resizing at all);
 
 4. the figures of the hour are counted (:class:`~pipelines.whatif.tally.Tally`);
 5. hardware failures of ``(T, T + 1 h]`` strike in time order, between the drains
@@ -50,6 +54,7 @@ from predops.allocator.topology import Topology
 from predops.core.actions import Action, Buy, Drain, LendNodes, ResizePool, Uncordon
 from predops.core.clock import FixedClock
 from predops.core.contracts import FailureRisk, Forecast, Provenance
+from predops.pipelines.whatif.autoscaler import NodeAutoscaler
 from predops.pipelines.whatif.cluster import OWNER_MAINTENANCE, OWNER_REPAIR, Cluster
 from predops.pipelines.whatif.risk import RiskTable
 from predops.pipelines.whatif.scaler import PoolScaler
@@ -63,6 +68,7 @@ from predops.policy.revalidate import CurrentView, revalidate
 log = logging.getLogger(__name__)
 
 POLICIES = ("reactive", "predictive", "oracle")
+POOL_ACTUATIONS = ("ideal", "placeholders", "autoscaler", "static")
 HOUR = timedelta(hours=1)
 FEATURE_HASH = "whatif-hourly"
 
@@ -75,7 +81,10 @@ class LoopConfig:
     ``reactive_sizing_every``: ticks between the reactive autoscaler's rounds (1: it
     reacts to pending pods); ``soft_taint_p``: with a risk (``predictive`` /
     ``oracle``), nodes whose p_fail of the hour is at or above it get a soft taint and
-    are placed last (:meth:`Cluster.place_pending`); None (the default): off."""
+    are placed last (:meth:`Cluster.place_pending`); None (the default): off.
+    ``pool_actuation``: how the engine's resizes act (module docstring; ``ideal``, the
+    default: at once, on the nodes); ``autoscaler_lead``: the node autoscaler's
+    provisioning delay (``placeholders`` / ``autoscaler``)."""
 
     policy: str
     policy_config: PolicyConfig = field(default_factory=PolicyConfig)
@@ -86,10 +95,19 @@ class LoopConfig:
     reactive_headroom: float = 0.10
     soft_taint_p: float | None = None
     seed: int = 0
+    pool_actuation: str = "ideal"
+    autoscaler_lead: timedelta = timedelta(minutes=10)
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
+        if self.pool_actuation not in POOL_ACTUATIONS or (
+            self.pool_actuation != "ideal" and self.policy == "reactive"
+        ):
+            raise ValueError(
+                f"pool_actuation must be one of {POOL_ACTUATIONS} (not ideal only with the "
+                f"engine's policies), got {self.pool_actuation!r} for {self.policy}"
+            )
         if self.sizing_every < 1 or self.reactive_sizing_every < 1:
             raise ValueError("sizing_every and reactive_sizing_every must be >= 1")
         if self.soft_taint_p is not None and not 0.0 < self.soft_taint_p <= 1.0:
@@ -142,6 +160,11 @@ class Loop:
         self._topo: Topology | None = None
         self.row_of = {n: i for i, n in enumerate(world.node_ids)}
         self.scaler = PoolScaler(self.cluster, self.row_of, self.tally)
+        self.autoscaler: NodeAutoscaler | None = None
+        if cfg.pool_actuation in ("placeholders", "autoscaler"):
+            self.autoscaler = NodeAutoscaler(
+                self.cluster, self.scaler, self.tally, cfg.autoscaler_lead
+            )
         n = len(world.specs)
         self.charged_until = np.full(n, np.nan)
         """Needless drains: the time up to which the unreplaced count assessed the node."""
@@ -183,6 +206,8 @@ class Loop:
         now = self.world.cfg.at(k)
         c = self.cluster
         self._lifecycle(k, t)
+        if self.autoscaler is not None:
+            self.autoscaler.begin(k)
         self.tally.pods_gave_up += c.leave(self._leave.get(k, np.zeros(0, np.int64)))
         c.arrive(self._arrive.get(k, np.zeros(0, np.int64)))
         reactive = self.cfg.policy == "reactive"
@@ -197,6 +222,8 @@ class Loop:
         else:
             self._plan(k, now, sizing)
         c.place_pending(t)
+        if self.autoscaler is not None:
+            self.autoscaler.step(k, t)
         self._account(t)
         self._strike(k, t)
 
@@ -480,8 +507,12 @@ class Loop:
             c.uncordon(row, t)
             self.tally.uncordons += 1
         elif isinstance(a, ResizePool):
-            order = a.evidence.get("scale_in_order", ())
-            self.scaler.resize(a.target, a.to_nodes, now, order=order, p_fail=self._last_p)
+            if self.cfg.pool_actuation == "ideal":
+                order = a.evidence.get("scale_in_order", ())
+                self.scaler.resize(a.target, a.to_nodes, now, order=order, p_fail=self._last_p)
+            elif self.autoscaler is not None and self.cfg.pool_actuation == "placeholders":
+                self.autoscaler.hold(a.target, a.to_nodes, now)
+            # autoscaler / static: predops resizes nothing
         elif isinstance(a, Buy):
             self.tally.purchases.append({"sku": a.target, "region": a.region, "n": a.quantity})
         elif isinstance(a, LendNodes):

@@ -4,7 +4,10 @@
 and telemetry for every policy), prepares what each policy reads (the retrained
 failure model and demand forecaster for ``predictive``, the truth for ``oracle``),
 runs one :class:`~pipelines.whatif.loop.Loop` per policy and compares them with
-:func:`compare`. Stage timings (wall and CPU seconds) are reported apart from the
+:func:`compare`. The :data:`SIZING_VARIANTS` are the predictive policy with its pool
+resizes acted on another way (placeholders and a node autoscaler, the autoscaler
+alone, none); :func:`compare_sizing` sets their pending and idle hours beside the
+ideal resize's. Stage timings (wall and CPU seconds) are reported apart from the
 figures, so the figures of one seed are byte-identical between runs.
 """
 
@@ -22,7 +25,7 @@ from typing import Any
 
 from predops.pipelines.whatif.forecasts import ModelForecasts, TrueForecasts, loop_demand
 from predops.pipelines.whatif.loop import POLICIES, Loop, LoopConfig
-from predops.pipelines.whatif.risk import RiskConfig, oracle_risk, predicted_risk
+from predops.pipelines.whatif.risk import RiskConfig, RiskTable, oracle_risk, predicted_risk
 from predops.pipelines.whatif.world import World, WorldConfig, build_world
 from predops.policy.config import CostModel, DisruptionConfig, PolicyConfig, SizingConfig
 
@@ -50,6 +53,18 @@ whose demand moves in steps (training's gangs) held its nodes a second hour: on 
 and 1,000 x 21 (22,775 -> 19,674) for 1-2 % more pending pod-hours."""
 
 
+SIZING_VARIANTS = {
+    "predictive-placeholders": "placeholders",
+    "predictive-autoscaler": "autoscaler",
+    "predictive-static": "static",
+}
+"""The predictive policy (same engine, models, drains) with its resizes acted on
+otherwise (:data:`~pipelines.whatif.loop.POOL_ACTUATIONS`): placeholder pods that a node
+autoscaler with a lead time honours; the autoscaler alone (predops resizes nothing);
+every node kept (no resizing at all). ``predictive`` itself is the ideal resize."""
+RUNNABLE = (*POLICIES, *SIZING_VARIANTS)
+
+
 def sim_policy_config() -> PolicyConfig:
     return PolicyConfig(
         disruption=DisruptionConfig(costs=SIM_COSTS),
@@ -70,11 +85,13 @@ class OpsConfig:
     demand_retrain_every: timedelta = timedelta(days=7)
     soft_taint_p: float | None = None
     """Soft-taint nodes at or above this p_fail (predictive / oracle); None: off."""
+    autoscaler_lead: timedelta = timedelta(minutes=10)
+    """The node autoscaler's provisioning delay (the :data:`SIZING_VARIANTS`)."""
 
     def __post_init__(self) -> None:
-        bad = [p for p in self.policies if p not in POLICIES]
+        bad = [p for p in self.policies if p not in RUNNABLE]
         if bad or not self.policies:
-            raise ValueError(f"policies must be among {POLICIES}, got {list(self.policies)}")
+            raise ValueError(f"policies must be among {RUNNABLE}, got {list(self.policies)}")
 
     def to_dict(self) -> dict[str, Any]:
         w = asdict(self.world)
@@ -98,6 +115,7 @@ class OpsConfig:
             "reactive_headroom": self.reactive_headroom,
             "demand_retrain_every_days": self.demand_retrain_every / timedelta(days=1),
             "soft_taint_p": self.soft_taint_p,
+            "autoscaler_lead_h": self.autoscaler_lead / timedelta(hours=1),
             "cost_model": {
                 "capacity_value": SIM_COSTS.capacity_value,
                 "inspection_window_h": SIM_COSTS.inspection_window / timedelta(hours=1),
@@ -134,7 +152,9 @@ def _cpu() -> float:
 
 def _loop_config(cfg: OpsConfig, policy: str) -> LoopConfig:
     return LoopConfig(
-        policy=policy,
+        policy="predictive" if policy in SIZING_VARIANTS else policy,
+        pool_actuation=SIZING_VARIANTS.get(policy, "ideal"),
+        autoscaler_lead=cfg.autoscaler_lead,
         policy_config=sim_policy_config(),
         horizon=cfg.risk.horizon,
         sizing_every=cfg.sizing_every,
@@ -151,16 +171,30 @@ def _figures(loop: Loop, cfg: OpsConfig) -> dict[str, Any]:
     out = loop.run().to_dict()
     if cfg.soft_taint_p is not None and loop.cfg.policy != "reactive":
         out["soft_tainted_node_hours"] = loop.soft_tainted_node_hours
+    if loop.autoscaler is not None:
+        out.update(loop.autoscaler.figures())
     return out
 
 
-def run_policy(world: World, cfg: OpsConfig, policy: str, watch: Stopwatch) -> dict[str, Any]:
+def run_policy(
+    world: World,
+    cfg: OpsConfig,
+    policy: str,
+    watch: Stopwatch,
+    risks: dict[str, RiskTable] | None = None,
+) -> dict[str, Any]:
+    """Run ``policy`` on ``world``; ``risks`` keeps the failure model's table for the
+    next predictive run on the same world (the models are refitted on the same past:
+    the same table), so the sizing variants fit it once."""
     sim = world.sim
-    if policy == "predictive":
-        with watch("failure_model"):
-            risk = predicted_risk(world, cfg.risk)
+    if policy == "predictive" or policy in SIZING_VARIANTS:
+        risks = {} if risks is None else risks
+        if "predictive" not in risks:
+            with watch("failure_model"):
+                risks["predictive"] = predicted_risk(world, cfg.risk)
+        risk = risks["predictive"]
         demand = ModelForecasts(loop_demand(world), sim.calendar(), cfg.demand_retrain_every)
-        with watch("loop_predictive"):
+        with watch(f"loop_{policy}"):
             out = _figures(Loop(world, _loop_config(cfg, policy), risk, demand.at), cfg)
         out["failure_model_fits"] = risk.fits
         out["demand_model_fits"] = demand.fits
@@ -262,6 +296,27 @@ def describe(world: World) -> dict[str, Any]:
     }
 
 
+def compare_sizing(figures: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Pending pod-hours and idle node-hours of the ideal resize (``predictive``) and of
+    each sizing variant that ran, side by side; each variant also as a ratio of the
+    ideal's (empty when no variant ran)."""
+    names = [p for p in ("predictive", *SIZING_VARIANTS) if p in figures]
+    if not any(p in SIZING_VARIANTS for p in names):
+        return {}
+    ideal = figures.get("predictive")
+    out: dict[str, Any] = {}
+    for name in names:
+        f = figures[name]
+        row: dict[str, Any] = {
+            k: f[k] for k in ("pending_pod_hours", "idle_node_hours", "provisioned_node_hours")
+        }
+        if ideal is not None and name != "predictive":
+            row["pending_vs_ideal"] = _share(f["pending_pod_hours"], ideal["pending_pod_hours"])
+            row["idle_vs_ideal"] = _share(f["idle_node_hours"], ideal["idle_node_hours"])
+        out[name] = row
+    return out
+
+
 def _policy_in_process(
     cfg: OpsConfig, policy: str, log_level: int
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -277,7 +332,7 @@ def simulate_ops(cfg: OpsConfig, *, world: World | None = None, jobs: int = 1) -
     """Run ``cfg``; with ``jobs`` > 1 the policies run in that many spawned processes
     (each draws the same world from the seed; the figures are the same either way)."""
     watch = Stopwatch()
-    policies = [p for p in POLICIES if p in cfg.policies]
+    policies = [p for p in RUNNABLE if p in cfg.policies]
     if jobs > 1 and len(policies) > 1 and world is None:
         ctx = multiprocessing.get_context("spawn")
         level = logging.getLogger().getEffectiveLevel()
@@ -292,13 +347,15 @@ def simulate_ops(cfg: OpsConfig, *, world: World | None = None, jobs: int = 1) -
         if world is None:
             with watch("world"):
                 world = build_world(cfg.world)
-        figures = {p: run_policy(world, cfg, p, watch) for p in policies}
+        risks: dict[str, RiskTable] = {}
+        figures = {p: run_policy(world, cfg, p, watch, risks) for p in policies}
         world_figures = describe(world)
     return {
         "config": cfg.to_dict(),
         "world": world_figures,
         "policies": figures,
         "comparison": compare(figures),
+        "sizing_comparison": compare_sizing(figures),
         "seconds": watch.stages,
     }
 
@@ -306,4 +363,4 @@ def simulate_ops(cfg: OpsConfig, *, world: World | None = None, jobs: int = 1) -
 def parse_policies(values: Sequence[str]) -> tuple[str, ...]:
     if not values or "all" in values:
         return POLICIES
-    return tuple(p for p in POLICIES if p in values)
+    return tuple(p for p in RUNNABLE if p in values)

@@ -108,14 +108,7 @@ class PoolScaler:
         c = self.cluster
         busy = c.busy()
         dis = c.disrupted()
-        w = c.w
-        need: dict[str, float] = {}
-        for i in c.pending:
-            pool = w.pools[int(w.pool[i])]
-            rows = c.pool_rows[pool]
-            per = float(c.gpus[rows[0]]) if w.num_gpu[i] else float(c.cores[rows[0]])
-            use = float(w.gpus[i]) if w.num_gpu[i] else float(w.cpu_milli[i] / 1000)
-            need[pool] = need.get(pool, 0.0) + (use / per if per else 0.0)
+        need = pending_nodes(c)
         for pool, rows in sorted(c.pool_rows.items()):
             act = rows[c.active[rows]]
             target = reactive_target(
@@ -126,3 +119,17 @@ class PoolScaler:
             )
             if target != act.size:
                 self.resize(pool, target, now)
+
+
+def pending_nodes(c: Cluster) -> dict[str, float]:
+    """Nodes the queued pods of each pool need, as an autoscaler estimates them: each
+    pod's GPUs (CPU pods: cores) over the GPUs (cores) of one node of its pool."""
+    w = c.w
+    need: dict[str, float] = {}
+    for i in c.pending:
+        pool = w.pools[int(w.pool[i])]
+        rows = c.pool_rows[pool]
+        per = float(c.gpus[rows[0]]) if w.num_gpu[i] else float(c.cores[rows[0]])
+        use = float(w.gpus[i]) if w.num_gpu[i] else float(w.cpu_milli[i] / 1000)
+        need[pool] = need.get(pool, 0.0) + (use / per if per else 0.0)
+    return need

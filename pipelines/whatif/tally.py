@@ -58,6 +58,10 @@ class Tally:
     used_core_hours: float = 0.0
     pending_pod_hours: float = 0.0
     pending_pod_hours_by_pool: Counter[str] = field(default_factory=Counter)
+    pending_within_hour_by_pool: dict[str, float] = field(default_factory=dict)
+    """Waits shorter than the hour, per pool: pods placed within the hour on nodes the
+    what-if's autoscaler brought (:mod:`~pipelines.whatif.autoscaler`); in
+    ``pending_pod_hours`` and added to ``pending_pod_hours_by_pool`` in the figures."""
     idle_node_hours_by_pool: Counter[str] = field(default_factory=Counter)
     pods_gave_up: int = 0
     stockout_node_hours: float = 0.0
@@ -76,6 +80,10 @@ class Tally:
         full_cost = self.needless_out_gpu_hours + self.drain_lost_gpu_hours
         cost = self.capacity_value * self.needless_out_gpu_hours + self.drain_lost_gpu_hours
         bit = self.needless_out_unreplaced_gpu_hours + self.drain_lost_gpu_hours
+        whole, within = self.pending_pod_hours_by_pool, self.pending_within_hour_by_pool
+        pending_by_pool = {
+            k: round(whole[k] + within.get(k, 0), r) for k in sorted({*whole, *within})
+        }
         return {
             "failures": self.failures,
             "failures_on_busy_nodes": self.failures_on_busy_nodes,
@@ -106,7 +114,7 @@ class Tally:
                 "cpu_core_used": round(self.used_core_hours, r),
             },
             "pending_pod_hours": round(self.pending_pod_hours, r),
-            "pending_pod_hours_by_pool": dict(sorted(self.pending_pod_hours_by_pool.items())),
+            "pending_pod_hours_by_pool": pending_by_pool,
             "idle_node_hours_by_pool": dict(sorted(self.idle_node_hours_by_pool.items())),
             "pods_gave_up": self.pods_gave_up,
             "stockout_node_hours": round(self.stockout_node_hours, r),

@@ -30,10 +30,19 @@ CALLS: dict[str, set[tuple[str, str, str]]] = {
     "patch_namespaced_custom_object_scale": {
         ("cluster.x-k8s.io", "machinedeployments/scale", "patch")
     },
+    # AppsV1Api / SchedulingV1Api: pool headroom as placeholder pods (placeholders.py)
+    "read_namespaced_deployment": {("apps", "deployments", "get")},
+    "create_namespaced_deployment": {("apps", "deployments", "create")},
+    "patch_namespaced_deployment": {("apps", "deployments", "patch")},
+    "read_priority_class": {("scheduling.k8s.io", "priorityclasses", "get")},
+    "create_priority_class": {("scheduling.k8s.io", "priorityclasses", "create")},
+    # CustomObjectsApi on Karpenter NodePools (karpenter.py)
+    "list_cluster_custom_object": {("karpenter.sh", "nodepools", "list")},
+    "patch_cluster_custom_object": {("karpenter.sh", "nodepools", "patch")},
 }
 """Each client method the actuators call -> the (API group, resource, verb) it needs."""
 
-CLIENT_CALL = re.compile(r"\bself\.(?:kube\.)?(?:core|custom)\.(\w+)\b")
+CLIENT_CALL = re.compile(r"\bself\.(?:kube\.)?(?:core|custom|apps|scheduling)\.(\w+)\b")
 READ_VERBS = {"get", "list", "watch"}
 
 

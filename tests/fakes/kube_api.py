@@ -22,7 +22,9 @@ It holds nodes, pods and PodDisruptionBudgets as the API returns them (JSON dict
   above), ``PATCH`` of one with a merge patch (a strategic-merge patch gets 415, as
   custom resources do), and ``PATCH .../machinedeployments/{name}/scale`` (an
   ``autoscaling/v1`` Scale; sets ``spec.replicas``). No controller runs: replicas
-  change, machines do not come or go.
+  change, machines do not come or go;
+- Deployments, PriorityClasses and Karpenter NodePools as stored objects (list, get,
+  create, patch; ``tests.fakes.kube_store``).
 
 Errors are ``Status`` objects. A bearer token is required when ``token`` is set (401
 otherwise). Every request is recorded in ``requests``; ``fail_next`` scripts an error
@@ -49,6 +51,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.fakes.kube_objects import Obj, rfc3339
+from tests.fakes.kube_store import routes as stored_kind_routes
 
 Answer = tuple[int, Obj]
 CAPI = "/apis/cluster.x-k8s.io/v1beta1"
@@ -182,6 +185,9 @@ class FakeKubeAPI:
     pdbs: list[Obj] = field(default_factory=list)
     machine_deployments: list[Obj] = field(default_factory=list)
     machines: list[Obj] = field(default_factory=list)
+    deployments: list[Obj] = field(default_factory=list)
+    priority_classes: list[Obj] = field(default_factory=list)
+    nodepools: list[Obj] = field(default_factory=list)
     token: str | None = "test-token"
     requests: list[Request] = field(default_factory=list)
     resource_version: int = 1000
@@ -312,6 +318,7 @@ class FakeKubeAPI:
                 self._patch_capi,
             ),
             ("PATCH", rf"{CAPI}/namespaces/{ns}/machinedeployments/{name}/scale", self._scale),
+            *stored_kind_routes(self),
         ]
 
     def _dispatch(self, method: str, raw_path: str, headers: dict[str, str], raw: bytes) -> Answer:

@@ -34,6 +34,7 @@ def make_node(
     pool: str | None = None,
     labels: dict[str, str] | None = None,
     unschedulable: bool = False,
+    taints: list[Obj] | None = None,
 ) -> Obj:
     """A Node with capacity/allocatable, topology labels and a Ready condition."""
     lab = {"kubernetes.io/hostname": name, "node.kubernetes.io/instance-type": "x1.large"}
@@ -79,6 +80,8 @@ def make_node(
     spec: Obj = {"providerID": f"fake://{name}"}
     if unschedulable:
         spec["unschedulable"] = True
+    if taints:
+        spec["taints"] = taints
     return {
         "metadata": {
             "name": name,
@@ -276,4 +279,35 @@ def make_machine(
         },
         "spec": {"clusterName": "fleet"},
         "status": status,
+    }
+
+
+def make_nodepool(
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    limits: dict[str, str] | None = None,
+    replicas: int | None = None,
+) -> Obj:
+    """A Karpenter ``karpenter.sh/v1`` NodePool (cluster-scoped); ``replicas`` makes it
+    a static NodePool."""
+    spec: Obj = {
+        "template": {
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "x"},
+                "requirements": [
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+                ],
+            }
+        },
+        "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "5m"},
+    }
+    if limits is not None:
+        spec["limits"] = dict(limits)
+    if replicas is not None:
+        spec["replicas"] = replicas
+    return {
+        "metadata": {"name": name, "labels": dict(labels or {}), "generation": 1},
+        "spec": spec,
+        "status": {},
     }

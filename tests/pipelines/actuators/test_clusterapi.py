@@ -4,14 +4,12 @@ replica count and the usage floor, resume under the same key, roll-back of marks
 
 from __future__ import annotations
 
-from datetime import timedelta
+import json
 from pathlib import Path
 
 import pytest
 
-from predops.core.actions import ResizePool
 from predops.core.clock import FixedClock
-from predops.pipelines.actuators.apply import apply_plan
 from predops.pipelines.actuators.clusterapi import (
     DELETE_MACHINE_ANNOTATION,
     RESIZE_KEY_ANNOTATION,
@@ -21,25 +19,20 @@ from predops.pipelines.actuators.clusterapi import (
     delete_order,
 )
 from predops.pipelines.workspace.audit import AuditLog
+from predops.pipelines.workspace.settings import load_settings
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.fakes.kube_objects import make_machine, make_machine_deployment, make_pod
-from tests.pipelines.actuators.conftest import T0, kube_for, plan_of
+from tests.pipelines.actuators.conftest import (
+    apply_resize,
+    assert_role_grants,
+    cli_apply,
+    kube_for,
+    plan_of,
+    resize,
+)
 
 NODES = ["n00", "n01", "n10", "n11", "n20", "n21"]  # the conftest cluster, pool "train"
 MD = "/apis/cluster.x-k8s.io/v1beta1/namespaces/capi/machinedeployments/train-md"
-
-
-def resize(from_nodes: int, to_nodes: int, order: list[str] | None = None) -> ResizePool:
-    evidence = {"scale_in_order": order} if order is not None else {}
-    return ResizePool(
-        target="train",
-        reason="test resize",
-        from_nodes=from_nodes,
-        to_nodes=to_nodes,
-        evidence=evidence,
-        not_before=T0,
-        expires=T0 + timedelta(hours=1),
-    )
 
 
 @pytest.fixture
@@ -59,17 +52,6 @@ def _resizer(fake: FakeKubeAPI, tmp_path: Path, clock: FixedClock, **opt: object
     return PoolResizer(ClusterApi(api), clock, sleeper), state, sleeper
 
 
-def _apply(resizer, state, audit, clock, action, execute=True):
-    return apply_plan(
-        plan_of([action]),
-        state=state,
-        actuators={"resize_pool": resizer},
-        audit=audit,
-        clock=clock,
-        execute=execute,
-    )
-
-
 def _marked(fake: FakeKubeAPI) -> list[str]:
     return sorted(
         m["metadata"]["name"]
@@ -87,7 +69,7 @@ def test_scale_up_patches_replicas_through_the_scale_subresource(
 ) -> None:
     resizer, state, _ = _resizer(capi, tmp_path, clock)
     action = resize(6, 9)
-    report = _apply(resizer, state, audit, clock, action)
+    report = apply_resize(resizer, state, audit, clock, action)
     (out,) = report.outcomes
     assert out.outcome == "done", out
     assert out.report["machine_deployment"] == "capi/train-md"
@@ -113,7 +95,7 @@ def test_scale_in_marks_idle_machines_in_the_plans_order_and_never_a_busy_one(
     ]
     resizer, state, _ = _resizer(capi, tmp_path, clock)
     # the plan names a busy node first (it got work since), then two idle ones
-    report = _apply(resizer, state, audit, clock, resize(6, 4, ["n00", "n21", "n10"]))
+    report = apply_resize(resizer, state, audit, clock, resize(6, 4, ["n00", "n21", "n10"]))
     (out,) = report.outcomes
     assert out.outcome == "done", out
     assert [d["node"] for d in out.report["delete_first"]] == ["n21", "n10"]
@@ -145,7 +127,7 @@ def test_replicas_changed_since_the_plan_drop_the_action_in_dry_run_and_for_real
     _md(capi)["spec"]["replicas"] = 7  # the autoscaler moved it
     resizer, state, _ = _resizer(capi, tmp_path, clock)
     for execute in (False, True):
-        (out,) = _apply(resizer, state, audit, clock, resize(6, 4), execute).outcomes
+        (out,) = apply_resize(resizer, state, audit, clock, resize(6, 4), execute).outcomes
         assert (out.outcome, out.reason) == ("dropped", "pool_changed")
         assert "7 replicas now" in out.detail
     assert capi.seen("PATCH") == [] and _md(capi)["spec"]["replicas"] == 7
@@ -156,10 +138,10 @@ def test_a_scale_in_below_the_busy_nodes_is_dropped(
 ) -> None:
     capi.pods = [make_pod(f"w-{n}", node=n) for n in NODES[:4]]
     resizer, state, _ = _resizer(capi, tmp_path, clock)
-    (out,) = _apply(resizer, state, audit, clock, resize(6, 3)).outcomes
+    (out,) = apply_resize(resizer, state, audit, clock, resize(6, 3)).outcomes
     assert (out.outcome, out.reason) == ("dropped", "usage_floor")
     assert "4 nodes of pool train run work now" in out.detail
-    (ok,) = _apply(resizer, state, audit, clock, resize(6, 4)).outcomes
+    (ok,) = apply_resize(resizer, state, audit, clock, resize(6, 4)).outcomes
     assert ok.outcome == "done" and _marked(capi) == ["m-n20", "m-n21"]
 
 
@@ -172,7 +154,7 @@ def test_no_or_two_machine_deployments_for_the_pool_is_named(
         for i, p in enumerate(labels)
     ]
     resizer, state, _ = _resizer(capi, tmp_path, clock)
-    (out,) = _apply(resizer, state, audit, clock, resize(6, 8)).outcomes
+    (out,) = apply_resize(resizer, state, audit, clock, resize(6, 8)).outcomes
     assert (out.outcome, out.reason) == ("dropped", "revalidation_failed")
     assert "predops.io/pool=train" in out.detail
     assert ("none" if not labels else "capi/md-0, capi/md-1") in out.detail
@@ -185,7 +167,7 @@ def test_a_machine_deployment_cluster_autoscaler_sizes_is_left_to_it(
     notes = {"cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "20"}
     _md(capi)["metadata"]["annotations"] = notes
     resizer, state, _ = _resizer(capi, tmp_path, clock)
-    (out,) = _apply(resizer, state, audit, clock, resize(6, 8)).outcomes
+    (out,) = apply_resize(resizer, state, audit, clock, resize(6, 8)).outcomes
     assert (out.outcome, out.reason) == ("dropped", "revalidation_failed")
     assert "cluster-autoscaler" in out.detail and "max-size" in out.detail
     assert capi.seen("PATCH") == [] and _md(capi)["spec"]["replicas"] == 6
@@ -198,11 +180,11 @@ def test_an_interrupted_resize_resumes_under_its_key_without_scaling_twice(
     action = resize(6, 8)
     resizer.run(action, "plan-test")  # ran, but the process died before "done"
     assert _md(capi)["spec"]["replicas"] == 8
-    (out,) = _apply(resizer, state, audit, clock, action).outcomes
+    (out,) = apply_resize(resizer, state, audit, clock, action).outcomes
     assert out.outcome == "done" and out.report["scale"].startswith("already at 8")
     assert len(capi.seen("PATCH", MD + "/scale")) == 1
     # another plan's resize from 6 is stale now
-    (other,) = _apply(resizer, state, audit, clock, resize(6, 5)).outcomes
+    (other,) = apply_resize(resizer, state, audit, clock, resize(6, 5)).outcomes
     assert other.reason == "pool_changed"
 
 
@@ -211,7 +193,7 @@ def test_a_failed_scale_takes_the_delete_marks_off_again(
 ) -> None:
     capi.fail_next("PATCH", MD + "/scale", 403, "Forbidden", "cannot patch scale")
     resizer, state, _ = _resizer(capi, tmp_path, clock)
-    (out,) = _apply(resizer, state, audit, clock, resize(6, 4, ["n00", "n01"])).outcomes
+    (out,) = apply_resize(resizer, state, audit, clock, resize(6, 4, ["n00", "n01"])).outcomes
     assert out.outcome == "failed" and "HTTP 403" in out.detail
     assert out.report["marked"] == ["m-n00", "m-n01"] and out.report["marks_left_on"] == []
     assert _marked(capi) == [] and _md(capi)["spec"]["replicas"] == 6
@@ -224,7 +206,7 @@ def test_transient_errors_on_the_scale_are_retried(
 ) -> None:
     capi.fail_next("PATCH", MD + "/scale", 503, "ServiceUnavailable")
     resizer, state, sleeper = _resizer(capi, tmp_path, clock, backoff_initial=2)
-    (out,) = _apply(resizer, state, audit, clock, resize(6, 7)).outcomes
+    (out,) = apply_resize(resizer, state, audit, clock, resize(6, 7)).outcomes
     assert out.outcome == "done" and _md(capi)["spec"]["replicas"] == 7
     assert sleeper.waits == [2]
 
@@ -233,13 +215,12 @@ def test_dry_run_touches_nothing(
     capi: FakeKubeAPI, tmp_path: Path, clock: FixedClock, audit: AuditLog
 ) -> None:
     resizer, state, _ = _resizer(capi, tmp_path, clock)
-    (out,) = _apply(resizer, state, audit, clock, resize(6, 4), execute=False).outcomes
+    (out,) = apply_resize(resizer, state, audit, clock, resize(6, 4), execute=False).outcomes
     assert out.outcome == "would_run"
     assert capi.seen("PATCH") == [] and _md(capi)["spec"]["replicas"] == 6
 
 
 def test_a_strategic_merge_patch_is_refused_by_the_fake_as_by_a_crd(capi: FakeKubeAPI) -> None:
-    import json
     import urllib.request
 
     req = urllib.request.Request(
@@ -259,53 +240,18 @@ def test_a_strategic_merge_patch_is_refused_by_the_fake_as_by_a_crd(capi: FakeKu
 def test_predops_apply_with_a_kubeconfig_resizes_pools_through_cluster_api(
     capi: FakeKubeAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import json
-
-    from click.testing import CliRunner
-
-    from predops.pipelines.cli.main import main
-    from predops.pipelines.workspace.plans import write_plan
-    from predops.pipelines.workspace.settings import load_settings
-    from tests.fakes.kube_objects import write_kubeconfig
-
-    monkeypatch.setenv("PREDOPS_OPERATOR", "capi-test")
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    ws = tmp_path / "ws"
-    plan = plan_of([resize(6, 5, ["n21"])], plan_id="plan-capi")
-    write_plan(load_settings(ws).plans_dir, plan)
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", capi.url)
-    args = ["--workspace", str(ws), "apply", plan.plan_id, "--kubeconfig", str(kubeconfig)]
-    args += ["--at", T0.isoformat(), "--json"]
-    dry = CliRunner().invoke(main, args)
+    run = cli_apply(capi, tmp_path, monkeypatch, plan_of([resize(6, 5, ["n21"])], "plan-capi"))
+    dry = run()
     assert dry.exit_code == 0, dry.output
     assert json.loads(dry.stdout)["counts"] == {"would_run": 1}
     assert _md(capi)["spec"]["replicas"] == 6
-    approve = ["--workspace", str(ws), "approve", plan.plan_id]
-    assert CliRunner().invoke(main, approve).exit_code == 0
-    res = CliRunner().invoke(main, [*args, "--execute"])
+    res = run("--execute")
     assert res.exit_code == 0, res.output
     (out,) = json.loads(res.stdout)["actions"]
     assert out["outcome"] == "done" and out["report"]["delete_first"][0]["node"] == "n21"
     assert _md(capi)["spec"]["replicas"] == 5 and _marked(capi) == ["m-n21"]
-    audit = AuditLog(load_settings(ws).audit_log, who="reader")
+    audit = AuditLog(load_settings(tmp_path / "ws").audit_log, who="reader")
     assert [e["outcome"] for e in audit.entries()][-2:] == ["started", "done"]
-
-
-def _rbac_grants() -> set[tuple[str, str, str]]:
-    from tests.deploy.k8s import deployed_role, grants
-
-    return grants(deployed_role("predops-apply"))  # the ServiceAccount of apply Jobs
-
-
-def _needs(method: str, path: str) -> tuple[str, str, str]:
-    """(API group, resource[/subresource], verb) of one request, as RBAC sees it."""
-    parts = path.strip("/").split("/")
-    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
-    if rest[:1] == ["namespaces"] and len(rest) > 2:
-        rest = rest[2:]
-    resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
-    verb = {"GET": "get" if len(rest) > 1 else "list", "PATCH": "patch", "POST": "create"}
-    return group, resource, verb[method]
 
 
 def test_the_deployed_role_grants_every_call_a_resize_makes(
@@ -314,9 +260,12 @@ def test_the_deployed_role_grants_every_call_a_resize_makes(
     capi.pods = [make_pod("train-0", node="n00")]
     resizer, state, _ = _resizer(capi, tmp_path, clock)
     for action in (resize(6, 4, ["n21"]), resize(4, 6)):
-        (out,) = _apply(resizer, state, audit, clock, action).outcomes
+        (out,) = apply_resize(resizer, state, audit, clock, action).outcomes
         assert out.outcome == "done", out
-    made = {_needs(r.method, r.path) for r in capi.requests}
-    assert ("cluster.x-k8s.io", "machinedeployments/scale", "patch") in made
-    assert ("cluster.x-k8s.io", "machines", "patch") in made
-    assert made <= _rbac_grants(), made - _rbac_grants()
+    assert_role_grants(
+        capi,
+        {
+            ("cluster.x-k8s.io", "machinedeployments/scale", "patch"),
+            ("cluster.x-k8s.io", "machines", "patch"),
+        },
+    )
