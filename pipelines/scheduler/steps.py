@@ -10,7 +10,9 @@ the new one, never half of either.
 - pipeline: ``features`` (online latest values) -> ``score`` (champion failure model)
   -> ``forecast`` (champion demand model) -> ``plan`` (:func:`predops.pipelines.jobs.plan.
   plan_in_workspace` as of the cutoff)
-- retrain: ``features_offline`` -> ``train_demand`` -> ``promote_demand`` ->
+- retrain: ``label`` (failure / repair events from the lake's raw signals, unless the
+  simulator's own failures are there; ``[retrain] labels``) -> ``features_offline`` ->
+  ``train_demand`` -> ``promote_demand`` ->
   ``train_failure`` -> ``promote_failure``
 """
 
@@ -48,6 +50,42 @@ Step = Callable[[JobContext, datetime, Path], StepOutcome]
 def _write_json(path: Path, obj: Any) -> str:
     atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True, default=str) + "\n")
     return str(path)
+
+
+# ---------------------------------------------------------------- labels
+def label(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
+    """Failure and repair labels from what the cluster recorded (Ready, node problems,
+    GPU signals, tickets; :mod:`predops.pipelines.jobs.labels`) over the training window.
+
+    ``[retrain] labels``: ``auto`` (default) labels unless the lake holds the simulator's
+    own failure events (a demo trains on its ground truth), ``labeller`` always, ``off``
+    never."""
+    from predops.pipelines.jobs.labels import label_lake
+    from predops.pipelines.workspace.audit import AuditLog
+    from predops.pipelines.workspace.lake import Lake
+
+    mode = ctx.config.retrain.labels
+    if mode == "off":
+        raise StepSkipped("[retrain] labels = 'off'")
+    lake = Lake(ctx.settings.lake_dir)
+    if mode == "auto" and _simulated_failures(lake):
+        raise StepSkipped(
+            "the lake holds the simulator's own failure events, the labels of a demo "
+            "([retrain] labels = 'labeller' labels it anyway)"
+        )
+    since = cutoff - ctx.config.features.training_window
+    audit = AuditLog(ctx.settings.audit_log, who=operator_identity())
+    report = label_lake(lake, clock=ctx.clock, since=since, audit_entries=audit.entries())
+    written = report.get("events", {})
+    rows = int(written.get("rows_written", 0)) if isinstance(written, dict) else 0
+    return StepOutcome(rows, {k: v for k, v in report.items() if k != "rules"})
+
+
+def _simulated_failures(lake: Any) -> bool:
+    import polars as pl
+
+    events = lake.scan("events", "synthetic").filter(pl.col("kind") == "failure")
+    return bool(events.select(pl.len()).collect().item() > 0)
 
 
 # ---------------------------------------------------------------- pipeline
@@ -218,6 +256,7 @@ PIPELINE_STEPS: tuple[tuple[str, Step], ...] = (
     ("plan", plan),
 )
 RETRAIN_STEPS: tuple[tuple[str, Step], ...] = (
+    ("label", label),
     ("features_offline", features_offline),
     ("train_demand", train_demand),
     ("promote_demand", promote_demand),
