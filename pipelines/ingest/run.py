@@ -66,7 +66,7 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-ENTITY_CHECKED_TABLES = frozenset({"telemetry", "events"})
+ENTITY_CHECKED_TABLES = frozenset({"telemetry", "events", "node_addresses"})
 
 
 def ingest(
@@ -82,7 +82,7 @@ def ingest(
 ) -> IngestReport:
     """Validate each batch, quarantine bad rows, write good ones to the lake.
 
-    Telemetry and events of a node the same source's inventory does not know are
+    Telemetry, events and addresses of a node the same source's inventory does not know are
     quarantined (when that source has an inventory; adapters yield inventory first), and so
     are timestamps before ``earliest`` (any time column) or more than ``future_tolerance``
     after the clock (the table's time column).
