@@ -41,6 +41,8 @@ class IngestReport:
     source: str
     input: str
     tables: dict[str, TableReport] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)
+    """What the adapter reported besides rows (e.g. ``identity``), keyed by topic."""
 
     @property
     def rows_quarantined(self) -> int:
@@ -51,6 +53,7 @@ class IngestReport:
             "source": self.source,
             "input": self.input,
             "tables": {k: v.to_dict() for k, v in sorted(self.tables.items())},
+            **self.notes,
         }
 
 
@@ -97,6 +100,7 @@ def ingest(
     with lake.transaction():
         for batch in batches:
             origin = batch.origin or input_name
+            report.notes.update(batch.notes or {})
             schema = schema_for(batch.table)
             t = report.tables.setdefault(batch.table, TableReport())
             entities = None

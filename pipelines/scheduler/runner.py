@@ -159,6 +159,7 @@ def run_ingest(ctx: JobContext) -> dict[str, Any]:
     cfg = ctx.config.ingest
     if cfg is None:
         return {"step": "ingest", "status": "skipped: no [ingest] source configured", "rows": 0}
+    from predops.pipelines.ingest.identity import known_nodes
     from predops.pipelines.ingest.registry import IngestOptions, adapter
     from predops.pipelines.ingest.run import ingest
     from predops.pipelines.workspace.lake import Lake
@@ -172,6 +173,8 @@ def run_ingest(ctx: JobContext) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
         mod = adapter(cfg.source)
+        lake = Lake(ctx.settings.lake_dir)
+        writes = cfg.source_name or mod.SOURCE
         opts = IngestOptions(
             clock=ctx.clock,
             table=cfg.table,
@@ -179,10 +182,12 @@ def run_ingest(ctx: JobContext) -> dict[str, Any]:
             end=end,
             step_s=cfg.step.total_seconds() if cfg.step else None,
             extra=dict(cfg.options),
+            source=writes,
+            inventory=lambda name: known_nodes(lake, name),
         )
         report = ingest(
-            Lake(ctx.settings.lake_dir),
-            cfg.source_name or mod.SOURCE,
+            lake,
+            writes,
             mod.read(cfg.path, opts),
             clock=ctx.clock,
             input_name=shown,
