@@ -264,10 +264,7 @@ class NodeResolver:
                     value, f"ambiguous: {how} fits {_show(nodes)}; settle it in -o node_map"
                 )
         if self.strict:
-            return self._refuse(
-                value,
-                "no inventory node has this name, address or short name; map it in -o node_map",
-            )
+            return self._refuse(value, "no inventory node has this name, address or short name")
         return Match(self.raw(value), "raw")
 
     def _via_info(self, key: str) -> set[str]:
@@ -329,13 +326,20 @@ class IdentityTally:
         return len(self.seen) - self.mapped
 
     def examples(self) -> list[dict[str, Any]]:
-        """Up to five label sets that were not reconciled (refused or kept raw), in label
-        order, with why."""
+        """Up to five label sets that were not reconciled (refused or kept raw), with why:
+        the first of each label in turn, so that every label with some is shown."""
         order = {label: i for i, label in enumerate(self.labels)}
-        rows = sorted(
-            ((lab, v, m) for (lab, v), m in self.seen.items() if m.how in ("unmatched", "raw")),
-            key=lambda r: (order.get(r[0], len(order)), r[0], r[1]),
-        )
+        per_label: dict[str, list[tuple[str, Match]]] = {}
+        for (lab, v), m in sorted(self.seen.items()):
+            if m.how in ("unmatched", "raw"):
+                per_label.setdefault(lab, []).append((v, m))
+        labels = sorted(per_label, key=lambda x: (order.get(x, len(order)), x))
+        rows = [
+            (lab, *per_label[lab][i])
+            for i in range(max(map(len, per_label.values()), default=0))
+            for lab in labels
+            if i < len(per_label[lab])
+        ]
         out = []
         for lab, v, m in rows[:MAX_EXAMPLES]:
             why = m.why or f"no inventory: the node id is the label value {m.node!r}"
@@ -362,8 +366,9 @@ class IdentityTally:
         }
 
     def show_examples(self) -> str:
-        """The examples as a message lists them: ``{instance="a:9100"} (why); ...``."""
-        return "; ".join(
-            "{" + ", ".join(f'{k}="{v}"' for k, v in e["labels"].items()) + "}" + f" ({e['why']})"
-            for e in self.examples()
-        )
+        """The examples as a message lists them: ``{instance="a:9100"}, {node="b"}: why``."""
+        by_why: dict[str, list[str]] = {}
+        for e in self.examples():
+            shown = "{" + ", ".join(f'{k}="{v}"' for k, v in e["labels"].items()) + "}"
+            by_why.setdefault(e["why"], []).append(shown)
+        return "; ".join(f"{', '.join(shown)}: {why}" for why, shown in by_why.items())

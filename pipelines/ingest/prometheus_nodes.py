@@ -202,10 +202,10 @@ class NodePlan:
         raise IngestError(
             f"prometheus: none of the {t.unmatched} node label value(s) found "
             f"(by {', '.join(t.labels)}) maps to a node of the inventory of source "
-            f"{known.source!r} ({len(known.names)} nodes): {t.show_examples()}. List aliases "
-            "with -o node_map=FILE (CSV alias,node_id), record the nodes' addresses "
-            "(predops ingest kubernetes) or pick the inventory with -o inventory_source=. "
-            f"identity: {json.dumps(t.to_dict(), sort_keys=True)}"
+            f"{known.source!r} ({len(known.names)} node(s)), e.g. {t.show_examples()}. "
+            "List aliases with -o node_map=FILE (CSV alias,node_id), record the nodes' "
+            "addresses (predops ingest kubernetes) or pick the inventory with "
+            f"-o inventory_source=. identity: {json.dumps(t.to_dict(), sort_keys=True)}"
         )
 
 

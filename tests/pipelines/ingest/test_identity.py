@@ -232,13 +232,7 @@ class StubApi:
         self.calls: list[tuple[str, Mapping[str, Any]]] = []
 
     def call(
-        self,
-        path: str,
-        params: Mapping[str, Any],
-        *,
-        what: str,
-        post: bool,
-        parse: Callable[[Any], Any],
+        self, path: str, params: Mapping[str, Any], *, parse: Callable[[Any], Any], **_: Any
     ) -> Any:
         self.calls.append((path, params))
         if path == "/api/v1/series":
@@ -289,7 +283,7 @@ def test_each_series_is_asked_for_under_the_first_node_label_it_carries() -> Non
     assert report["examples"] == [
         {
             "labels": {"instance": "10.0.0.99:9400"},
-            "why": "no inventory node has this name, address or short name; map it in -o node_map",
+            "why": "no inventory node has this name, address or short name",
         }
     ]
     # kube_node_info was asked only for the value nothing else resolved
@@ -321,7 +315,7 @@ def test_nothing_mapping_is_an_error_naming_counts_and_examples() -> None:
         pnodes.plan_nodes(api, cfg, known())
     msg = str(err.value)
     assert "none of the 2 node label value(s) found" in msg
-    assert "inventory of source 'dc' (5 nodes)" in msg
+    assert "inventory of source 'dc' (5 node(s))" in msg
     assert '{instance="10.9.0.1:9400"}' in msg and "-o node_map=FILE" in msg
     assert '"mapped": 0' in msg and '"unmatched": 2' in msg
 
