@@ -248,6 +248,8 @@ class PromConfig:
     staging_dir: str | None = None
     node_map: str | None = None
     inventory_source: str | None = None
+    inventory_required: bool = False
+    """True when ``-o inventory_source`` named the source: it must have an inventory."""
     node_info: str = "kube_node_info"
 
     def labels_for(self, q: MetricQuery) -> tuple[str, ...]:
@@ -499,6 +501,7 @@ def config_from_options(url: str, options: IngestOptions) -> PromConfig:
         staging_dir=x.get("staging_dir"),
         node_map=x.get("node_map") or None,
         inventory_source=x.get("inventory_source") or options.source,
+        inventory_required=bool(x.get("inventory_source")),
         node_info=node_info,
     )
 
@@ -880,6 +883,11 @@ class StagedRead:
     def batches(self) -> Iterator[Batch]:
         src = self.cfg.inventory_source
         known = self.inventory(src) if self.inventory is not None and src else None
+        if known is None and self.cfg.inventory_required:
+            raise IngestError(
+                f"prometheus: -o inventory_source={src}: the lake has no inventory of source "
+                f"{src!r} to reconcile node names with"
+            )
         with tempfile.TemporaryDirectory(prefix="predops-prom-", dir=self.cfg.staging_dir) as d:
             plan = plan_nodes(self.client, self.cfg, known)
             files = []

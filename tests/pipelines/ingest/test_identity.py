@@ -329,3 +329,10 @@ def test_label_options_are_checked() -> None:
         config(node_info="kube node info")
     cfg = config(node_label=" node , instance ", inventory_source="k8s")
     assert cfg.node_label == "node,instance" and cfg.inventory_source == "k8s"
+
+
+def test_an_inventory_source_asked_for_must_exist(lake: Lake, clock: FixedClock) -> None:
+    cfg = config(inventory_source="k8s")
+    read = prom.StagedRead(cfg, prom.PromClient(cfg), lambda src: identity.known_nodes(lake, src))
+    with pytest.raises(IngestError, match="no inventory of source 'k8s'"):
+        list(read.batches())
