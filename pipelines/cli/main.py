@@ -132,7 +132,9 @@ def ingest(
     together), -o max_response_bytes=64MiB (one answer); -o timeout=60s is the
     longest silence.
     Credentials in the URL (user:password@, ?token=) are used, and masked in every
-    message and record.
+    message and record. Prometheus node names are reconciled with the source's
+    inventory (-o node_map=FILE.csv of alias,node_id; -o inventory_source=SOURCE);
+    the report's identity says how.
     """
     from predops.core.redaction import redact_url
     from predops.core.validation import EARLIEST_TS

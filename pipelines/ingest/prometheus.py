@@ -59,8 +59,9 @@ inventory of ``-o inventory_source=`` (default: the source the ingest writes) th
 ``kube_node_info`` (``-o node_info=``; empty: not asked), and short / FQDN names
 (:mod:`.identity`). The report's ``identity`` counts mapped and unmatched values with
 examples; when there is an inventory, unmatched series are not fetched and an ingest where
-none maps fails. Without an inventory the node id is the label value, its port stripped
-(``-o strip_port=false`` to keep it): ``10.0.0.7:9100`` and ``10.0.0.7:9400`` are one node.
+none maps fails. Without an inventory the node id is the label value unless the node map
+or ``kube_node_info``'s node names resolve it, its port stripped (``-o strip_port=false``
+to keep it): ``10.0.0.7:9100`` and ``10.0.0.7:9400`` are one node.
 
 Chunking: the node list comes from the label-values API (or ``-o nodes=a,b``, label
 values); nodes are asked for in batches (``-o node_batch=200``) through regex matchers,
@@ -471,7 +472,8 @@ def config_from_options(url: str, options: IngestOptions) -> PromConfig:
     timeout = parse_duration(x.get("timeout", "60s"), "timeout")
     queries = with_overrides(DEFAULT_QUERIES, x)
     for q in queries:
-        label_order(q.node_label or "x", f"label.{q.column}")
+        if q.node_label:
+            label_order(q.node_label, f"label.{q.column}")
     node_info = x.get("node_info", "kube_node_info").strip()
     if node_info and not re.fullmatch(r"[A-Za-z_:][A-Za-z0-9_:]*", node_info):
         raise IngestError(f"prometheus: -o node_info={node_info!r} is not a metric name")
@@ -814,11 +816,12 @@ def fetch_chunks(
         batch = nodes[i : i + cfg.node_batch]
         carry: dict[str, dict[str, float]] = {q.column: {} for q in cfg.queries if q.accumulate}
         windows = time_windows(cfg.start, cfg.end, cfg.step_s, window_points(cfg, len(batch)))
+        selectors = {q.column: plan.selectors(q, batch) for q in cfg.queries}
         for w_start, w_end in windows:
             per_column: dict[str, pl.DataFrame] = {}
             for q in cfg.queries:
                 parts = []
-                for label, sel in plan.selectors(q, batch):
+                for label, sel in selectors[q.column]:
                     params = {
                         "query": render(q, cfg, sel, label),
                         "start": ts_param(w_start),

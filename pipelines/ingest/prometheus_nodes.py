@@ -159,8 +159,9 @@ class NodePlan:
     cfg: NodeConfig
     resolver: identity.NodeResolver
     tally: identity.IdentityTally
-    values: dict[tuple[str, str], list[str]] = field(default_factory=dict)
-    """(column, label) -> the label values discovery found (none with ``-o nodes``)."""
+    values: dict[tuple[str, str], dict[str, list[str]]] = field(default_factory=dict)
+    """(column, label) -> node -> the label values discovery found naming it (none with
+    ``-o nodes``), so a batch's matchers cost its size, not the fleet's."""
     node_of: dict[tuple[str, str], str | None] = field(default_factory=dict)
     nodes: list[str] = field(default_factory=list)
     """What batches are made of: node ids, or the ``-o nodes`` values."""
@@ -178,14 +179,13 @@ class NodePlan:
         """(label, ``$sel``) for each label with series of ``batch`` for query ``q``."""
         labels = self.cfg.labels_for(q)
         out = []
-        want = set(batch)
         for i, label in enumerate(labels):
             excluded = without(labels[:i])
             if self.cfg.nodes is not None:
                 match = node_selector(label, batch, self.cfg.strip_port)
             else:
-                found = self.values.get((q.column, label), [])
-                values = [v for v in found if self.node_of[(label, v)] in want]
+                found = self.values.get((q.column, label), {})
+                values = [v for n in batch for v in found.get(n, ())]
                 if not values:
                     continue
                 match = f"{label}=~{_quote('|'.join(re.escape(v) for v in values))}"
@@ -252,10 +252,10 @@ def plan_nodes(client: ApiCaller, cfg: NodeConfig, known: identity.KnownNodes | 
                     what=f"node discovery by label {label}",
                     parse=answers.label_values,
                 )
-            plan.values[(q.column, label)] = sorted(asked[key])
-    found: set[str] = set()
-    for (_, label), values in plan.values.items():
-        found.update(n for v in values if (n := plan.node(label, v)) is not None)
-    plan.nodes = sorted(found)
+            by_node = plan.values.setdefault((q.column, label), {})
+            for v in sorted(asked[key]):
+                if (n := plan.node(label, v)) is not None:
+                    by_node.setdefault(n, []).append(v)
+    plan.nodes = sorted({n for by_node in plan.values.values() for n in by_node})
     plan.check()
     return plan
