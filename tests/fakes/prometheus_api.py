@@ -1,5 +1,5 @@
-"""A small, scriptable stand-in for the Prometheus HTTP API (``query_range`` and label
-values), to test chunking and retries where a real Prometheus cannot misbehave on cue.
+"""A small, scriptable stand-in for the Prometheus HTTP API (``query_range``, label values
+and series), to test chunking and retries where a real Prometheus cannot misbehave on cue.
 
 It serves one series per node for any range query: the nodes whose node-label value
 matches the query's ``<label>=~"<regex>"`` matcher (anchored, as Prometheus anchors
