@@ -38,6 +38,10 @@ from predops.pipelines.cli.support import (
 from predops.pipelines.workspace.clock import SystemClock
 
 
+KUBERNETES_SOURCE = "kubernetes"
+"""The lake source the Kubernetes adapter writes (its inventory names the nodes)."""
+
+
 def _progress(msg: str) -> None:
     click.echo(f"[bootstrap] {msg}", err=True)
 
@@ -46,13 +50,16 @@ def _ingest(
     settings: Any, source: str, path: str, opts: Any, *, input_name: str
 ) -> dict[str, Any]:
     from predops.core.redaction import redact_url
+    from predops.pipelines.ingest.identity import known_nodes
     from predops.pipelines.ingest.registry import adapter
     from predops.pipelines.ingest.run import ingest
     from predops.pipelines.workspace.lake import Lake
 
     mod = adapter(source)
+    lake = Lake(settings.lake_dir)
+    opts = replace(opts, source=mod.SOURCE, inventory=lambda name: known_nodes(lake, name))
     report = ingest(
-        Lake(settings.lake_dir),
+        lake,
         mod.SOURCE,
         mod.read(path, opts),
         clock=opts.clock,
@@ -93,6 +100,8 @@ def bootstrap(
 
     t = time.perf_counter()
     start = end - timedelta(days=days)
+    # Prometheus series are matched to the nodes Kubernetes just listed.
+    options = {"inventory_source": KUBERNETES_SOURCE, **options}
     chunks: list[dict[str, Any]] = []
     lo = start
     while lo < end:

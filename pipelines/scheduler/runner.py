@@ -168,6 +168,7 @@ def run_ingest(ctx: JobContext) -> list[dict[str, Any]]:
 
 
 def _ingest_one(ctx: JobContext, cfg: IngestConfig, several: bool) -> dict[str, Any]:
+    from predops.pipelines.ingest.identity import known_nodes
     from predops.pipelines.ingest.registry import IngestOptions, adapter
     from predops.pipelines.ingest.run import ingest
     from predops.pipelines.workspace.lake import Lake
@@ -181,6 +182,8 @@ def _ingest_one(ctx: JobContext, cfg: IngestConfig, several: bool) -> dict[str, 
     t0 = time.perf_counter()
     try:
         mod = adapter(cfg.source)
+        lake = Lake(ctx.settings.lake_dir)
+        writes = cfg.source_name or mod.SOURCE
         opts = IngestOptions(
             clock=ctx.clock,
             table=cfg.table,
@@ -188,10 +191,12 @@ def _ingest_one(ctx: JobContext, cfg: IngestConfig, several: bool) -> dict[str, 
             end=end,
             step_s=cfg.step.total_seconds() if cfg.step else None,
             extra=dict(cfg.options),
+            source=writes,
+            inventory=lambda name: known_nodes(lake, name),
         )
         report = ingest(
-            Lake(ctx.settings.lake_dir),
-            cfg.source_name or mod.SOURCE,
+            lake,
+            writes,
             mod.read(cfg.path, opts),
             clock=ctx.clock,
             input_name=shown,
