@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,6 @@ from predops.pipelines.cli.support import (
 )
 from predops.pipelines.workspace.clock import SystemClock
 
-
 KUBERNETES_SOURCE = "kubernetes"
 """The lake source the Kubernetes adapter writes (its inventory names the nodes)."""
 
@@ -46,9 +45,7 @@ def _progress(msg: str) -> None:
     click.echo(f"[bootstrap] {msg}", err=True)
 
 
-def _ingest(
-    settings: Any, source: str, path: str, opts: Any, *, input_name: str
-) -> dict[str, Any]:
+def _ingest(settings: Any, source: str, path: str, opts: Any, *, input_name: str) -> dict[str, Any]:
     from predops.core.redaction import redact_url
     from predops.pipelines.ingest.identity import known_nodes
     from predops.pipelines.ingest.registry import adapter
@@ -89,7 +86,10 @@ def bootstrap(
 
     settings = current_settings()
     clock = SystemClock()
-    end = now or clock.now()
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    # Query at whole steps of wall time, like the scheduler's ingest, so chunks meet
+    # exactly and samples scraped on the step are read, not their neighbours.
+    end = epoch + ((now or clock.now()) - epoch) // step * step
     out: dict[str, Any] = {"workspace": str(settings.workspace), "steps": {}}
 
     t = time.perf_counter()

@@ -19,6 +19,7 @@ import polars as pl
 
 from predops.pipelines.cli import demand, failure, labels
 from predops.pipelines.cli.allocator import allocator_group
+from predops.pipelines.cli.bootstrap import bootstrap_command
 from predops.pipelines.cli.models import (
     MODEL_VERBS,
     eval_group,
@@ -409,6 +410,7 @@ main.add_command(schedule_group)
 main.add_command(serve_command)
 main.add_command(simulate_ops_command)
 main.add_command(labels.label_command)
+main.add_command(bootstrap_command)
 # eval / train / forecast / score are shared by every model: each model's command is
 # added to its verb here, explicitly.
 eval_group.add_command(demand.eval_demand)

@@ -198,15 +198,11 @@ def _registered_for(ctx: JobContext, model: str, data_cutoff: str) -> str | None
 
 def train_demand(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     """Fit and register ``predops.demand`` on the lake's demand (once per data cutoff)."""
-    import polars as pl
 
     from predops.models.demand.config import config_named
     from predops.pipelines.jobs import demand as demand_jobs
-    from predops.pipelines.workspace.lake import Lake
 
-    last = Lake(ctx.settings.lake_dir).scan("demand").select(pl.col("ts").max()).collect().item()
-    if last is None:
-        raise StepSkipped("the lake has no demand rows")
+    last = _last_demand(ctx)
     existing = _registered_for(ctx, demand_jobs.MODEL_NAME, last.isoformat())
     if existing is not None:
         return StepOutcome(0, {"version": existing, "note": "already registered"})
@@ -218,6 +214,20 @@ def train_demand(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
         seed=r.seed,
     )
     return StepOutcome(int(report["rows"]), report)
+
+
+def _last_demand(ctx: JobContext) -> datetime:
+    """The lake's latest demand time; :class:`StepSkipped` when it has none (a cluster
+    whose demand series are not ingested yet trains the failure model alone)."""
+    import polars as pl
+
+    from predops.pipelines.workspace.lake import Lake
+
+    last = Lake(ctx.settings.lake_dir).scan("demand").select(pl.col("ts").max()).collect().item()
+    if last is None:
+        raise StepSkipped("the lake has no demand rows")
+    assert isinstance(last, datetime)
+    return last
 
 
 def _promote(ctx: JobContext, model: str) -> StepOutcome:
@@ -233,6 +243,7 @@ def _promote(ctx: JobContext, model: str) -> StepOutcome:
 
 def promote_demand(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     """Backtest challenger vs champion of ``predops.demand``; promote only if better."""
+    _last_demand(ctx)
     return _promote(ctx, "demand")
 
 
