@@ -146,6 +146,28 @@ INVENTORY = FrameSchema(
     entity_column="node_id",
 )
 
+NODE_ADDRESSES = FrameSchema(
+    name="node_addresses",
+    doc="The addresses one node reported at one snapshot time (Kubernetes "
+    "``status.addresses``): what exporters may name it by (``instance`` host:port, "
+    "``Hostname``), for telemetry ingest to find the inventory's node name. A table of its "
+    "own, not an inventory column, so lakes written before it read unchanged.",
+    columns=(
+        Column("ts", UTC_TS, doc="snapshot time, as in the inventory"),
+        Column("node_id", pl.String()),
+        Column("address", pl.String(), doc="an IP address or a host name, as reported"),
+        Column(
+            "kind",
+            pl.String(),
+            nullable=True,
+            doc="InternalIP, ExternalIP, Hostname, InternalDNS or ExternalDNS (null: not said)",
+        ),
+    ),
+    key=("node_id", "address", "ts"),
+    time_column="ts",
+    entity_column="node_id",
+)
+
 TELEMETRY = FrameSchema(
     name="telemetry",
     doc="One node at one sample time; gauges are node-level (GPU values: max temp, "
@@ -430,6 +452,7 @@ SCHEMAS: dict[str, FrameSchema] = {
     s.name: s
     for s in (
         INVENTORY,
+        NODE_ADDRESSES,
         TELEMETRY,
         EVENTS,
         PODS,

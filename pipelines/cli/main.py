@@ -19,6 +19,7 @@ import polars as pl
 
 from predops.pipelines.cli import demand, failure, labels
 from predops.pipelines.cli.allocator import allocator_group
+from predops.pipelines.cli.bootstrap import bootstrap_command
 from predops.pipelines.cli.models import (
     MODEL_VERBS,
     eval_group,
@@ -132,10 +133,13 @@ def ingest(
     together), -o max_response_bytes=64MiB (one answer); -o timeout=60s is the
     longest silence.
     Credentials in the URL (user:password@, ?token=) are used, and masked in every
-    message and record.
+    message and record. Prometheus node names are reconciled with the source's
+    inventory (-o node_map=FILE.csv of alias,node_id; -o inventory_source=SOURCE);
+    the report's identity says how.
     """
     from predops.core.redaction import redact_url
     from predops.core.validation import EARLIEST_TS
+    from predops.pipelines.ingest.identity import known_nodes
     from predops.pipelines.ingest.registry import IngestOptions, adapter
     from predops.pipelines.ingest.run import file_digest
     from predops.pipelines.ingest.run import ingest as run_ingest
@@ -148,6 +152,8 @@ def ingest(
         k, v = kv.split("=", 1)
         pairs[k.strip()] = v
     clock = SystemClock()
+    lake = Lake(current_settings().lake_dir)
+    writes = source_name or mod.SOURCE
     opts = IngestOptions(
         clock=clock,
         table=table,
@@ -155,13 +161,14 @@ def ingest(
         end=parse_time(end) if end else None,
         step_s=parse_duration(step).total_seconds() if step else None,
         extra=pairs,
+        source=writes,
+        inventory=lambda name: known_nodes(lake, name),
     )
-    lake = Lake(current_settings().lake_dir)
     read = mod.read(path, opts)
     name = redact_url(path)  # the report, the ingest log and quarantine rows quote it
     report = run_ingest(
         lake,
-        source_name or mod.SOURCE,
+        writes,
         read,
         clock=clock,
         input_name=name,
@@ -198,6 +205,13 @@ def _human_ingest(r: dict[str, Any]) -> str:
             f"already present {t['rows_already_present']:>10,}  "
             f"quarantined {t['rows_quarantined']:>8,}"
         )
+    if ident := r.get("identity"):
+        inv = f"inventory {ident['inventory']!r}" if ident["inventory"] else "no inventory"
+        lines.append(
+            f"  identity ({inv}): {ident['mapped']:,} label value(s) mapped to "
+            f"{ident['nodes']:,} node(s), {ident['unmatched']:,} unmatched"
+        )
+        lines += [f"    e.g. {e['labels']}: {e['why']}" for e in ident["examples"]]
     return "\n".join(lines)
 
 
@@ -396,6 +410,7 @@ main.add_command(schedule_group)
 main.add_command(serve_command)
 main.add_command(simulate_ops_command)
 main.add_command(labels.label_command)
+main.add_command(bootstrap_command)
 # eval / train / forecast / score are shared by every model: each model's command is
 # added to its verb here, explicitly.
 eval_group.add_command(demand.eval_demand)

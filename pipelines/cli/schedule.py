@@ -71,16 +71,13 @@ def _context(config_path: Path | None) -> JobContext:
 
 
 def _describe(config: ScheduleConfig) -> dict[str, Any]:
-    ingest = config.ingest
     return {
         "origin": config.origin,
         "timezone": config.timezone,
         "misfire_grace_time_s": config.misfire_grace_time.total_seconds(),
         "max_workers": config.max_workers,
         "jobs": {n: {"cron": j.cron, "enabled": j.enabled} for n, j in config.jobs.items()},
-        "ingest": None
-        if ingest is None
-        else {"source": ingest.source, "path": redact_url(ingest.path)},
+        "ingest": [{"source": i.source, "path": redact_url(i.path)} for i in config.ingests],
         "features": {
             "engine": config.features.engine,
             "dask_scheduler": config.features.dask_scheduler,
@@ -89,6 +86,7 @@ def _describe(config: ScheduleConfig) -> dict[str, Any]:
         "retrain": {
             "demand_config": config.retrain.demand_config,
             "backtest_cutoffs": config.retrain.backtest_cutoffs,
+            "labels": config.retrain.labels,
         },
         "policy": policy_settings_dict(config.policy),
     }

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -17,10 +19,12 @@ class Batch:
 
     ``first_row`` numbers the first row as the input counts it (1-based data row) and
     ``origin`` names the file (or query) the rows came from when the input has several,
-    so errors and quarantine entries point back at the exact file and row.
+    so errors and quarantine entries point back at the exact file and row. ``notes`` are
+    what the adapter adds to the ingest report (e.g. Prometheus's ``identity``).
     """
 
     table: str
     frame: pl.DataFrame
     first_row: int = 1
     origin: str | None = None
+    notes: Mapping[str, Any] | None = None

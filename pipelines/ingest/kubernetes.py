@@ -1,4 +1,4 @@
-"""Kubernetes API -> inventory, telemetry (node Ready), events, pods and pdbs: one snapshot.
+"""Kubernetes API -> inventory, node addresses, telemetry (node Ready), events, pods and pdbs.
 Over 500 lines: one adapter reading one snapshot; the node, pod and PDB converters share
 the quantity parsing, label and condition helpers and one paged list, and a tenth of the
 file is this docstring documenting the mapping.
@@ -26,6 +26,11 @@ Nodes -> ``inventory`` at the snapshot time (the injected clock):
 - NUMA nodes from ``-o numa_label=`` (default ``predops.io/numa-nodes``) when the node has
   it, else 1: the API does not expose NUMA topology, so 1 means "unknown, assume none".
   Install time is not in the API (node creation is only the last registration): null.
+
+Each node's ``status.addresses`` (InternalIP, ExternalIP, Hostname, ...) -> one
+``node_addresses`` row each at the snapshot time: the names exporters know the node by
+(node-exporter's ``instance`` is usually InternalIP:port), which telemetry ingest uses to
+find the inventory's node name (:mod:`.identity`).
 
 The Ready condition gives two things. A ``telemetry`` row at the snapshot time with
 ``node_ready`` (``Unknown`` - the kubelet stopped reporting - counts as not ready; every
@@ -65,7 +70,7 @@ from typing import Any
 
 import polars as pl
 
-from predops.core.schemas import INVENTORY, UTC_TS
+from predops.core.schemas import INVENTORY, NODE_ADDRESSES, UTC_TS
 from predops.pipelines.ingest.batch import Batch, IngestError
 from predops.pipelines.ingest.options import IngestOptions
 
@@ -178,12 +183,14 @@ _NODE_SCHEMA = {
     "node_ready": pl.Boolean(),
     "ready_since": UTC_TS,
     "ready_detail": pl.String(),
+    "addresses": pl.List(pl.Struct({"kind": pl.String(), "address": pl.String()})),
 }
 
 
 def node_frame(nodes: list[dict[str, Any]], at: datetime, opt: Mapping[str, str]) -> pl.DataFrame:
     """Nodes as inventory columns (quantities as text, for validation to type) plus the
-    Ready condition: ``node_ready``, ``ready_since`` and ``ready_detail``."""
+    Ready condition (``node_ready``, ``ready_since``, ``ready_detail``) and the reported
+    ``addresses`` (a list of kind / address)."""
     rows = []
     pool_labels = (opt["pool_label"],) if opt["pool_label"] else POOL_LABELS
     for n in nodes:
@@ -227,9 +234,25 @@ def node_frame(nodes: list[dict[str, Any]], at: datetime, opt: Mapping[str, str]
                 "node_ready": None if cond is None else cond.get("status") == "True",
                 "ready_since": None if cond is None else _ts(cond.get("lastTransitionTime")),
                 "ready_detail": detail or None,
+                "addresses": [
+                    {"kind": a.get("type"), "address": str(a["address"])}
+                    for a in st.get("addresses") or []
+                    if isinstance(a, dict) and a.get("address")
+                ],
             }
         )
     return pl.DataFrame(rows, schema=_NODE_SCHEMA)
+
+
+def node_addresses(nodes: pl.DataFrame) -> pl.DataFrame:
+    """The ``addresses`` of :func:`node_frame` as ``node_addresses`` rows."""
+    return (
+        nodes.select("ts", "node_id", "addresses")
+        .explode("addresses")
+        .drop_nulls("addresses")
+        .unnest("addresses")
+        .select(NODE_ADDRESSES.names)
+    )
 
 
 def node_events(nodes: pl.DataFrame) -> pl.DataFrame:
@@ -523,6 +546,7 @@ def read(path: str, options: IngestOptions) -> Iterator[Batch]:
         api.close()
     frames = (
         ("inventory", nodes.select(INVENTORY.names)),
+        ("node_addresses", node_addresses(nodes)),
         ("telemetry", nodes.select("ts", "node_id", "node_ready")),
         ("events", node_events(nodes)),
         ("pods", pods),

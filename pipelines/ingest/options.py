@@ -6,18 +6,23 @@ the adapters can import these without importing the registry back.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
 from predops.core.clock import Clock
 from predops.pipelines.ingest.batch import Batch
+from predops.pipelines.ingest.identity import KnownNodes
 
 
 @dataclass(frozen=True, slots=True)
 class IngestOptions:
-    """Options every adapter may read; ``extra`` holds adapter-specific KEY=VALUE pairs."""
+    """Options every adapter may read; ``extra`` holds adapter-specific KEY=VALUE pairs.
+
+    ``source`` is the lake source the ingest writes; ``inventory(source)`` gives a source's
+    known nodes (None: it has no inventory), for adapters that reconcile node names.
+    """
 
     clock: Clock
     table: str | None = None
@@ -25,6 +30,8 @@ class IngestOptions:
     end: datetime | None = None
     step_s: float | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
+    source: str | None = None
+    inventory: Callable[[str], KnownNodes | None] | None = None
 
 
 class AdapterModule(Protocol):

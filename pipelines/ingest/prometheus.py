@@ -51,14 +51,23 @@ kube-state-metrics):
 - ``node_ready``: kube-state-metrics ``kube_node_status_condition{condition="Ready",
   status="true"}``, which labels the node with ``node`` (not ``instance``).
 
-The node label (``-o node_label=``, default ``instance``) has its port stripped
-(``-o strip_port=false`` to keep it): ``10.0.0.7:9100`` and ``10.0.0.7:9400`` are one node.
+Node identity: a series names its node by the first of ``-o node_label=`` (default
+``node,kubernetes_node,Hostname,instance``; one label to use only that one) it carries
+(:mod:`.prometheus_nodes`), and that value is reconciled with the node names of the
+inventory of ``-o inventory_source=`` (default: the source the ingest writes) through
+``-o node_map=FILE.csv`` (``alias,node_id`` lines), the nodes' recorded addresses,
+``kube_node_info`` (``-o node_info=``; empty: not asked), and short / FQDN names
+(:mod:`.identity`). The report's ``identity`` counts mapped and unmatched values with
+examples; when there is an inventory, unmatched series are not fetched and an ingest where
+none maps fails. Without an inventory the node id is the label value unless the node map
+or ``kube_node_info``'s node names resolve it, its port stripped (``-o strip_port=false``
+to keep it): ``10.0.0.7:9100`` and ``10.0.0.7:9400`` are one node.
 
-Chunking: the node list comes from the label-values API (or ``-o nodes=a,b``); nodes are
-asked for in batches (``-o node_batch=200``) through a regex matcher, and the range in
-windows of at most ``-o max_points`` steps (Prometheus refuses more than 11,000 points
-per series) and ``-o max_samples`` samples per response. Requests go by POST, as
-Prometheus allows, so long node regexes never hit URL length limits.
+Chunking: the node list comes from the label-values API (or ``-o nodes=a,b``, label
+values); nodes are asked for in batches (``-o node_batch=200``) through regex matchers,
+and the range in windows of at most ``-o max_points`` steps (Prometheus refuses more
+than 11,000 points per series) and ``-o max_samples`` samples per response. Requests go
+by POST, as Prometheus allows, so long node regexes never hit URL length limits.
 
 Retries: connection errors, timeouts, dropped connections, 429 and 5xx are retried with
 exponential backoff (``-o retries=4``, ``-o backoff=0.5s``, doubling, capped at
@@ -117,7 +126,7 @@ import polars as pl
 import requests
 
 from predops.core.redaction import redact_url
-from predops.core.schemas import TELEMETRY
+from predops.core.schemas import TELEMETRY, UTC_TS
 from predops.pipelines.ingest import prometheus_answers as answers
 from predops.pipelines.ingest.batch import Batch, IngestError
 from predops.pipelines.ingest.bounded_http import (
@@ -129,7 +138,15 @@ from predops.pipelines.ingest.bounded_http import (
     exchange,
     origin,
 )
+from predops.pipelines.ingest.identity import KnownNodes
 from predops.pipelines.ingest.options import IngestOptions
+from predops.pipelines.ingest.prometheus_nodes import (
+    DEFAULT_NODE_LABELS,
+    NodePlan,
+    label_order,
+    plan_nodes,
+    ts_param,
+)
 
 T = TypeVar("T")
 
@@ -212,7 +229,7 @@ class PromConfig:
     end: datetime
     step_s: float = 300.0
     queries: tuple[MetricQuery, ...] = DEFAULT_QUERIES
-    node_label: str = "instance"
+    node_label: str = DEFAULT_NODE_LABELS
     strip_port: bool = True
     nodes: tuple[str, ...] | None = None
     node_batch: int = 200
@@ -230,9 +247,15 @@ class PromConfig:
     bearer_token: str | None = None
     verify: bool | str = True
     staging_dir: str | None = None
+    node_map: str | None = None
+    inventory_source: str | None = None
+    inventory_required: bool = False
+    """True when ``-o inventory_source`` named the source: it must have an inventory."""
+    node_info: str = "kube_node_info"
 
-    def label_for(self, q: MetricQuery) -> str:
-        return q.node_label or self.node_label
+    def labels_for(self, q: MetricQuery) -> tuple[str, ...]:
+        """The labels a series of ``q`` may name its node by, in order."""
+        return label_order(q.node_label or self.node_label)
 
 
 # ----------------------------------------------------------------------------- options
@@ -372,6 +395,9 @@ OPTION_KEYS = frozenset(
     {
         "mapping",
         "node_label",
+        "node_map",
+        "inventory_source",
+        "node_info",
         "strip_port",
         "nodes",
         "node_batch",
@@ -444,13 +470,20 @@ def config_from_options(url: str, options: IngestOptions) -> PromConfig:
             f"of {PROMETHEUS_MAX_POINTS} points per series"
         )
     timeout = parse_duration(x.get("timeout", "60s"), "timeout")
+    queries = with_overrides(DEFAULT_QUERIES, x)
+    for q in queries:
+        if q.node_label:
+            label_order(q.node_label, f"label.{q.column}")
+    node_info = x.get("node_info", "kube_node_info").strip()
+    if node_info and not re.fullmatch(r"[A-Za-z_:][A-Za-z0-9_:]*", node_info):
+        raise IngestError(f"prometheus: -o node_info={node_info!r} is not a metric name")
     return PromConfig(
         url=url.rstrip("/"),
         start=options.start.astimezone(UTC),
         end=end.astimezone(UTC),
         step_s=step,
-        queries=with_overrides(DEFAULT_QUERIES, x),
-        node_label=x.get("node_label", "instance"),
+        queries=queries,
+        node_label=",".join(label_order(x.get("node_label", DEFAULT_NODE_LABELS))),
         strip_port=_bool(x, "strip_port", True),
         nodes=nodes,
         node_batch=_int(x, "node_batch", 200, 1),
@@ -468,6 +501,10 @@ def config_from_options(url: str, options: IngestOptions) -> PromConfig:
         bearer_token=token,
         verify=verify,
         staging_dir=x.get("staging_dir"),
+        node_map=x.get("node_map") or None,
+        inventory_source=x.get("inventory_source") or options.source,
+        inventory_required=bool(x.get("inventory_source")),
+        node_info=node_info,
     )
 
 
@@ -667,28 +704,12 @@ def time_windows(
     return out
 
 
-def node_id(value: str, strip_port: bool) -> str:
-    """A node label value as a node id: ``host:9100`` -> ``host``, ``[::1]:9100`` ->
-    ``[::1]``; an unbracketed IPv6 address is left whole."""
-    if strip_port:
-        m = re.match(r"^([^:]+|\[[^\]]+\]):\d+$", value)
-        if m:
-            return m.group(1)
-    return value
-
-
-def node_selector(label: str, nodes: list[str], strip_port: bool) -> str:
-    """A PromQL matcher selecting exactly ``nodes`` (with any port when stripping)."""
-    alts = "|".join(re.escape(n) for n in nodes)
-    regex = f"(?:{alts})" + ("(?::[0-9]+)?" if strip_port else "")
-    escaped = regex.replace("\\", "\\\\").replace('"', '\\"')
-    return f'{label}=~"{escaped}"'
-
-
-def render(q: MetricQuery, cfg: PromConfig, sel: str) -> str:
+def render(q: MetricQuery, cfg: PromConfig, sel: str, label: str | None = None) -> str:
+    """``q``'s expression for one batch: ``$node`` is ``label`` (default: the query's
+    first node label), ``$sel`` the batch's matchers."""
     window = cfg.window_s or cfg.step_s
     return string.Template(q.expr).substitute(
-        node=cfg.label_for(q),
+        node=label or cfg.labels_for(q)[0],
         sel=sel,
         step=prom_duration(cfg.step_s),
         window=prom_duration(window),
@@ -697,53 +718,15 @@ def render(q: MetricQuery, cfg: PromConfig, sel: str) -> str:
     )
 
 
-_METRIC_BEFORE_SEL = re.compile(r"([A-Za-z_:][A-Za-z0-9_:]*)\s*\{[^{}]*\$sel")
-_NAME_MATCHER_WITH_SEL = re.compile(r'\{\s*__name__\s*=~?\s*"([^"]+)"[^{}]*\$sel')
-
-
-def metric_names(expr: str) -> list[str]:
-    """Metric names (or name regexes) of the selectors that carry ``$sel``."""
-    return sorted(set(_METRIC_BEFORE_SEL.findall(expr)) | set(_NAME_MATCHER_WITH_SEL.findall(expr)))
-
-
-def ts_param(t: datetime) -> str:
-    return f"{t.timestamp():.3f}"
-
-
-def discover_nodes(client: PromClient, cfg: PromConfig) -> list[str]:
-    """Node ids with any series of the mapped metrics in the range (label-values API)."""
-    if cfg.nodes is not None:
-        return list(cfg.nodes)
-    by_label: dict[str, set[str]] = {}
-    for q in cfg.queries:
-        by_label.setdefault(cfg.label_for(q), set()).update(metric_names(q.expr))
-    found: set[str] = set()
-    for label, names in sorted(by_label.items()):
-        if not names:
-            continue
-        params = {
-            "match[]": f'{{__name__=~"{"|".join(sorted(names))}"}}',
-            "start": ts_param(cfg.start),
-            "end": ts_param(cfg.end),
-        }
-        values = client.call(
-            f"/api/v1/label/{label}/values",
-            params,
-            post=False,
-            what=f"node discovery by label {label}",
-            parse=answers.label_values,
-        )
-        found.update(node_id(v, cfg.strip_port) for v in values)
-    return sorted(found)
-
-
 # ----------------------------------------------------------------------------- frames
 def matrix_frame(
-    result: list[answers.Series], label: str, strip_port: bool, column: str
+    result: list[answers.Series], label: str, plan: NodePlan, column: str
 ) -> pl.DataFrame:
-    """A checked ``matrix`` answer as (node_id, ts, value); one series per node is
-    required. NaN and infinite values stay, for validation to quarantine."""
+    """A checked ``matrix`` answer as (node_id, ts, value, series), the node found through
+    ``plan``; series of no known node are left out (the plan counts them). NaN and
+    infinite values stay, for validation to quarantine."""
     nodes: list[str] = []
+    shown: list[str] = []
     stamps: list[int] = []
     values: list[float] = []
     for series in result:
@@ -753,21 +736,37 @@ def matrix_frame(
                 f"label {label!r}: {answers.show_labels(series.labels)}; aggregate it "
                 "`by ($node)`"
             )
-        nodes.extend([node_id(series.labels[label], strip_port)] * len(series.stamps))
+        node = plan.node(label, series.labels[label])
+        if node is None:
+            continue
+        nodes.extend([node] * len(series.stamps))
+        shown.extend([answers.show_labels({label: series.labels[label]})] * len(series.stamps))
         stamps.extend(round(t * 1e6) for t in series.stamps)
         values.extend(series.values)
-    frame = pl.DataFrame(
-        {"node_id": nodes, "ts": stamps, "value": values},
-        schema={"node_id": pl.String(), "ts": pl.Int64(), "value": pl.Float64()},
+    return pl.DataFrame(
+        {"node_id": nodes, "ts": stamps, "value": values, "series": shown}, schema=_MATRIX
     ).with_columns(pl.col("ts").cast(pl.Datetime("us")).dt.replace_time_zone("UTC"))
+
+
+_MATRIX = {"node_id": pl.String(), "ts": pl.Int64(), "value": pl.Float64(), "series": pl.String()}
+
+
+def one_series_per_node(parts: list[pl.DataFrame], column: str) -> pl.DataFrame:
+    """The frames of one column's queries as (node_id, ts, value); two series of one node
+    are an error naming both."""
+    if not parts:
+        return pl.DataFrame(schema={**_MATRIX, "ts": UTC_TS}).drop("series")
+    frame = pl.concat(parts)
     dup = frame.filter(pl.struct("node_id", "ts").is_duplicated())
     if dup.height:
+        node = dup["node_id"][0]
+        both = " and ".join(dup.filter(pl.col("node_id") == node)["series"].unique().sort())
         raise IngestError(
             f"prometheus: the query for {column} returned more than one series for node "
-            f"{dup['node_id'][0]!r} (label {label}); aggregate it to one series per node "
-            "with `by ($node)`"
+            f"{node!r} ({both}); aggregate it to one series per node with `by ($node)`, "
+            "or keep one of the scrape targets"
         )
-    return frame
+    return frame.drop("series")
 
 
 def telemetry_frame(per_column: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
@@ -805,34 +804,40 @@ def window_points(cfg: PromConfig, batch_nodes: int) -> int:
     return max(1, min(cfg.max_points, cfg.max_samples // max(1, batch_nodes)))
 
 
-def fetch_chunks(client: PromClient, cfg: PromConfig) -> Iterator[pl.DataFrame]:
+def fetch_chunks(
+    client: PromClient, cfg: PromConfig, plan: NodePlan | None = None
+) -> Iterator[pl.DataFrame]:
     """Complete telemetry frames, one per (node batch, time window), in time order per
-    batch. Each is fully fetched before it is yielded."""
-    nodes = discover_nodes(client, cfg)
+    batch. Each is fully fetched before it is yielded. ``plan``: which label values name
+    which node (default: discovered, with no inventory)."""
+    plan = plan or plan_nodes(client, cfg, None)
+    nodes = plan.nodes
     for i in range(0, len(nodes), cfg.node_batch):
         batch = nodes[i : i + cfg.node_batch]
         carry: dict[str, dict[str, float]] = {q.column: {} for q in cfg.queries if q.accumulate}
         windows = time_windows(cfg.start, cfg.end, cfg.step_s, window_points(cfg, len(batch)))
+        selectors = {q.column: plan.selectors(q, batch) for q in cfg.queries}
         for w_start, w_end in windows:
             per_column: dict[str, pl.DataFrame] = {}
             for q in cfg.queries:
-                label = cfg.label_for(q)
-                expr = render(q, cfg, node_selector(label, batch, cfg.strip_port))
-                params = {
-                    "query": expr,
-                    "start": ts_param(w_start),
-                    "end": ts_param(w_end),
-                    "step": f"{cfg.step_s:g}",
-                    "timeout": prom_duration(cfg.timeout_s),
-                }
-                what = (
-                    f"{q.column} for {len(batch)} node(s) {batch[0]}..{batch[-1]}, "
-                    f"{w_start.isoformat()}..{w_end.isoformat()}"
-                )
-                result = client.call(
-                    "/api/v1/query_range", params, what=what, post=True, parse=answers.matrix
-                )
-                frame = matrix_frame(result, label, cfg.strip_port, q.column)
+                parts = []
+                for label, sel in selectors[q.column]:
+                    params = {
+                        "query": render(q, cfg, sel, label),
+                        "start": ts_param(w_start),
+                        "end": ts_param(w_end),
+                        "step": f"{cfg.step_s:g}",
+                        "timeout": prom_duration(cfg.timeout_s),
+                    }
+                    what = (
+                        f"{q.column} for {len(batch)} node(s) {batch[0]}..{batch[-1]} by "
+                        f"{label}, {w_start.isoformat()}..{w_end.isoformat()}"
+                    )
+                    result = client.call(
+                        "/api/v1/query_range", params, what=what, post=True, parse=answers.matrix
+                    )
+                    parts.append(matrix_frame(result, label, plan, q.column))
+                frame = one_series_per_node(parts, q.column)
                 if q.accumulate:
                     frame = _accumulate(frame, carry[q.column])
                 per_column[q.column] = frame
@@ -868,27 +873,44 @@ def _accumulate(frame: pl.DataFrame, carry: dict[str, float]) -> pl.DataFrame:
 
 @dataclass(slots=True)
 class StagedRead:
-    """Fetch every chunk to Parquet files first, then hand them out as batches."""
+    """Fetch every chunk to Parquet files first, then hand them out as batches.
+
+    ``inventory`` gives the known nodes of a lake source (None: no inventory); the first
+    batch carries the ``identity`` report (an empty telemetry batch when no rows came)."""
 
     cfg: PromConfig
     client: PromClient
+    inventory: Callable[[str], KnownNodes | None] | None = None
     staged_rows: list[int] = field(default_factory=list)
 
     def batches(self) -> Iterator[Batch]:
+        src = self.cfg.inventory_source
+        known = self.inventory(src) if self.inventory is not None and src else None
+        if known is None and self.cfg.inventory_required:
+            raise IngestError(
+                f"prometheus: -o inventory_source={src}: the lake has no inventory of source "
+                f"{src!r} to reconcile node names with"
+            )
         with tempfile.TemporaryDirectory(prefix="predops-prom-", dir=self.cfg.staging_dir) as d:
+            plan = plan_nodes(self.client, self.cfg, known)
             files = []
-            for n, chunk in enumerate(fetch_chunks(self.client, self.cfg)):
+            for n, chunk in enumerate(fetch_chunks(self.client, self.cfg, plan)):
                 path = Path(d) / f"chunk-{n:06d}.parquet"
                 chunk.write_parquet(path)
                 files.append(path)
                 self.staged_rows.append(chunk.height)
+            plan.check()  # with -o nodes, the values are resolved as answers come
+            notes: dict[str, Any] | None = {"identity": plan.tally.to_dict()}
+            if not files:
+                yield Batch("telemetry", TELEMETRY.empty(), notes=notes)
             first = 1
             for path in files:
                 frame = pl.read_parquet(path)
-                yield Batch("telemetry", frame, first_row=first)
+                yield Batch("telemetry", frame, first_row=first, notes=notes)
+                notes = None
                 first += frame.height
 
 
 def read(path: str, options: IngestOptions) -> Iterator[Batch]:
     cfg = config_from_options(path, options)
-    return StagedRead(cfg, PromClient(cfg)).batches()
+    return StagedRead(cfg, PromClient(cfg), options.inventory).batches()

@@ -132,3 +132,22 @@ def label_values(data: Any) -> list[str]:
         if not isinstance(value, str):
             raise MalformedAnswer(f"data[{i}] is {_kind(value)}, expected a string")
     return data
+
+
+def series_labels(data: Any) -> list[dict[str, str]]:
+    """The label sets of a series answer (``/api/v1/series``)."""
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise MalformedAnswer(f"data is {_kind(data)}, expected a list of label sets")
+    out = []
+    for i, labels in enumerate(data):
+        if not isinstance(labels, dict):
+            raise MalformedAnswer(f"data[{i}] is {_kind(labels)}, expected a label set")
+        for name, value in labels.items():
+            if not isinstance(value, str):
+                raise MalformedAnswer(
+                    f"data[{i}] label {name!r} is {_kind(value)}, expected a string"
+                )
+        out.append(labels)
+    return out

@@ -41,6 +41,8 @@ class IngestReport:
     source: str
     input: str
     tables: dict[str, TableReport] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)
+    """What the adapter reported besides rows (e.g. ``identity``), keyed by topic."""
 
     @property
     def rows_quarantined(self) -> int:
@@ -51,6 +53,7 @@ class IngestReport:
             "source": self.source,
             "input": self.input,
             "tables": {k: v.to_dict() for k, v in sorted(self.tables.items())},
+            **self.notes,
         }
 
 
@@ -66,7 +69,7 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-ENTITY_CHECKED_TABLES = frozenset({"telemetry", "events"})
+ENTITY_CHECKED_TABLES = frozenset({"telemetry", "events", "node_addresses"})
 
 
 def ingest(
@@ -82,7 +85,7 @@ def ingest(
 ) -> IngestReport:
     """Validate each batch, quarantine bad rows, write good ones to the lake.
 
-    Telemetry and events of a node the same source's inventory does not know are
+    Telemetry, events and addresses of a node the same source's inventory does not know are
     quarantined (when that source has an inventory; adapters yield inventory first), and so
     are timestamps before ``earliest`` (any time column) or more than ``future_tolerance``
     after the clock (the table's time column).
@@ -97,6 +100,7 @@ def ingest(
     with lake.transaction():
         for batch in batches:
             origin = batch.origin or input_name
+            report.notes.update(batch.notes or {})
             schema = schema_for(batch.table)
             t = report.tables.setdefault(batch.table, TableReport())
             entities = None

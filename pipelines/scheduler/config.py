@@ -29,7 +29,11 @@ Example::
     [jobs.retrain]               # offline features -> train + promote both models
     cron = "30 2 * * *"
 
-    [ingest]                     # optional: what the pipeline re-reads each run
+    [[ingest]]                   # optional: what the pipeline re-reads each run, in order
+    source = "kubernetes"        # the inventory as the autoscaler changes it, pods, PDBs
+    path = "in-cluster"
+
+    [[ingest]]                   # ([ingest] for a single source works too)
     source = "prometheus"
     path = "http://prometheus:9090"
     lookback = "30m"
@@ -105,6 +109,9 @@ class FeaturesConfig:
     every: timedelta = timedelta(hours=1)
 
 
+LABEL_MODES = ("auto", "labeller", "off")
+
+
 @dataclass(frozen=True, slots=True)
 class RetrainConfig:
     """Which demand configuration to train, and the backtest that goes with it."""
@@ -112,6 +119,9 @@ class RetrainConfig:
     demand_config: str = "hourly"
     backtest_cutoffs: int = 3
     seed: int = 0
+    labels: str = "auto"
+    """``auto``: label the lake's raw signals unless it holds the simulator's own failure
+    events; ``labeller``: always; ``off``: never (tickets and other failure events only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,12 +132,19 @@ class ScheduleConfig:
     timezone: str = "UTC"
     misfire_grace_time: timedelta = timedelta(minutes=10)
     max_workers: int = 1
-    ingest: IngestConfig | None = None
+    ingests: tuple[IngestConfig, ...] = ()
+    """What the pipeline re-reads each run, in order (``[ingest]`` or ``[[ingest]]``)."""
     features: FeaturesConfig = FeaturesConfig()
     retrain: RetrainConfig = RetrainConfig()
     policy: PolicySettings = field(default_factory=PolicySettings)
     """The ``plan`` step's budgets and policy knobs (``[policy]``)."""
     origin: str = "defaults"
+
+    @property
+    def ingest(self) -> IngestConfig | None:
+        """The first ingest source (None when there is none)."""
+        return self.ingests[0] if self.ingests else None
+
     """Where it came from (the file, plus which environment keys), for reports."""
 
 
@@ -162,6 +179,28 @@ def check_cron(expr: str, timezone: str) -> Any:
             timezone=timezone,
         )
     raise ValueError(f"{expr!r} has {len(fields)} fields; expected 5 (or 6 with seconds first)")
+
+
+def _ingest_table(t: ConfigTable) -> IngestConfig:
+    from predops.pipelines.ingest.registry import ADAPTERS
+
+    source = t.required_text("source")
+    if source not in ADAPTERS:
+        raise t.fail("source", f"{source!r} is not an adapter ({', '.join(sorted(ADAPTERS))})")
+    opts = t.get("options") or {}
+    if not isinstance(opts, dict) or not all(isinstance(v, str) for v in opts.values()):
+        raise t.fail("options", "must be a table of string values")
+    out = IngestConfig(
+        source=source,
+        path=t.required_text("path"),
+        table=t.text("table"),
+        source_name=t.text("source_name"),
+        lookback=t.duration("lookback", None),
+        step=t.duration("step", None),
+        options=dict(opts),
+    )
+    t.done()
+    return out
 
 
 def parse_config(
@@ -203,27 +242,20 @@ def parse_config(
         jobs[name] = JobConfig(name=name, cron=cron, enabled=t.boolean("enabled", True))
         t.done()
 
-    ingest = None
-    if "ingest" in raw:
-        t = ConfigTable(raw["ingest"], where, "ingest")
-        from predops.pipelines.ingest.registry import ADAPTERS
-
-        source = t.required_text("source")
-        if source not in ADAPTERS:
-            raise t.fail("source", f"{source!r} is not an adapter ({', '.join(sorted(ADAPTERS))})")
-        opts = t.get("options") or {}
-        if not isinstance(opts, dict) or not all(isinstance(v, str) for v in opts.values()):
-            raise t.fail("options", "must be a table of string values")
-        ingest = IngestConfig(
-            source=source,
-            path=t.required_text("path"),
-            table=t.text("table"),
-            source_name=t.text("source_name"),
-            lookback=t.duration("lookback", None),
-            step=t.duration("step", None),
-            options=dict(opts),
+    raw_ingest = raw.get("ingest")
+    if raw_ingest is None:
+        tables: list[tuple[Any, str]] = []
+    elif isinstance(raw_ingest, list):  # [[ingest]]: several sources, read in order
+        tables = [(item, f"ingest[{i}]") for i, item in enumerate(raw_ingest)]
+    else:
+        tables = [(raw_ingest, "ingest")]
+    ingests = tuple(_ingest_table(ConfigTable(item, where, name)) for item, name in tables)
+    names = [i.source_name or i.source for i in ingests]
+    if len(set(names)) < len(names):
+        raise ConfigError(
+            f"{where}: [[ingest]]: two sources write under the same lake source name; "
+            "give each a distinct source_name"
         )
-        t.done()
 
     t = ConfigTable(raw.get("features", {}), where, "features")
     engine = t.choice("engine", "local", ENGINES)
@@ -241,6 +273,7 @@ def parse_config(
         demand_config=t.choice("demand_config", "hourly", DEMAND_CONFIGS),
         backtest_cutoffs=t.integer("backtest_cutoffs", 3, 0),
         seed=t.integer("seed", 0, 0),
+        labels=t.choice("labels", "auto", LABEL_MODES),
     )
     t.done()
     return ScheduleConfig(
@@ -249,7 +282,7 @@ def parse_config(
         timezone=timezone,
         misfire_grace_time=grace,
         max_workers=workers,
-        ingest=ingest,
+        ingests=ingests,
         features=features,
         retrain=retrain,
     )

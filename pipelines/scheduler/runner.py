@@ -24,6 +24,7 @@ from typing import Any
 import polars as pl
 
 from predops.core.redaction import redact_url
+from predops.pipelines.scheduler.config import IngestConfig
 from predops.pipelines.scheduler.context import JobContext
 from predops.pipelines.scheduler.steps import (
     PIPELINE_STEPS,
@@ -138,40 +139,51 @@ def run_steps(
 
 
 # ---------------------------------------------------------------- ingest
-def _ingest_key(ctx: JobContext, now: datetime) -> tuple[str, datetime | None, datetime | None]:
-    """The ingest run's key and the range window (for URL sources)."""
+def _ingest_key(
+    cfg: IngestConfig, now: datetime, several: bool
+) -> tuple[str, datetime | None, datetime | None]:
+    """The ingest run's key and the range window (for URL sources); with several sources
+    the key starts with the source's lake name, so each is recorded on its own."""
     from predops.pipelines.ingest.run import file_digest
 
-    cfg = ctx.config.ingest
-    assert cfg is not None
+    prefix = f"{cfg.source_name or cfg.source}@" if several else ""
     local = Path(cfg.path)
     if local.exists():
-        return "sha256:" + file_digest(local), None, None
+        return prefix + "sha256:" + file_digest(local), None, None
     step = cfg.step or timedelta(minutes=1)
     epoch = datetime(1970, 1, 1, tzinfo=UTC)
     end = epoch + ((now - epoch) // step) * step  # one key per step of wall time
     start = end - cfg.lookback if cfg.lookback else None
-    return end.isoformat(), start, end
+    return prefix + end.isoformat(), start, end
 
 
-def run_ingest(ctx: JobContext) -> dict[str, Any]:
-    """Re-read the configured source into the lake (one recorded run per input key)."""
-    cfg = ctx.config.ingest
-    if cfg is None:
-        return {"step": "ingest", "status": "skipped: no [ingest] source configured", "rows": 0}
+def run_ingest(ctx: JobContext) -> list[dict[str, Any]]:
+    """Re-read every configured source into the lake, in order (one recorded run per
+    source and input key): e.g. the inventory from Kubernetes, so nodes the autoscaler
+    added are known, then telemetry from Prometheus."""
+    if not ctx.config.ingests:
+        return [{"step": "ingest", "status": "skipped: no [ingest] source configured", "rows": 0}]
+    several = len(ctx.config.ingests) > 1
+    return [_ingest_one(ctx, cfg, several) for cfg in ctx.config.ingests]
+
+
+def _ingest_one(ctx: JobContext, cfg: IngestConfig, several: bool) -> dict[str, Any]:
+    from predops.pipelines.ingest.identity import known_nodes
     from predops.pipelines.ingest.registry import IngestOptions, adapter
     from predops.pipelines.ingest.run import ingest
     from predops.pipelines.workspace.lake import Lake
 
     now = ctx.clock.now()
     shown = redact_url(cfg.path)  # what records and logs quote: the path without credentials
-    key, start, end = _ingest_key(ctx, now)
+    key, start, end = _ingest_key(cfg, now, several)
     begun = ctx.runs.begin("ingest", key, owner=process_owner(), at=now)
     if isinstance(begun, NotStarted):
         return {"step": "ingest", "status": f"skipped: {begun.reason}", "key": key, "rows": 0}
     t0 = time.perf_counter()
     try:
         mod = adapter(cfg.source)
+        lake = Lake(ctx.settings.lake_dir)
+        writes = cfg.source_name or mod.SOURCE
         opts = IngestOptions(
             clock=ctx.clock,
             table=cfg.table,
@@ -179,10 +191,12 @@ def run_ingest(ctx: JobContext) -> dict[str, Any]:
             end=end,
             step_s=cfg.step.total_seconds() if cfg.step else None,
             extra=dict(cfg.options),
+            source=writes,
+            inventory=lambda name: known_nodes(lake, name),
         )
         report = ingest(
-            Lake(ctx.settings.lake_dir),
-            cfg.source_name or mod.SOURCE,
+            lake,
+            writes,
             mod.read(cfg.path, opts),
             clock=ctx.clock,
             input_name=shown,
@@ -211,8 +225,7 @@ def run_ingest(ctx: JobContext) -> dict[str, Any]:
 def run_job(job: str, ctx: JobContext) -> dict[str, Any]:
     """Run ``job`` (``pipeline`` or ``retrain``) once now; returns what happened."""
     if job == "pipeline":
-        ingested = run_ingest(ctx)
-        before = [ingested]
+        before = run_ingest(ctx)
         steps = PIPELINE_STEPS
     elif job == "retrain":
         before, steps = [], RETRAIN_STEPS

@@ -10,7 +10,9 @@ the new one, never half of either.
 - pipeline: ``features`` (online latest values) -> ``score`` (champion failure model)
   -> ``forecast`` (champion demand model) -> ``plan`` (:func:`predops.pipelines.jobs.plan.
   plan_in_workspace` as of the cutoff)
-- retrain: ``features_offline`` -> ``train_demand`` -> ``promote_demand`` ->
+- retrain: ``label`` (failure / repair events from the lake's raw signals, unless the
+  simulator's own failures are there; ``[retrain] labels``) -> ``features_offline`` ->
+  ``train_demand`` -> ``promote_demand`` ->
   ``train_failure`` -> ``promote_failure``
 """
 
@@ -48,6 +50,42 @@ Step = Callable[[JobContext, datetime, Path], StepOutcome]
 def _write_json(path: Path, obj: Any) -> str:
     atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True, default=str) + "\n")
     return str(path)
+
+
+# ---------------------------------------------------------------- labels
+def label(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
+    """Failure and repair labels from what the cluster recorded (Ready, node problems,
+    GPU signals, tickets; :mod:`predops.pipelines.jobs.labels`) over the training window.
+
+    ``[retrain] labels``: ``auto`` (default) labels unless the lake holds the simulator's
+    own failure events (a demo trains on its ground truth), ``labeller`` always, ``off``
+    never."""
+    from predops.pipelines.jobs.labels import label_lake
+    from predops.pipelines.workspace.audit import AuditLog
+    from predops.pipelines.workspace.lake import Lake
+
+    mode = ctx.config.retrain.labels
+    if mode == "off":
+        raise StepSkipped("[retrain] labels = 'off'")
+    lake = Lake(ctx.settings.lake_dir)
+    if mode == "auto" and _simulated_failures(lake):
+        raise StepSkipped(
+            "the lake holds the simulator's own failure events, the labels of a demo "
+            "([retrain] labels = 'labeller' labels it anyway)"
+        )
+    since = cutoff - ctx.config.features.training_window
+    audit = AuditLog(ctx.settings.audit_log, who=operator_identity())
+    report = label_lake(lake, clock=ctx.clock, since=since, audit_entries=audit.entries())
+    written = report.get("events", {})
+    rows = int(written.get("rows_written", 0)) if isinstance(written, dict) else 0
+    return StepOutcome(rows, {k: v for k, v in report.items() if k != "rules"})
+
+
+def _simulated_failures(lake: Any) -> bool:
+    import polars as pl
+
+    events = lake.scan("events", "synthetic").filter(pl.col("kind") == "failure")
+    return bool(events.select(pl.len()).collect().item() > 0)
 
 
 # ---------------------------------------------------------------- pipeline
@@ -160,15 +198,11 @@ def _registered_for(ctx: JobContext, model: str, data_cutoff: str) -> str | None
 
 def train_demand(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     """Fit and register ``predops.demand`` on the lake's demand (once per data cutoff)."""
-    import polars as pl
 
     from predops.models.demand.config import config_named
     from predops.pipelines.jobs import demand as demand_jobs
-    from predops.pipelines.workspace.lake import Lake
 
-    last = Lake(ctx.settings.lake_dir).scan("demand").select(pl.col("ts").max()).collect().item()
-    if last is None:
-        raise StepSkipped("the lake has no demand rows")
+    last = _last_demand(ctx)
     existing = _registered_for(ctx, demand_jobs.MODEL_NAME, last.isoformat())
     if existing is not None:
         return StepOutcome(0, {"version": existing, "note": "already registered"})
@@ -180,6 +214,20 @@ def train_demand(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
         seed=r.seed,
     )
     return StepOutcome(int(report["rows"]), report)
+
+
+def _last_demand(ctx: JobContext) -> datetime:
+    """The lake's latest demand time; :class:`StepSkipped` when it has none (a cluster
+    whose demand series are not ingested yet trains the failure model alone)."""
+    import polars as pl
+
+    from predops.pipelines.workspace.lake import Lake
+
+    last = Lake(ctx.settings.lake_dir).scan("demand").select(pl.col("ts").max()).collect().item()
+    if last is None:
+        raise StepSkipped("the lake has no demand rows")
+    assert isinstance(last, datetime)
+    return last
 
 
 def _promote(ctx: JobContext, model: str) -> StepOutcome:
@@ -195,6 +243,7 @@ def _promote(ctx: JobContext, model: str) -> StepOutcome:
 
 def promote_demand(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     """Backtest challenger vs champion of ``predops.demand``; promote only if better."""
+    _last_demand(ctx)
     return _promote(ctx, "demand")
 
 
@@ -218,6 +267,7 @@ PIPELINE_STEPS: tuple[tuple[str, Step], ...] = (
     ("plan", plan),
 )
 RETRAIN_STEPS: tuple[tuple[str, Step], ...] = (
+    ("label", label),
     ("features_offline", features_offline),
     ("train_demand", train_demand),
     ("promote_demand", promote_demand),

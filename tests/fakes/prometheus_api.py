@@ -1,5 +1,5 @@
-"""A small, scriptable stand-in for the Prometheus HTTP API (``query_range`` and label
-values), to test chunking and retries where a real Prometheus cannot misbehave on cue.
+"""A small, scriptable stand-in for the Prometheus HTTP API (``query_range``, label values
+and series), to test chunking and retries where a real Prometheus cannot misbehave on cue.
 
 It serves one series per node for any range query: the nodes whose node-label value
 matches the query's ``<label>=~"<regex>"`` matcher (anchored, as Prometheus anchors
@@ -65,10 +65,12 @@ def _default_value(query: str, node: str, t: float) -> float:
 
 @dataclass
 class FakePrometheus:
-    """Serve ``label_values`` (node label values, ports included) on 127.0.0.1."""
+    """Serve ``label_values`` (values of ``node_label`` only, ports included; any other
+    label has none) and ``series`` (the series API's label sets) on 127.0.0.1."""
 
     label_values: list[str]
     node_label: str = "instance"
+    series: list[dict[str, str]] = field(default_factory=list)
     script: Script = field(default=always("ok"))
     value_fn: ValueFn = _default_value
     slow_s: float = 1.0
@@ -130,8 +132,12 @@ class FakePrometheus:
         if action == "garbage":
             return self._send(h, 200, b'{"status":"success","data":{"resultType":"mat')
         if path.startswith("/api/v1/label/") and path.endswith("/values"):
+            mine = path == f"/api/v1/label/{self.node_label}/values"
+            data = self.label_values if mine else []
+            return self._send(h, 200, json.dumps({"status": "success", "data": data}).encode())
+        if path == "/api/v1/series":
             return self._send(
-                h, 200, json.dumps({"status": "success", "data": self.label_values}).encode()
+                h, 200, json.dumps({"status": "success", "data": self.series}).encode()
             )
         if path == "/api/v1/query_range":
             return self._send(h, 200, json.dumps(self._range(params)).encode())
@@ -140,9 +146,9 @@ class FakePrometheus:
     def _range(self, params: dict[str, list[str]]) -> dict[str, Any]:
         query = params["query"][0]
         start, end, step = (float(params[k][0]) for k in ("start", "end", "step"))
-        m = re.search(rf'{re.escape(self.node_label)}=~"((?:[^"\\]|\\.)*)"', query)
-        if m is None:
-            raise AssertionError(f"query without a {self.node_label} matcher: {query}")
+        m = re.search(rf'(?<![A-Za-z0-9_]){re.escape(self.node_label)}=~"((?:[^"\\]|\\.)*)"', query)
+        if m is None:  # a query by another label: the fake's series carry none
+            return {"status": "success", "data": {"resultType": "matrix", "result": []}}
         regex = re.compile(re.sub(r"\\(.)", r"\1", m.group(1)))
         result = []
         for value in self.label_values:

@@ -26,8 +26,9 @@ from tests.pipelines.ingest.test_prometheus import INSTANCES, STEP, T0, lake_dig
 from tests.pipelines.ingest.test_prometheus import options as prom_options
 
 STEPS = 12
-GOOD_REQUESTS = 4
-"""Discovery and 3 range queries succeed before the fault (of 1 + 8 requests)."""
+GOOD_REQUESTS = 8
+"""Discovery (one request per node label), kube_node_info and 3 range queries succeed
+before the fault (of 5 + 8 requests)."""
 
 
 def ingest(ws: Path, url: str, staging: Path, *, steps: int = STEPS, **extra: str) -> Result:
@@ -82,8 +83,8 @@ def test_unreachable_prometheus_is_one_clear_error(workspace: Path, tmp_path: Pa
     url = f"http://127.0.0.1:{closed_port()}"
     msg = assert_clean_failure(ingest(workspace, url, tmp_path / "staging"), url)
     assert msg == (
-        f"prometheus: GET {url}/api/v1/label/instance/values (node discovery by label "
-        "instance) failed after 3 attempt(s); last error: ConnectionError: "
+        f"prometheus: GET {url}/api/v1/label/node/values (node discovery by label "
+        "node) failed after 3 attempt(s); last error: ConnectionError: "
         "[Errno 111] Connection refused"
     )
     assert lake_digest(lake) == before

@@ -488,3 +488,41 @@ def test_cli_with_custom_labels(tmp_path: Path) -> None:
     assert inv.filter(pl.col("node_id") == "gpu-a1")["cpu_milli"].item() == 192_000
     assert inv.filter(pl.col("node_id") == "cpu-1")["pool"].item() == "unknown"
     assert rfc3339(inv["ts"][0]) <= rfc3339(datetime.now(UTC))
+
+
+def test_node_addresses_are_recorded_per_snapshot(
+    lake: Lake, clock: FixedClock, tmp_path: Path
+) -> None:
+    fake = cluster()
+    reported = {
+        "gpu-a1": [
+            ("InternalIP", "10.0.0.5"),
+            ("Hostname", "gpu-a1"),
+            ("ExternalIP", "203.0.113.9"),
+        ],
+        "cpu-1": [("InternalIP", "10.0.1.7"), ("InternalIP", "fd00::17")],
+        "cpu-bad": [("InternalIP", "10.0.9.9")],  # its inventory row is refused
+    }
+    for n in fake.nodes:
+        pairs = reported.get(n["metadata"]["name"], [])
+        n["status"]["addresses"] = [{"type": k, "address": a} for k, a in pairs]
+    with fake:
+        kc = str(write_kubeconfig(tmp_path / "kubeconfig", fake.url))
+        report = ingest(
+            lake,
+            "kubernetes",
+            adapter("kubernetes").read(kc, read_opts(clock)),
+            clock=clock,
+            input_name=kc,
+        )
+    got = lake.scan("node_addresses").collect().sort("node_id", "address")
+    assert got.select("node_id", "kind", "address").rows() == [
+        ("cpu-1", "InternalIP", "10.0.1.7"),
+        ("cpu-1", "InternalIP", "fd00::17"),
+        ("gpu-a1", "InternalIP", "10.0.0.5"),
+        ("gpu-a1", "ExternalIP", "203.0.113.9"),
+        ("gpu-a1", "Hostname", "gpu-a1"),
+    ]
+    assert (got["ts"] == clock.now()).all()
+    # An address of a node the inventory refused is quarantined like its other rows.
+    assert report.tables["node_addresses"].rows_quarantined == 1

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from predops.core.clock import FixedClock
 from predops.core.schemas import TELEMETRY
 from predops.pipelines.ingest import prometheus as prom
+from predops.pipelines.ingest import prometheus_nodes as pnodes
 from predops.pipelines.ingest.batch import IngestError
 from predops.pipelines.ingest.registry import IngestOptions, adapter
 from predops.pipelines.ingest.run import ingest
@@ -113,11 +114,11 @@ def test_forty_days_at_five_minutes_is_split_under_the_prometheus_limit() -> Non
     ],
 )
 def test_node_id_strips_ports_only(value: str, strip: bool, expected: str) -> None:
-    assert prom.node_id(value, strip) == expected
+    assert pnodes.node_id(value, strip) == expected
 
 
 def test_node_selector_is_anchored_and_escaped() -> None:
-    sel = prom.node_selector("instance", ["gpu-01.dc1", 'a"b'], strip_port=True)
+    sel = pnodes.node_selector("instance", ["gpu-01.dc1", 'a"b'], strip_port=True)
     label, literal = re.fullmatch(r'(\w+)=~"(.*)"', sel).groups()  # type: ignore[union-attr]
     regex = re.compile(re.sub(r"\\(.)", r"\1", literal))  # undo PromQL string escaping
     assert label == "instance"
@@ -133,10 +134,15 @@ def test_default_mapping_covers_every_metric_column_and_renders() -> None:
     assert cols == {c.name for c in TELEMETRY.columns} - {"ts", "node_id"}
     cfg = prom.PromConfig(url="http://x", start=T0, end=T0)
     for q in prom.DEFAULT_QUERIES:
-        text = prom.render(q, cfg, 'instance=~"a"')
-        assert "$" not in text and 'instance=~"a"' in text
-        assert f"by ({cfg.label_for(q)})" in text
-        assert prom.metric_names(q.expr), q.column
+        for label in cfg.labels_for(q):
+            text = prom.render(q, cfg, f'{label}=~"a"', label)
+            assert "$" not in text and f'{label}=~"a"' in text
+            assert f"by ({label})" in text
+        assert pnodes.metric_names(q.expr), q.column
+    ready = next(q for q in prom.DEFAULT_QUERIES if q.column == "node_ready")
+    assert cfg.labels_for(ready) == ("node",)  # kube-state-metrics' own instance is no node
+    cpu = next(q for q in prom.DEFAULT_QUERIES if q.column == "cpu_util_pct")
+    assert cfg.labels_for(cpu) == ("node", "kubernetes_node", "Hostname", "instance")
     xid = next(q for q in prom.DEFAULT_QUERIES if q.column == "xid_errors_total")
     assert xid.accumulate and "[600000ms]" in prom.render(xid, cfg, "x")
 
@@ -185,9 +191,9 @@ def test_mapping_file_and_label_overrides(clock: FixedClock, tmp_path: Path) -> 
     )
     by = {q.column: q for q in cfg.queries}
     assert by["gpu_temp_c"].expr.startswith("max by ($node) (my_temp")
-    assert cfg.label_for(by["gpu_temp_c"]) == "Hostname"
-    assert cfg.label_for(by["node_ready"]) == "kubernetes_node"
-    assert cfg.label_for(by["cpu_util_pct"]) == "node"
+    assert cfg.labels_for(by["gpu_temp_c"]) == ("Hostname",)
+    assert cfg.labels_for(by["node_ready"]) == ("kubernetes_node",)
+    assert cfg.labels_for(by["cpu_util_pct"]) == ("node",)
     assert "mce_total" not in by and cfg.url == "http://h:9090" and cfg.end == clock.now()
 
 
@@ -288,8 +294,9 @@ def test_transient_failures_are_retried_with_backoff(
             input_name=fake.url,
         )
         answers = [s.answer for s in fake.seen]
-    # discovery is request 0: 3 failures, then success, then the range query
-    assert answers == [fault, fault, fault, "ok", "ok"]
+    # discovery by label node is request 0: 3 failures, then success; then discovery by
+    # kubernetes_node, Hostname and instance, kube_node_info, and the range query
+    assert answers == [fault, fault, fault] + ["ok"] * 6
     assert sleeps == [0.1, 0.2, 0.3]  # doubling, capped at backoff_max
     assert stored(lake).height == 2 * 4
 
@@ -325,7 +332,7 @@ def test_retries_exhausted_name_the_url_and_leave_the_lake_unchanged(
             )
         n_failed = sum(1 for s in fake.seen if s.answer == "500")
     msg = str(err.value)
-    assert f"{fake.url}/api/v1/label/instance/values" in msg
+    assert f"{fake.url}/api/v1/label/node/values" in msg
     assert "failed after 3 attempt(s)" in msg and "HTTP 500: internal error" in msg
     assert n_failed == 3
     assert lake_digest(lake) == before
@@ -378,6 +385,7 @@ def test_explicit_nodes_skip_discovery_and_token_is_sent(clock: FixedClock, tmp_
         opts = options(2, clock, nodes="gpu-02.dc1,cpu-01.dc1", bearer_token_file=str(token))
         frames = [b.frame for b in adapter("prometheus").read(fake.url, opts)]
         seen = fake.seen
-    assert all(s.path == "/api/v1/query_range" for s in seen)
+    # no label-values call; kube_node_info is still asked, for names
+    assert {s.path for s in seen} == {"/api/v1/query_range", "/api/v1/series"}
     assert {s.headers["Authorization"] for s in seen} == {"Bearer s3cret"}
     assert sorted(pl.concat(frames)["node_id"].unique()) == ["cpu-01.dc1", "gpu-02.dc1"]

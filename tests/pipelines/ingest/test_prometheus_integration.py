@@ -26,6 +26,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -107,21 +108,17 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, limit_s: flo
     pytest.fail(f"prometheus not ready after {limit_s}s:\n{log.read_text()[-3000:]}")
 
 
-@pytest.fixture(scope="module")
-def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]:
+@contextmanager
+def serve_backfilled(
+    openmetrics: Path, root: Path, timings: dict[str, float] | None = None
+) -> Iterator[str]:
+    """Backfill an OpenMetrics file into a TSDB under ``root`` with ``promtool`` and serve
+    it with ``prometheus`` on 127.0.0.1 (no scrape targets, 100-year retention, 1-minute
+    lookback); yields the URL, stops the server after."""
     prometheus, promtool = shutil.which("prometheus"), shutil.which("promtool")
     if prometheus is None or promtool is None:
         pytest.fail(INSTALL_HINT)
-    root = tmp_path_factory.mktemp("prometheus")
-    timings: dict[str, float] = {}
-    t = time.perf_counter()
-    source, inventory = source_fleet()
-    gpus = dict(zip(inventory["node_id"], inventory["gpus"], strict=True))
-    memory = {
-        n: m * MIB for n, m in zip(inventory["node_id"], inventory["memory_mib"], strict=True)
-    }
-    exported = write_openmetrics(source, gpus, root / "fleet.om", step=STEP, memory_bytes=memory)
-    timings["export_s"] = time.perf_counter() - t
+    timings = {} if timings is None else timings
     t = time.perf_counter()
     subprocess.run(
         [
@@ -130,7 +127,7 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]
             "create-blocks-from",
             "openmetrics",
             "--quiet",
-            str(exported.path),
+            str(openmetrics),
             str(root / "data"),
         ],
         check=True,
@@ -162,7 +159,7 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]
     try:
         _wait_ready(url, proc, log, limit_s=60)
         timings["prometheus_ready_s"] = time.perf_counter() - t
-        yield Backfilled(url, source, inventory, timings)
+        yield url
     finally:
         proc.terminate()
         try:
@@ -170,6 +167,22 @@ def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backfilled]:
+    root = tmp_path_factory.mktemp("prometheus")
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    source, inventory = source_fleet()
+    gpus = dict(zip(inventory["node_id"], inventory["gpus"], strict=True))
+    memory = {
+        n: m * MIB for n, m in zip(inventory["node_id"], inventory["memory_mib"], strict=True)
+    }
+    exported = write_openmetrics(source, gpus, root / "fleet.om", step=STEP, memory_bytes=memory)
+    timings["export_s"] = time.perf_counter() - t
+    with serve_backfilled(exported.path, root, timings) as url:
+        yield Backfilled(url, source, inventory, timings)
 
 
 def _ingest_cli(b: Backfilled, workspace: Path, *extra: str) -> dict[str, object]:

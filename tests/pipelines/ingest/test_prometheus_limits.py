@@ -41,8 +41,10 @@ MiB = 1 << 20
 
 
 def options(steps: int = 3, **extra: str) -> IngestOptions:
-    """Only gpu_temp_c, for one known node (no discovery request), no backoff."""
-    return prom_options(steps, FixedClock(T0), **{"nodes": NODE, "retries": "0", **extra})
+    """Only gpu_temp_c, for one known node by ``instance`` (no discovery or kube_node_info
+    request: one range query per window), no backoff."""
+    known = {"nodes": NODE, "node_label": "instance", "node_info": "", "retries": "0"}
+    return prom_options(steps, FixedClock(T0), **{**known, **extra})
 
 
 @contextmanager
@@ -240,7 +242,7 @@ def test_malformed_label_values_are_one_clear_error(data: Any) -> None:
     served = answer({"status": "success", "data": data})
     with (
         MisbehavingServer(served) as s,
-        pytest.raises(IngestError, match=r"node discovery by label instance.*malformed"),
+        pytest.raises(IngestError, match=r"node discovery by label node.*malformed"),
     ):
         read_all(s.url, opts)
 

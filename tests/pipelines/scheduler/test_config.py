@@ -116,3 +116,26 @@ def test_errors_name_the_file_and_key(
 def test_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such configuration file"):
         load_config(tmp_path / "absent.toml", {})
+
+
+def test_several_ingest_sources_in_order_with_distinct_names(tmp_path: Path) -> None:
+    two = """
+[[ingest]]
+source = "kubernetes"
+path = "in-cluster"
+[[ingest]]
+source = "prometheus"
+path = "http://prometheus:9090"
+lookback = "30m"
+"""
+    path = tmp_path / "two.toml"
+    path.write_text(two)
+    cfg = load_config(path, {})
+    assert [i.source for i in cfg.ingests] == ["kubernetes", "prometheus"]
+    assert cfg.ingest is cfg.ingests[0]
+    path.write_text(two.replace('"prometheus"\npath', '"kubernetes"\npath'))
+    with pytest.raises(ConfigError, match="distinct source_name"):
+        load_config(path, {})
+    path.write_text(two.replace('path = "in-cluster"\n', ""))
+    with pytest.raises(ConfigError, match=r"ingest\[0\]"):
+        load_config(path, {})

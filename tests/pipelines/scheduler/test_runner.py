@@ -157,12 +157,12 @@ def test_ingest_reads_the_configured_files_once_per_input(workspace: Path, tmp_p
         f'[ingest]\nsource = "files"\npath = "{drop}"\ntable = "inventory"\nsource_name = "drop"\n'
     )
     ctx = make_context(workspace, toml)
-    first = run_ingest(ctx)
+    first = run_ingest(ctx)[0]
     assert first["status"] == "done" and first["rows"] == inv.height
     assert lake.scan("inventory", "drop").collect().height == inv.height
-    assert run_ingest(ctx)["status"] == "skipped: already done"
+    assert run_ingest(ctx)[0]["status"] == "skipped: already done"
     inv.head(3).write_parquet(drop / "more.parquet")  # a changed drop is a new input
-    third = run_ingest(ctx)
+    third = run_ingest(ctx)[0]
     assert third["status"] == "done" and third["rows"] == 0  # keys already present
     assert [r["status"] for r in ctx.runs.runs("ingest")] == ["done", "done"]
 
@@ -172,6 +172,33 @@ def test_ingest_failure_is_recorded(workspace: Path, tmp_path: Path) -> None:
     bad.write_text("")
     toml = f'[ingest]\nsource = "files"\npath = "{bad}"\ntable = "telemetry"\n'
     ctx = make_context(workspace, toml)
-    res = run_ingest(ctx)
+    res = run_ingest(ctx)[0]
     assert res["status"] == "failed" and str(bad) in res["error"]
     assert ctx.runs.runs("ingest")[0]["status"] == "failed"
+
+
+def test_several_sources_are_read_in_order_each_recorded_on_its_own(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """[[ingest]]: the inventory first (nodes an autoscaler added become known), then
+    telemetry; each source keeps its own run record, so one changing re-reads only it."""
+    lake = Lake(workspace / "lake")
+    inv = lake.scan("inventory").drop("source").collect()
+    inv.write_parquet(tmp_path / "inventory.parquet")
+    tel = lake.scan("telemetry").drop("source").collect().head(50)
+    tel.write_parquet(tmp_path / "telemetry.parquet")
+    toml = "".join(
+        f'[[ingest]]\nsource = "files"\npath = "{tmp_path / f"{t}.parquet"}"\n'
+        f'table = "{t}"\nsource_name = "drop-{t}"\n'
+        for t in ("inventory", "telemetry")
+    )
+    ctx = make_context(workspace, toml)
+    first = run_ingest(ctx)
+    assert [r["status"] for r in first] == ["done", "done"]
+    assert [r["rows"] for r in first] == [inv.height, tel.height]
+    assert first[0]["key"].startswith("drop-inventory@sha256:")
+    assert first[1]["key"].startswith("drop-telemetry@sha256:")
+    inv.head(3).write_parquet(tmp_path / "inventory.parquet")  # only the inventory changed
+    again = run_ingest(ctx)
+    assert [r["status"] for r in again] == ["done", "skipped: already done"]
+    assert lake.scan("telemetry", "drop-telemetry").collect().height == tel.height

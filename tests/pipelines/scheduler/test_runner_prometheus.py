@@ -45,7 +45,7 @@ def test_a_trickling_prometheus_fails_the_ingest_within_its_deadline(workspace: 
             workspace, ingest_toml(slow.url, nodes="gpu-01.dc1", request_deadline="1s", retries="1")
         )
         t0 = time.monotonic()
-        res = run_ingest(ctx)
+        res = run_ingest(ctx)[0]
         took = time.monotonic() - t0
     assert res["status"] == "failed" and took < 8, (took, res)
     assert "request deadline of 1s" in res["error"] and "gpu_temp_c" in res["error"]
@@ -59,7 +59,7 @@ def test_configured_credentials_reach_no_record(
     with FakePrometheus(INSTANCES, value_fn=hot_node) as fake:
         url = with_credentials(fake.url)
         ctx = make_context(workspace, ingest_toml(url))
-        done = run_ingest(ctx)
+        done = run_ingest(ctx)[0]
         assert done["status"] == "done" and done["rows"] > 0, done
         report = ctx.runs.runs("ingest")[0]["steps"][0]["detail"]
         assert report["tables"]["telemetry"]["rows_quarantined"] > 0
@@ -67,7 +67,7 @@ def test_configured_credentials_reach_no_record(
         ctx = make_context(workspace, ingest_toml(url, retries="0"))
         assert isinstance(ctx.clock, FixedClock)
         ctx.clock.advance(timedelta(minutes=5))  # a new range: a new run
-        failed = run_ingest(ctx)
+        failed = run_ingest(ctx)[0]
         assert failed["status"] == "failed", failed
     records = json.dumps([done, failed, ctx.runs.runs("ingest")], default=str)
     assert "***" in records
