@@ -91,7 +91,7 @@ def risk_lines(
     labels: Sequence[str], rows: np.ndarray, p_fail: np.ndarray, horizons: Sequence[str]
 ) -> list[str]:
     """``RISK{labels,horizon} p`` for each row index and horizon column of ``p_fail``."""
-    out = []
+    out: list[str] = []
     for j, h in enumerate(horizons):
         tail = f',horizon="{escape(h)}"}} '
         col = p_fail[:, j]

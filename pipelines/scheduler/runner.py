@@ -155,10 +155,26 @@ def _ingest_key(ctx: JobContext, now: datetime) -> tuple[str, datetime | None, d
 
 
 def run_ingest(ctx: JobContext) -> dict[str, Any]:
-    """Re-read the configured source into the lake (one recorded run per input key)."""
+    """Re-read the configured source into the lake (one recorded run per input key),
+    counted in the context's metrics as job ``ingest``."""
+    t0 = time.perf_counter()
+    result, report = _ingest(ctx)
+    if ctx.metrics is not None:
+        if report is not None:
+            ctx.metrics.ingested(report)
+        ctx.metrics.job_finished("ingest", result, time.perf_counter() - t0, ctx.clock.now())
+    return result
+
+
+def _ingest(ctx: JobContext) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """What :func:`run_ingest` returns, and the ingest report when one was written."""
     cfg = ctx.config.ingest
     if cfg is None:
-        return {"step": "ingest", "status": "skipped: no [ingest] source configured", "rows": 0}
+        return {
+            "step": "ingest",
+            "status": "skipped: no [ingest] source configured",
+            "rows": 0,
+        }, None
     from predops.pipelines.ingest.registry import IngestOptions, adapter
     from predops.pipelines.ingest.run import ingest
     from predops.pipelines.workspace.lake import Lake
@@ -168,7 +184,7 @@ def run_ingest(ctx: JobContext) -> dict[str, Any]:
     key, start, end = _ingest_key(ctx, now)
     begun = ctx.runs.begin("ingest", key, owner=process_owner(), at=now)
     if isinstance(begun, NotStarted):
-        return {"step": "ingest", "status": f"skipped: {begun.reason}", "key": key, "rows": 0}
+        return {"step": "ingest", "status": f"skipped: {begun.reason}", "key": key, "rows": 0}, None
     t0 = time.perf_counter()
     try:
         mod = adapter(cfg.source)
@@ -192,7 +208,7 @@ def run_ingest(ctx: JobContext) -> dict[str, Any]:
         ctx.runs.finish(begun.run_id, FAILED, at=ctx.clock.now(), error=error)
         trace = redact_url("".join(traceback.format_exception(exc)))
         log.error("ingest of %s failed\n%s", shown, trace)
-        return {"step": "ingest", "status": "failed", "error": error, "key": key, "rows": 0}
+        return {"step": "ingest", "status": "failed", "error": error, "key": key, "rows": 0}, None
     rows = sum(t.rows_written for t in report.tables.values())
     detail = report.to_dict()
     ctx.runs.add_step(begun.run_id, {"step": "ingest", "status": "done", "detail": detail})
@@ -204,12 +220,24 @@ def run_ingest(ctx: JobContext) -> dict[str, Any]:
         "rows": rows,
         "run_id": begun.run_id,
         "seconds": round(time.perf_counter() - t0, 3),
-    }
+    }, detail
 
 
 # ---------------------------------------------------------------- jobs
 def run_job(job: str, ctx: JobContext) -> dict[str, Any]:
-    """Run ``job`` (``pipeline`` or ``retrain``) once now; returns what happened."""
+    """Run ``job`` (``pipeline`` or ``retrain``) once now; returns what happened (and
+    counts it in the context's metrics)."""
+    t0 = time.perf_counter()
+    result: dict[str, Any] = {"job": job, "status": FAILED}  # what an escaping error counts as
+    try:
+        result = _run(job, ctx)
+    finally:
+        if ctx.metrics is not None:
+            ctx.metrics.job_finished(job, result, time.perf_counter() - t0, ctx.clock.now())
+    return result
+
+
+def _run(job: str, ctx: JobContext) -> dict[str, Any]:
     if job == "pipeline":
         ingested = run_ingest(ctx)
         before = [ingested]

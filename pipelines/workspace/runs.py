@@ -204,6 +204,15 @@ class RunStore:
                     jobs.append(r["job"])
         return sorted(set(jobs))
 
+    def last_done(self) -> dict[str, str]:
+        """Each job's newest ``done`` attempt's end time (ISO-8601)."""
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT job, MAX(ended_at) AS ended FROM runs WHERE status = ? GROUP BY job",
+                (DONE,),
+            ).fetchall()
+        return {r["job"]: r["ended"] for r in rows if r["ended"]}
+
     def runs(self, job: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         """The latest attempts (newest first), steps decoded."""
         with self._connect() as db:
