@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -97,6 +97,30 @@ def risk_lines(
         col = p_fail[:, j]
         out.extend(f"{RISK}{{{labels[i]}{tail}{number(float(col[i]))}" for i in rows)
     return out
+
+
+def node_block(
+    labels: Sequence[str],
+    node_ids: Sequence[str],
+    rows: np.ndarray,
+    p_fail: np.ndarray,
+    horizons: Sequence[str],
+    pods: Mapping[str, int],
+) -> str:
+    """The risk and running-pods families of the nodes at ``rows``."""
+    risk = family(
+        RISK,
+        "gauge",
+        "Calibrated P(failure within horizon) of each fresh node, served model",
+        risk_lines(labels, rows, p_fail, horizons),
+    )
+    running = family(
+        PODS,
+        "gauge",
+        "Pods running on each fresh node at the online features' as_of (lake)",
+        (f'{PODS}{{node="{escape(node_ids[i])}"}} {pods.get(node_ids[i], 0)}' for i in rows),
+    )
+    return risk + running
 
 
 def horizon_label(ahead: timedelta) -> str:
@@ -182,22 +206,9 @@ class FleetFamilies:
             if self._labels_of is not snap:
                 self._labels_of = snap
                 self._labels = node_labels(snap.node_ids, snap.pools, snap.racks)
-            rows = every[fresh]
             hours = [horizon_label(h) for h in fleet.scorer.horizons]
-            text = family(
-                RISK,
-                "gauge",
-                "Calibrated P(failure within horizon) of each fresh node, served model",
-                risk_lines(self._labels, rows, fleet.p_fail, hours),
-            ) + family(
-                PODS,
-                "gauge",
-                "Pods running on each fresh node at the online features' as_of (lake)",
-                (
-                    f'{PODS}{{node="{escape(snap.node_ids[i])}"}} '
-                    f"{self._pods.get(snap.node_ids[i], 0)}"
-                    for i in rows
-                ),
+            text = node_block(
+                self._labels, snap.node_ids, every[fresh], fleet.p_fail, hours, self._pods
             )
         except Exception:  # a family that cannot be built must not take /metrics down
             log.exception("node metrics could not be rendered")

@@ -185,3 +185,19 @@ def test_label_values_and_numbers_are_escaped() -> None:
     text = f'# HELP x t\n# TYPE x gauge\nx{{node="{escape(chr(10) + "q" + chr(34))}"}} 1\n'
     parsed = samples(text, "x")
     assert parsed[0].labels["node"] == '\nq"'
+
+
+def test_cardinality_at_10000_nodes(served_workspace: Path) -> None:
+    """The per-node families of a 10,000-node online store: one series per node and
+    horizon plus one per node, about 4 MB of text (0.1 MB gzip); the figures are the
+    README's (``benchmarks/bench_metrics.py`` prints them)."""
+    from benchmarks.bench_metrics import measure
+
+    report, text = measure(served_workspace, 10_000)
+    assert report["nodes"] == 10_000 and report["horizons"] == 3
+    assert report["node_series"] == report["node_series_expected"] == 40_000
+    assert report["series"]["predops_node_failure_probability"] == 30_000
+    assert report["series_total"] < 40_500  # everything else is a few hundred series
+    assert report["bytes"] < 5_000_000 and report["bytes_gzip"] < 250_000
+    res = promtool_check(text)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-2000:]
