@@ -1,12 +1,12 @@
 """The scheduler's Prometheus metrics and the small HTTP server that exposes them.
 
-- ``predops_scheduler_job_runs_total{job,outcome}``: fires of ``pipeline``, ``retrain``
+- ``predops_scheduler_job_runs_total{job_name,outcome}``: fires of ``pipeline``, ``retrain``
   and ``ingest`` (the pipeline's own ingest run) by outcome: ``done``; ``up_to_date``
   (the cutoff or input was already done: nothing new); ``skipped`` (not started: another
   live attempt, no data yet, no ingest source); ``failed``. Every pair starts at 0.
-- ``predops_scheduler_job_duration_seconds{job}``: a histogram of runs that did work
+- ``predops_scheduler_job_duration_seconds{job_name}``: a histogram of runs that did work
   (``done`` or ``failed``); a pipeline run's time includes its ingest.
-- ``predops_scheduler_job_last_success_timestamp_seconds{job}``: when the job last ended
+- ``predops_scheduler_job_last_success_timestamp_seconds{job_name}``: when the job last ended
   ``done`` or ``up_to_date``, Unix seconds; at start, the newest ``done`` of the run
   table, so a restart does not forget it (absent until a job ever succeeded).
 - ``predops_ingest_rows_total{source,table}``: rows read from the source (good and bad);
@@ -14,6 +14,9 @@
   ``predops_ingest_quarantined_rows_total{source,table}``: rows set aside with reasons;
   ``predops_ingest_unmatched_series_total{source}``: source series no inventory node
   matched (the report's ``identity.unmatched`` where the adapter counts it, else 0).
+
+The label is ``job_name``, not ``job``: Prometheus owns ``job`` (the scrape job) and
+would rename ours to ``exported_job``.
 
 The runner reports to :class:`SchedulerMetrics` when the job context carries one;
 :func:`serve_metrics` exposes its registry on ``/metrics`` (the scheduler binds
@@ -58,20 +61,20 @@ class SchedulerMetrics:
         self.runs = Counter(
             "predops_scheduler_job_runs",
             "Scheduled job fires by outcome",
-            ["job", "outcome"],
+            ["job_name", "outcome"],
             registry=r,
         )
         self.duration = Histogram(
             "predops_scheduler_job_duration_seconds",
             "Time of job runs that did work (done or failed), seconds",
-            ["job"],
+            ["job_name"],
             buckets=DURATION_BUCKETS,
             registry=r,
         )
         self.last_success = Gauge(
             "predops_scheduler_job_last_success_timestamp_seconds",
             "When the job last ended done or up to date, Unix seconds",
-            ["job"],
+            ["job_name"],
             registry=r,
         )
         self.rows = Counter(

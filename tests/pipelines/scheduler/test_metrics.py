@@ -49,7 +49,7 @@ def values(metrics: SchedulerMetrics | str, name: str) -> dict[tuple[tuple[str, 
 
 def runs(m: SchedulerMetrics, job: str) -> dict[str, float]:
     found = values(m, "predops_scheduler_job_runs_total")
-    return {dict(k)["outcome"]: v for k, v in found.items() if dict(k)["job"] == job}
+    return {dict(k)["outcome"]: v for k, v in found.items() if dict(k)["job_name"] == job}
 
 
 def telemetry_drop(workspace: Path, path: Path, bad: int) -> int:
@@ -96,9 +96,9 @@ def test_runs_ingest_and_last_success_are_counted(workspace: Path, tmp_path: Pat
     assert values(m, "predops_ingest_written_rows_total")[labels] == n - 2
     assert values(m, "predops_ingest_unmatched_series_total") == {(("source", "drop"),): 0}
     count = values(m, "predops_scheduler_job_duration_seconds_count")
-    assert count[(("job", "pipeline"),)] == 1 and count[(("job", "ingest"),)] == 1
+    assert count[(("job_name", "pipeline"),)] == 1 and count[(("job_name", "ingest"),)] == 1
     last = values(m, "predops_scheduler_job_last_success_timestamp_seconds")
-    assert last[(("job", "pipeline"),)] == ctx.clock.now().timestamp()
+    assert last[(("job_name", "pipeline"),)] == ctx.clock.now().timestamp()
 
     drop.write_text("")  # an unreadable input fails the ingest (the pipeline goes on)
     run_ingest(ctx)
@@ -136,7 +136,7 @@ def test_seed_restores_last_success_and_zero_ingest_counters(workspace: Path) ->
     m = SchedulerMetrics()
     m.seed(store, "prometheus")
     last = values(m, "predops_scheduler_job_last_success_timestamp_seconds")
-    assert last == {(("job", "ingest"),): ctx.clock.now().timestamp()}
+    assert last == {(("job_name", "ingest"),): ctx.clock.now().timestamp()}
     labels = (("source", "prometheus"), ("table", "telemetry"))
     assert values(m, "predops_ingest_quarantined_rows_total") == {labels: 0.0}
 
@@ -197,7 +197,7 @@ def test_schedule_start_serves_metrics_on_the_given_port(workspace: Path, tmp_pa
                 time.sleep(0.2)
         assert text is not None, log.read_text()
         last = values(text, "predops_scheduler_job_last_success_timestamp_seconds")
-        assert last == {(("job", "pipeline"),): ctx.clock.now().timestamp()}
+        assert last == {(("job_name", "pipeline"),): ctx.clock.now().timestamp()}
         assert f"metrics at http://127.0.0.1:{port}/metrics" in log.read_text()
     finally:
         proc.send_signal(signal.SIGTERM)
