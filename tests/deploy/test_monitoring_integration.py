@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -46,6 +44,7 @@ from tests.deploy.monitoring import (
     used_variables,
     variables,
 )
+from tests.processes import free_port, stop
 
 pytestmark = pytest.mark.integration
 
@@ -93,12 +92,6 @@ class Stack:
         return "\n".join(f"--- {n}\n{p.read_text()[-2000:]}" for n, p in self.logs.items())
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def until(
     what: str, ok: Callable[[], Any], procs: dict[str, Any], stack: Stack, limit_s: float
 ) -> Any:
@@ -138,16 +131,6 @@ def record_earlier_retrain(ws: Path) -> None:
     begun = store.begin("retrain", at.isoformat(), owner=process_owner(), at=at)
     assert isinstance(begun, Begun)
     store.finish(begun.run_id, "done", at=at + timedelta(minutes=10))
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.fixture(scope="module")

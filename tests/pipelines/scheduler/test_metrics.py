@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +30,7 @@ from predops.pipelines.scheduler.metrics import (
 from predops.pipelines.scheduler.runner import run_ingest, run_job
 from predops.pipelines.workspace.lake import Lake
 from predops.pipelines.workspace.runs import Begun, RunStore
+from tests.processes import free_port, stop
 
 from .conftest import make_context
 
@@ -166,12 +165,6 @@ def test_the_endpoint_serves_what_promtool_accepts(workspace: Path, tmp_path: Pa
     assert res.returncode == 0 and not (res.stdout + res.stderr).strip(), res.stdout + res.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_schedule_start_serves_metrics_on_the_given_port(workspace: Path, tmp_path: Path) -> None:
     ctx = make_context(workspace)
     store = ctx.runs
@@ -180,7 +173,7 @@ def test_schedule_start_serves_metrics_on_the_given_port(workspace: Path, tmp_pa
     store.finish(begun.run_id, "done", at=ctx.clock.now())
     cfg = tmp_path / "predops.toml"
     cfg.write_text("[jobs.pipeline]\nenabled = false\n[jobs.retrain]\nenabled = false\n")
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "predops", "--workspace", str(workspace), "schedule", "start"]
     cmd += ["--config", str(cfg), "--metrics-port", str(port)]
     log = tmp_path / "scheduler.log"
@@ -200,10 +193,5 @@ def test_schedule_start_serves_metrics_on_the_given_port(workspace: Path, tmp_pa
         assert last == {(("job_name", "pipeline"),): ctx.clock.now().timestamp()}
         assert f"metrics at http://127.0.0.1:{port}/metrics" in log.read_text()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
     assert proc.returncode == 0, log.read_text()
