@@ -31,7 +31,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from predops.pipelines.workspace.runs import DONE, FAILED, RunStore
+from predops.pipelines.workspace.runs import ALREADY_DONE, DONE, FAILED, RunStore
 
 JOBS = ("pipeline", "retrain", "ingest")
 UP_TO_DATE, SKIPPED = "up_to_date", "skipped"
@@ -39,8 +39,6 @@ OUTCOMES = (DONE, UP_TO_DATE, SKIPPED, FAILED)
 SUCCESS = frozenset({DONE, UP_TO_DATE})
 DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
 """Seconds: a pipeline run takes seconds to minutes, a retrain minutes to an hour."""
-ALREADY_DONE = "already done"
-"""The run table's reason when a (job, cutoff) attempt is ``done`` already."""
 
 
 def outcome_of(result: Mapping[str, Any]) -> str:

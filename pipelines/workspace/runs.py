@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 RUNNING, DONE, FAILED, SKIPPED, ABANDONED = "running", "done", "failed", "skipped", "abandoned"
+ALREADY_DONE = "already done"
+"""Why an attempt is not started when its (job, cutoff) is ``done`` already."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -150,7 +152,7 @@ class RunStore:
             abandoned = 0
             for r in rows:
                 if r["status"] == DONE:
-                    return NotStarted("already done", r["id"])
+                    return NotStarted(ALREADY_DONE, r["id"])
                 if r["status"] == RUNNING:
                     if self.alive(r["owner"]):
                         return NotStarted(f"running in {r['owner']}", r["id"])
