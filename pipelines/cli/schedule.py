@@ -1,6 +1,8 @@
 """``predops schedule``: the scheduled jobs (see ``pipelines/scheduler``).
 
-- ``predops schedule start --config predops.toml`` runs the scheduler until SIGTERM.
+- ``predops schedule start --config predops.toml`` runs the scheduler until SIGTERM;
+  ``--metrics-port 9464`` serves its Prometheus metrics (``pipelines.scheduler.metrics``)
+  on ``http://127.0.0.1:9464/metrics`` (``--metrics-address`` to bind another address).
 - ``predops schedule check --config predops.toml --json`` validates the configuration.
 - ``predops schedule run pipeline|retrain --config ... --json`` runs one job once now
   (idempotent per cutoff, recorded like a scheduled run).
@@ -18,6 +20,7 @@ import os
 import signal
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -110,12 +113,27 @@ def check_cmd(config_path: Path | None, as_json: bool) -> None:
 
 @schedule_group.command("start")
 @config_option
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus metrics on this port (default: off; 0 picks a free one).",
+)
+@click.option(
+    "--metrics-address",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the metrics endpoint binds (it has no authentication).",
+)
 @reports
-def start_cmd(config_path: Path | None) -> None:
+def start_cmd(config_path: Path | None, metrics_port: int | None, metrics_address: str) -> None:
     """Run the scheduler in the foreground until SIGTERM / SIGINT."""
     from predops.pipelines.scheduler.service import serve
 
     ctx = _context(config_path)
+    server = None
+    if metrics_port is not None:
+        ctx, server = _with_metrics(ctx, metrics_address, metrics_port)
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
     )
@@ -128,7 +146,32 @@ def start_cmd(config_path: Path | None) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     click.echo(f"predops scheduler: workspace {ctx.settings.workspace}", err=True)
-    serve(ctx, stop)
+    try:
+        serve(ctx, stop)
+    finally:
+        if server is not None:
+            server.shutdown()
+
+
+def _with_metrics(ctx: JobContext, address: str, port: int) -> tuple[JobContext, Any]:
+    """``ctx`` counting its runs, and the HTTP server exposing the counts."""
+    from predops.pipelines.scheduler.metrics import SchedulerMetrics, serve_metrics
+
+    metrics = SchedulerMetrics()
+    ingest = ctx.config.ingest
+    source = None
+    if ingest is not None:
+        from predops.pipelines.ingest.registry import adapter
+
+        source = ingest.source_name or adapter(ingest.source).SOURCE
+    metrics.seed(ctx.runs, source)
+    try:
+        server = serve_metrics(metrics.registry, address, port)
+    except OSError as exc:
+        raise click.UsageError(f"--metrics-port {port} on {address}: {exc}") from None
+    url = f"http://{address}:{server.server_port}/metrics"
+    click.echo(f"predops scheduler: metrics at {url}", err=True)
+    return replace(ctx, metrics=metrics), server
 
 
 @schedule_group.command("run")

@@ -9,11 +9,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from predops.core.clock import Clock
 from predops.pipelines.scheduler.config import ScheduleConfig
 from predops.pipelines.workspace.runs import RunStore
 from predops.pipelines.workspace.settings import Settings
+
+if TYPE_CHECKING:
+    from predops.pipelines.scheduler.metrics import SchedulerMetrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +26,7 @@ class JobContext:
 
     ``pause_after`` maps a step name to seconds to wait after it (a test hook, set only
     by ``predops schedule`` from its environment, to kill a run in the middle).
+    ``metrics``, when set, counts every run (``predops schedule start --metrics-port``).
     """
 
     settings: Settings
@@ -30,3 +35,4 @@ class JobContext:
     clock: Clock
     pause_after: Mapping[str, float] = field(default_factory=dict)
     sleep: Callable[[float], None] = time.sleep
+    metrics: SchedulerMetrics | None = None

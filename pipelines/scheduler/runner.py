@@ -160,14 +160,28 @@ def _ingest_key(
 def run_ingest(ctx: JobContext) -> list[dict[str, Any]]:
     """Re-read every configured source into the lake, in order (one recorded run per
     source and input key): e.g. the inventory from Kubernetes, so nodes the autoscaler
-    added are known, then telemetry from Prometheus."""
+    added are known, then telemetry from Prometheus. Each is counted in the context's
+    metrics as job ``ingest``."""
     if not ctx.config.ingests:
         return [{"step": "ingest", "status": "skipped: no [ingest] source configured", "rows": 0}]
     several = len(ctx.config.ingests) > 1
-    return [_ingest_one(ctx, cfg, several) for cfg in ctx.config.ingests]
+    out = []
+    for cfg in ctx.config.ingests:
+        t0 = time.perf_counter()
+        result, report = _ingest_one(ctx, cfg, several)
+        if ctx.metrics is not None:
+            if report is not None:
+                ctx.metrics.ingested(report)
+            ctx.metrics.job_finished("ingest", result, time.perf_counter() - t0, ctx.clock.now())
+        out.append(result)
+    return out
 
 
-def _ingest_one(ctx: JobContext, cfg: IngestConfig, several: bool) -> dict[str, Any]:
+def _ingest_one(
+    ctx: JobContext, cfg: IngestConfig, several: bool
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """One source's ingest: what :func:`run_ingest` lists for it, and the ingest report
+    when one was written."""
     from predops.pipelines.ingest.identity import known_nodes
     from predops.pipelines.ingest.registry import IngestOptions, adapter
     from predops.pipelines.ingest.run import ingest
@@ -178,7 +192,7 @@ def _ingest_one(ctx: JobContext, cfg: IngestConfig, several: bool) -> dict[str, 
     key, start, end = _ingest_key(cfg, now, several)
     begun = ctx.runs.begin("ingest", key, owner=process_owner(), at=now)
     if isinstance(begun, NotStarted):
-        return {"step": "ingest", "status": f"skipped: {begun.reason}", "key": key, "rows": 0}
+        return {"step": "ingest", "status": f"skipped: {begun.reason}", "key": key, "rows": 0}, None
     t0 = time.perf_counter()
     try:
         mod = adapter(cfg.source)
@@ -206,7 +220,7 @@ def _ingest_one(ctx: JobContext, cfg: IngestConfig, several: bool) -> dict[str, 
         ctx.runs.finish(begun.run_id, FAILED, at=ctx.clock.now(), error=error)
         trace = redact_url("".join(traceback.format_exception(exc)))
         log.error("ingest of %s failed\n%s", shown, trace)
-        return {"step": "ingest", "status": "failed", "error": error, "key": key, "rows": 0}
+        return {"step": "ingest", "status": "failed", "error": error, "key": key, "rows": 0}, None
     rows = sum(t.rows_written for t in report.tables.values())
     detail = report.to_dict()
     ctx.runs.add_step(begun.run_id, {"step": "ingest", "status": "done", "detail": detail})
@@ -218,12 +232,24 @@ def _ingest_one(ctx: JobContext, cfg: IngestConfig, several: bool) -> dict[str, 
         "rows": rows,
         "run_id": begun.run_id,
         "seconds": round(time.perf_counter() - t0, 3),
-    }
+    }, detail
 
 
 # ---------------------------------------------------------------- jobs
 def run_job(job: str, ctx: JobContext) -> dict[str, Any]:
-    """Run ``job`` (``pipeline`` or ``retrain``) once now; returns what happened."""
+    """Run ``job`` (``pipeline`` or ``retrain``) once now; returns what happened (and
+    counts it in the context's metrics)."""
+    t0 = time.perf_counter()
+    result: dict[str, Any] = {"job": job, "status": FAILED}  # what an escaping error counts as
+    try:
+        result = _run(job, ctx)
+    finally:
+        if ctx.metrics is not None:
+            ctx.metrics.job_finished(job, result, time.perf_counter() - t0, ctx.clock.now())
+    return result
+
+
+def _run(job: str, ctx: JobContext) -> dict[str, Any]:
     if job == "pipeline":
         before = run_ingest(ctx)
         steps = PIPELINE_STEPS

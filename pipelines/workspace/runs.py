@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 RUNNING, DONE, FAILED, SKIPPED, ABANDONED = "running", "done", "failed", "skipped", "abandoned"
+ALREADY_DONE = "already done"
+"""Why an attempt is not started when its (job, cutoff) is ``done`` already."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -150,7 +152,7 @@ class RunStore:
             abandoned = 0
             for r in rows:
                 if r["status"] == DONE:
-                    return NotStarted("already done", r["id"])
+                    return NotStarted(ALREADY_DONE, r["id"])
                 if r["status"] == RUNNING:
                     if self.alive(r["owner"]):
                         return NotStarted(f"running in {r['owner']}", r["id"])
@@ -203,6 +205,15 @@ class RunStore:
                     )
                     jobs.append(r["job"])
         return sorted(set(jobs))
+
+    def last_done(self) -> dict[str, str]:
+        """Each job's newest ``done`` attempt's end time (ISO-8601)."""
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT job, MAX(ended_at) AS ended FROM runs WHERE status = ? GROUP BY job",
+                (DONE,),
+            ).fetchall()
+        return {r["job"]: r["ended"] for r in rows if r["ended"]}
 
     def runs(self, job: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         """The latest attempts (newest first), steps decoded."""
