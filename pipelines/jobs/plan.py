@@ -30,7 +30,11 @@ each pool's actuator — Cluster API, Karpenter limits or placeholder pods, chos
 (``pool_actuators``, :mod:`predops.pipelines.actuators.pool_resizers`); a dry-run's
 report says which and what it would send. Without, the lake's state is re-read. ``buy``
 actions are written as purchase requests under ``<workspace>/purchases``. Its report's
-``policy`` holds the budgets and disruption values re-validation used.
+``policy`` holds the budgets and disruption values re-validation used. With a
+``kubeconfig`` every node scored now also gets its risk annotation and
+``PredictedFailure`` condition, and every cordon, drain, uncordon and skip of a node an
+Event (:mod:`predops.pipelines.actuators.node_signals`; with ``execute`` only, a
+dry-run's ``node_signals`` says what it would send), one ``published`` audit entry.
 
 Both take the :class:`PolicySettings` the face loaded (budgets, policy knobs and where
 they came from, recorded with the values); None is the documented defaults.
@@ -239,8 +243,10 @@ def apply_in_workspace(
     }
     state: StateSource
     previews: dict[str, dict[str, Any]] = {}  # a dry-run's pool resizes, filled by their checks
+    signals = None
     if kubeconfig:
         from predops.pipelines.actuators.kube import KubeActuator, KubeOptions, KubeState, connect
+        from predops.pipelines.actuators.node_signals import NodeSignals
         from predops.pipelines.actuators.pool_resizers import PoolResizers, parse_pool_actuators
 
         choice = parse_pool_actuators(pool_actuators)
@@ -250,6 +256,7 @@ def apply_in_workspace(
         actuators.update(dict.fromkeys(("cordon", "drain", "uncordon"), kube))
         pools = PoolResizers(api, clock, sleep, choice)
         actuators["resize_pool"], previews = pools, pools.previews
+        signals = NodeSignals(api, sleep)
     else:
         state = FleetStateSource(fleet_from_lake(Lake(settings.lake_dir), clock.now()).fleet)
     risks, risk_note = failure_risk(settings, clock.now())
@@ -268,6 +275,19 @@ def apply_in_workspace(
     except ActionFailed as exc:  # the cluster could not even be listed
         raise OSError(f"apply {plan.plan_id}: {exc.reason}") from exc
     out = report.to_dict()
+    if signals is not None:
+        out["node_signals"] = signals.publish(plan, report, risks, clock.now(), execute=execute)
+        audit.append(
+            at=clock.now(),
+            outcome="published",
+            what={"kind": "node_signals", "target": plan.plan_id, "params": {}},
+            why="risk annotations, PredictedFailure conditions and Events on the nodes",
+            plan_id=plan.plan_id,
+            mode="execute" if execute else "dry_run",
+            detail=", ".join(
+                f"{k} {v}" for k, v in out["node_signals"].items() if isinstance(v, int)
+            ),
+        )
     for a in out["actions"]:
         if a["outcome"] == "would_run" and a["key"] in previews:
             a["report"] = previews[a["key"]]

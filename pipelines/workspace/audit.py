@@ -47,6 +47,7 @@ OUTCOMES = frozenset(
         "deferred",
         "already_done",
         "unsupported",
+        "published",
     }
 )
 

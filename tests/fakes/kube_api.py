@@ -13,6 +13,12 @@ It holds nodes, pods and PodDisruptionBudgets as the API returns them (JSON dict
 - ``GET /api/v1/nodes/{name}``, ``GET /api/v1/namespaces/{ns}/pods/{name}``;
 - ``PATCH /api/v1/nodes/{name}`` with a merge or strategic-merge patch (cordon is
   ``{"spec": {"unschedulable": true}}``); JSON patches get 415;
+- ``PATCH /api/v1/nodes/{name}/status``: a strategic-merge patch merges
+  ``status.conditions`` by ``type`` (their patch merge key, as node-problem-detector
+  relies on), a merge patch replaces the list (as the real API does); only ``status``
+  changes;
+- Events (``v1``, ``/api/v1/namespaces/{ns}/events``, and ``/api/v1/events``): create,
+  list, get (``tests.fakes.kube_store``);
 - ``POST /api/v1/namespaces/{ns}/pods/{name}/eviction``: 201 and a deletion timestamp on
   the pod when its PodDisruptionBudget allows a disruption (which it then uses up), 429
   ``TooManyRequests`` with a ``DisruptionBudget`` cause when it does not, 500 when more
@@ -188,6 +194,7 @@ class FakeKubeAPI:
     deployments: list[Obj] = field(default_factory=list)
     priority_classes: list[Obj] = field(default_factory=list)
     nodepools: list[Obj] = field(default_factory=list)
+    events: list[Obj] = field(default_factory=list)
     token: str | None = "test-token"
     requests: list[Request] = field(default_factory=list)
     resource_version: int = 1000
@@ -300,6 +307,7 @@ class FakeKubeAPI:
             ("GET", r"/api/v1/nodes", self._list_nodes),
             ("GET", rf"/api/v1/nodes/{name}", self._get_node),
             ("PATCH", rf"/api/v1/nodes/{name}", self._patch_node),
+            ("PATCH", rf"/api/v1/nodes/{name}/status", self._patch_node_status),
             ("GET", r"/api/v1/pods", self._list_pods),
             ("GET", rf"/api/v1/namespaces/{ns}/pods", self._list_pods),
             ("GET", rf"/api/v1/namespaces/{ns}/pods/{name}", self._get_pod),
@@ -426,6 +434,30 @@ class FakeKubeAPI:
         patched = merge_patch(node, body)
         self.resource_version += 1
         patched["metadata"]["resourceVersion"] = str(self.resource_version)
+        self.nodes[self.nodes.index(node)] = patched
+        return 200, {"kind": "Node", "apiVersion": "v1", **patched}
+
+    def _patch_node_status(self, name: str, body: Any, headers: dict[str, str], **_: Any) -> Answer:
+        node = self._find_node(name)
+        if node is None:
+            return status(404, "NotFound", f'nodes "{name}" not found')
+        ctype = headers.get("content-type", "")
+        if "merge-patch+json" not in ctype:
+            return status(415, "UnsupportedMediaType", f"the fake does not take {ctype}")
+        new = copy.deepcopy((body or {}).get("status") or {})
+        old = node.get("status") or {}
+        conditions = new.pop("conditions", None)
+        patched_status = merge_patch(old, new)
+        if conditions is not None and "strategic-merge-patch" in ctype:
+            by_type = {c["type"]: c for c in old.get("conditions") or []}
+            for c in conditions:
+                by_type[c["type"]] = merge_patch(by_type.get(c["type"]), c)
+            patched_status["conditions"] = list(by_type.values())
+        elif conditions is not None:
+            patched_status["conditions"] = conditions
+        patched = {**node, "status": patched_status}
+        self.resource_version += 1
+        patched["metadata"] = {**node["metadata"], "resourceVersion": str(self.resource_version)}
         self.nodes[self.nodes.index(node)] = patched
         return 200, {"kind": "Node", "apiVersion": "v1", **patched}
 
