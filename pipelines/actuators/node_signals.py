@@ -16,7 +16,7 @@ node-problem-detector, medik8s NHC and the GPU operator surface node health:
   ``lastTransitionTime`` changes only when the status does; ``lastHeartbeatTime`` is
   the write;
 - a core/v1 Event (involvedObject the Node, source component ``predops``) for every
-  cordon, drain and uncordon this apply ran (``PredopsCordon`` / ``PredopsDrain`` /
+  cordon, drain and uncordon of the plan that is done (``PredopsCordon`` / ``PredopsDrain`` /
   ``PredopsUncordon``, ``Predops<Kind>Failed`` as a Warning when it failed), and a
   ``PredopsSkip`` for every node action the apply dropped or deferred at re-validation
   and every node candidate the plan skipped for a reason other than ``below_threshold``
@@ -53,6 +53,10 @@ STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 NODE_KINDS = ("cordon", "drain", "uncordon")
 EVENT_REASONS = {"cordon": "PredopsCordon", "drain": "PredopsDrain", "uncordon": "PredopsUncordon"}
 SKIP_EVENT = "PredopsSkip"
+SENT_WHEN = ("done", "already_done", "would_run")
+"""Outcomes whose action gets its Event: ``already_done`` too (a run killed after the
+action and before its Events sends them on the re-run; a 409 when they went out), and
+``would_run`` in a dry-run's preview."""
 QUIET_SKIPS = frozenset({SkipReason.BELOW_THRESHOLD})
 """Plan skips that get no Event (see the module docstring)."""
 
@@ -187,7 +191,7 @@ def node_events(plan: Plan, report: ApplyReport) -> list[NodeEvent]:
     for o in report.outcomes:
         if o.kind not in NODE_KINDS:
             continue
-        if o.outcome in ("done", "would_run"):  # would_run: a dry-run's preview
+        if o.outcome in SENT_WHEN:
             what = EVENT_REASONS[o.kind]
             msg = f"predops {o.kind} of {o.target} (plan {plan.plan_id}): " + _why(plan, o.key)
             out.append(NodeEvent(o.target, what, msg, "Normal", f"{o.key}:done"))

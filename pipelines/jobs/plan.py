@@ -34,7 +34,8 @@ actions are written as purchase requests under ``<workspace>/purchases``. Its re
 ``kubeconfig`` every node scored now also gets its risk annotation and
 ``PredictedFailure`` condition, and every cordon, drain, uncordon and skip of a node an
 Event (:mod:`predops.pipelines.actuators.node_signals`; with ``execute`` only, a
-dry-run's ``node_signals`` says what it would send), one ``published`` audit entry.
+dry-run's ``node_signals`` says what it would send), one ``published`` audit entry when
+anything was written.
 
 Both take the :class:`PolicySettings` the face loaded (budgets, policy knobs and where
 they came from, recorded with the values); None is the documented defaults.
@@ -190,6 +191,24 @@ def plan_in_workspace(
     }
 
 
+def _audit_published(audit: AuditLog, plan: Plan, sent: dict[str, Any], clock: Clock) -> None:
+    """One ``published`` entry when the node signals wrote or sent anything."""
+    counts = {k: v for k, v in sent.items() if isinstance(v, int)}
+    if sent["mode"] != "execute" or not (
+        counts["annotations"] or counts["conditions"] or counts["events"] or sent["errors"]
+    ):
+        return
+    audit.append(
+        at=clock.now(),
+        outcome="published",
+        what={"kind": "node_signals", "target": plan.plan_id, "params": counts},
+        why="risk annotations, PredictedFailure conditions and Events on the nodes",
+        plan_id=plan.plan_id,
+        mode="execute",
+        detail="; ".join(sent["errors"])[:2000],
+    )
+
+
 PROBLEM_OUTCOMES = frozenset({"failed", "unsupported"})
 """Outcomes of an apply that a person must look at: the command exits non-zero."""
 
@@ -277,17 +296,7 @@ def apply_in_workspace(
     out = report.to_dict()
     if signals is not None:
         out["node_signals"] = signals.publish(plan, report, risks, clock.now(), execute=execute)
-        audit.append(
-            at=clock.now(),
-            outcome="published",
-            what={"kind": "node_signals", "target": plan.plan_id, "params": {}},
-            why="risk annotations, PredictedFailure conditions and Events on the nodes",
-            plan_id=plan.plan_id,
-            mode="execute" if execute else "dry_run",
-            detail=", ".join(
-                f"{k} {v}" for k, v in out["node_signals"].items() if isinstance(v, int)
-            ),
-        )
+        _audit_published(audit, plan, out["node_signals"], clock)
     for a in out["actions"]:
         if a["outcome"] == "would_run" and a["key"] in previews:
             a["report"] = previews[a["key"]]

@@ -154,7 +154,7 @@ def test_reapply_sends_no_event_twice_and_keeps_the_transition_time(
     run(fake, tmp_path, clock, audit)
     patches = len(fake.seen("PATCH", "/api/v1/nodes/"))
     again = run(fake, tmp_path, clock, audit)  # same plan, same scores
-    assert again["events"] == 0 and again["events_already_sent"] == 1  # the skip
+    assert again["events"] == 0 and again["events_already_sent"] == 2  # drain, skip
     assert again["unchanged"] == 3 and again["errors"] == []
     assert len(fake.seen("PATCH", "/api/v1/nodes/")) == patches  # nothing rewritten
     assert len(fake.events) == 2
@@ -234,4 +234,4 @@ def test_predops_apply_sends_events_only_with_execute(
     assert {e["reason"] for e in fake.events} == {"PredopsDrain", "PredopsSkip"}
     lines = (tmp_path / "ws" / "audit.jsonl").read_text().splitlines()
     published = [e for e in map(json.loads, lines) if e["outcome"] == "published"]
-    assert [e["mode"] for e in published] == ["dry_run", "execute"]
+    assert [e["mode"] for e in published] == ["execute"]
