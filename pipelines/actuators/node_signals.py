@@ -16,8 +16,9 @@ node-problem-detector, medik8s NHC and the GPU operator surface node health:
   ``lastTransitionTime`` changes only when the status does; ``lastHeartbeatTime`` is
   the write;
 - a core/v1 Event (involvedObject the Node, source component ``predops``) for every
-  cordon, drain and uncordon of the plan that is done (``PredopsCordon`` / ``PredopsDrain`` /
-  ``PredopsUncordon``, ``Predops<Kind>Failed`` as a Warning when it failed), and a
+  cordon, drain, uncordon and soft taint of the plan that is done (``PredopsCordon`` /
+  ``PredopsDrain`` / ``PredopsUncordon`` / ``PredopsSoftTaint`` /
+  ``PredopsRemoveSoftTaint``; ``Predops<Kind>Failed`` as a Warning when it failed), and a
   ``PredopsSkip`` for every node action the apply dropped or deferred at re-validation
   and every node candidate the plan skipped for a reason other than ``below_threshold``
   (a candidate the engine wanted and a guard refused: budget, PDB, storm breaker...;
@@ -50,8 +51,14 @@ RISK_ANNOTATION = "predops.io/failure-risk"
 CONDITION_TYPE = "PredictedFailure"
 ABOVE, BELOW = "RiskAboveThreshold", "RiskBelowThreshold"
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
-NODE_KINDS = ("cordon", "drain", "uncordon")
-EVENT_REASONS = {"cordon": "PredopsCordon", "drain": "PredopsDrain", "uncordon": "PredopsUncordon"}
+NODE_KINDS = ("cordon", "drain", "uncordon", "soft_taint", "remove_soft_taint")
+EVENT_REASONS = {
+    "cordon": "PredopsCordon",
+    "drain": "PredopsDrain",
+    "uncordon": "PredopsUncordon",
+    "soft_taint": "PredopsSoftTaint",
+    "remove_soft_taint": "PredopsRemoveSoftTaint",
+}
 SKIP_EVENT = "PredopsSkip"
 SENT_WHEN = ("done", "already_done", "would_run")
 """Outcomes whose action gets its Event: ``already_done`` too (a run killed after the

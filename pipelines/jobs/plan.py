@@ -25,7 +25,7 @@ forecasts, says so in ``inputs`` and raises an alert.
 :func:`apply_in_workspace` re-validates every action of a plan just before it would run
 and records each decision in the audit log. Dry-run unless ``execute``. With a
 ``kubeconfig`` (a file or ``in-cluster``) the live cluster is the state re-validation
-reads and, with ``execute``, cordons / drains / uncordons go to it and pool resizes to
+reads and, with ``execute``, cordons / drains / uncordons / soft taints go to it and pool resizes to
 each pool's actuator — Cluster API, Karpenter limits or placeholder pods, chosen per pool
 (``pool_actuators``, :mod:`predops.pipelines.actuators.pool_resizers`); a dry-run's
 report says which and what it would send. Without, the lake's state is re-read. ``buy``
@@ -267,12 +267,15 @@ def apply_in_workspace(
         from predops.pipelines.actuators.kube import KubeActuator, KubeOptions, KubeState, connect
         from predops.pipelines.actuators.node_signals import NodeSignals
         from predops.pipelines.actuators.pool_resizers import PoolResizers, parse_pool_actuators
+        from predops.pipelines.actuators.soft_taint import SoftTaintActuator
 
         choice = parse_pool_actuators(pool_actuators)
         api = connect(kubeconfig, context, KubeOptions(timeout=timeout_s))
         state = KubeState(api, clock)
         kube = KubeActuator(api, clock, sleep)
         actuators.update(dict.fromkeys(("cordon", "drain", "uncordon"), kube))
+        taints = SoftTaintActuator(api, sleep)
+        actuators.update(dict.fromkeys(taints.kinds, taints))
         pools = PoolResizers(api, clock, sleep, choice)
         actuators["resize_pool"], previews = pools, pools.previews
         signals = NodeSignals(api, sleep)

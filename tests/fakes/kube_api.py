@@ -12,7 +12,8 @@ It holds nodes, pods and PodDisruptionBudgets as the API returns them (JSON dict
   dotted path with ``=``, ``==`` or ``!=``);
 - ``GET /api/v1/nodes/{name}``, ``GET /api/v1/namespaces/{ns}/pods/{name}``;
 - ``PATCH /api/v1/nodes/{name}`` with a merge or strategic-merge patch (cordon is
-  ``{"spec": {"unschedulable": true}}``); JSON patches get 415;
+  ``{"spec": {"unschedulable": true}}``); JSON patches get 415; a patch naming a
+  ``metadata.resourceVersion`` other than the node's gets 409 Conflict;
 - ``PATCH /api/v1/nodes/{name}/status``: a strategic-merge patch merges
   ``status.conditions`` by ``type`` (their patch merge key, as node-problem-detector
   relies on), a merge patch replaces the list (as the real API does); only ``status``
@@ -431,6 +432,9 @@ class FakeKubeAPI:
                 "UnsupportedMediaType",
                 f"the fake accepts merge and strategic-merge patches, not {ctype}",
             )
+        wanted = ((body or {}).get("metadata") or {}).get("resourceVersion")
+        if wanted and wanted != node["metadata"].get("resourceVersion"):
+            return status(409, "Conflict", f'Operation cannot be fulfilled on nodes "{name}"')
         patched = merge_patch(node, body)
         self.resource_version += 1
         patched["metadata"]["resourceVersion"] = str(self.resource_version)
