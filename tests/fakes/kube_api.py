@@ -421,7 +421,8 @@ class FakeKubeAPI:
             return status(404, "NotFound", f'nodes "{name}" not found')
         return 200, {"kind": "Node", "apiVersion": "v1", **node}
 
-    def _patch_node(self, name: str, body: Any, headers: dict[str, str], **_: Any) -> Answer:
+    def _patchable(self, name: str, headers: dict[str, str]) -> Obj | Answer:
+        """The node a merge or strategic-merge patch may change, or the error answer."""
         node = self._find_node(name)
         if node is None:
             return status(404, "NotFound", f'nodes "{name}" not found')
@@ -432,6 +433,12 @@ class FakeKubeAPI:
                 "UnsupportedMediaType",
                 f"the fake accepts merge and strategic-merge patches, not {ctype}",
             )
+        return node
+
+    def _patch_node(self, name: str, body: Any, headers: dict[str, str], **_: Any) -> Answer:
+        node = self._patchable(name, headers)
+        if isinstance(node, tuple):
+            return node
         wanted = ((body or {}).get("metadata") or {}).get("resourceVersion")
         if wanted and wanted != node["metadata"].get("resourceVersion"):
             return status(409, "Conflict", f'Operation cannot be fulfilled on nodes "{name}"')
@@ -442,12 +449,10 @@ class FakeKubeAPI:
         return 200, {"kind": "Node", "apiVersion": "v1", **patched}
 
     def _patch_node_status(self, name: str, body: Any, headers: dict[str, str], **_: Any) -> Answer:
-        node = self._find_node(name)
-        if node is None:
-            return status(404, "NotFound", f'nodes "{name}" not found')
-        ctype = headers.get("content-type", "")
-        if "merge-patch+json" not in ctype:
-            return status(415, "UnsupportedMediaType", f"the fake does not take {ctype}")
+        node = self._patchable(name, headers)
+        if isinstance(node, tuple):
+            return node
+        ctype = headers["content-type"]
         new = copy.deepcopy((body or {}).get("status") or {})
         old = node.get("status") or {}
         conditions = new.pop("conditions", None)
