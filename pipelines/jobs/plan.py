@@ -79,6 +79,7 @@ from predops.pipelines.workspace.settings import Settings
 from predops.policy.demand_nodes import buy_forecast_coverage, node_demand_forecasts
 from predops.policy.disruption import latest_risk
 from predops.policy.engine import plan as make_plan
+from predops.policy.fleet import FleetState
 
 
 def _has_registry(settings: Settings) -> bool:
@@ -122,6 +123,16 @@ def summary(plan: Plan) -> dict[str, Any]:
     }
 
 
+def with_soft_taints(fleet: FleetState, audit: AuditLog) -> FleetState:
+    """``fleet`` with the nodes the audit log says carry predops' soft taint marked so
+    (the policy removes a taint only from a node it knows carries one)."""
+    tainted = audit.soft_tainted() & fleet.nodes.keys()
+    if not tainted:
+        return fleet
+    nodes = {n: replace(st, soft_tainted=n in tainted) for n, st in fleet.nodes.items()}
+    return replace(fleet, nodes=nodes)
+
+
 def plan_in_workspace(
     settings: Settings,
     now: datetime,
@@ -152,7 +163,7 @@ def plan_in_workspace(
         risks,
         forecasts,
         lake_fleet.snapshot,
-        lake_fleet.fleet,
+        with_soft_taints(lake_fleet.fleet, AuditLog(settings.audit_log, who=who)),
         budgets,
         FixedClock(now),
         config,
