@@ -24,7 +24,8 @@ node-problem-detector, medik8s NHC and the GPU operator surface node health:
   (a candidate the engine wanted and a guard refused: budget, PDB, storm breaker...;
   ``below_threshold`` is every quiet node, every hour, which is not news).
 
-Nothing is written in a dry-run: the report says what would be sent. A node whose
+Nothing is written in a dry-run: the report says what would be sent (counts, and the
+first ``max_preview`` rows). A node whose
 annotation (all but ``at``) and condition (status, reason, message) already read as
 they would be written is not patched, so a re-apply of the same scores costs one node
 list. Event names are derived from the action's idempotency key (or the plan id, the
@@ -72,20 +73,23 @@ QUIET_SKIPS = frozenset({SkipReason.BELOW_THRESHOLD})
 class PublishOptions:
     """``condition_p_fail`` 0.1: the condition turns True at or above this p_fail (1 %
     of node-hours of the simulated fleet, holding a fifth of its failures, docs/whatif.md);
-    ``top_reasons`` 3; ``max_events`` 500 per apply; ``event_namespace`` ``default`` (where
-    the kubelet records node Events); ``component`` ``predops`` (the Events' source)."""
+    ``top_reasons`` 3; ``max_events`` 500 per apply; ``max_preview`` 200 rows of a
+    dry-run's ``would_send`` (Events first; the counts cover all); ``event_namespace``
+    ``default`` (where the kubelet records node Events); ``component`` ``predops`` (the
+    Events' source)."""
 
     condition_p_fail: float = 0.1
     top_reasons: int = 3
     max_events: int = 500
+    max_preview: int = 200
     event_namespace: str = "default"
     component: str = "predops"
 
     def __post_init__(self) -> None:
         if not 0.0 < self.condition_p_fail <= 1.0:
             raise ValueError(f"condition_p_fail must be in (0, 1], got {self.condition_p_fail}")
-        if self.max_events < 0 or self.top_reasons < 0:
-            raise ValueError("max_events and top_reasons must be 0 or more")
+        if min(self.max_events, self.top_reasons, self.max_preview) < 0:
+            raise ValueError("max_events, max_preview and top_reasons must be 0 or more")
 
 
 def _horizon(r: FailureRisk) -> str:
@@ -277,16 +281,19 @@ class NodeSignals:
             if node is None:
                 continue  # scored but not in this cluster
             self._node(node, scores, now, execute, out, preview)
-        events = node_events(plan, report) if execute else []
+        events = node_events(plan, report)
         if not execute:
-            preview += [{"event": e.to_dict()} for e in node_events(plan, report)]
+            # events first: fewer, and what a person looks for; the counts cover all
+            rows = [{"event": e.to_dict()} for e in events] + preview
+            out["would_send"] = rows[: self.opt.max_preview]
+            out["would_send_left_out"] = max(0, len(rows) - self.opt.max_preview)
+            out["events"] = len(events)
+            return out
         for i, e in enumerate(events):
             if i >= self.opt.max_events:
                 out["events_left_out"] = len(events) - i
                 break
             self._event(e, nodes.get(e.node), now, out)
-        if not execute:
-            out["would_send"] = preview
         return out
 
     def _retrying(self, call: Callable[[], Any]) -> Any:

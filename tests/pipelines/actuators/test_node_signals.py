@@ -20,6 +20,7 @@ from predops.pipelines.actuators.node_signals import (
     CONDITION_TYPE,
     RISK_ANNOTATION,
     NodeSignals,
+    PublishOptions,
 )
 from predops.pipelines.workspace.audit import AuditLog
 from predops.policy.config import Budgets, DisruptionBudget
@@ -74,7 +75,7 @@ def plan_with_skips() -> Plan:
 RISKS = [risk("n00", 0.42), risk("n00", 0.2, hours=6), risk("n01", 0.15), risk("n10", 0.01)]
 
 
-def run(fake, tmp_path, clock, audit, *, execute=True, risks=RISKS, plan=None):
+def run(fake, tmp_path, clock, audit, *, execute=True, risks=RISKS, plan=None, options=None):
     api, actuator, state, sleeper = kube_for(fake, tmp_path, clock)
     plan = plan or plan_with_skips()
     report: ApplyReport = apply_plan(
@@ -86,7 +87,8 @@ def run(fake, tmp_path, clock, audit, *, execute=True, risks=RISKS, plan=None):
         execute=execute,
         budgets=LOOSE,
     )
-    return NodeSignals(api, sleeper).publish(plan, report, risks, clock.now(), execute=execute)
+    signals = NodeSignals(api, sleeper, options)
+    return signals.publish(plan, report, risks, clock.now(), execute=execute)
 
 
 def describe_events(fake: FakeKubeAPI, node: str) -> list[dict]:
@@ -191,6 +193,15 @@ def test_dry_run_sends_nothing_and_says_what_it_would(
         ("n00", "PredopsDrain"),
         ("n01", "PredopsSkip"),
     }
+
+
+def test_a_dry_runs_preview_is_capped_events_first(
+    fake: FakeKubeAPI, tmp_path: Path, clock: FixedClock, audit: AuditLog
+) -> None:
+    out = run(fake, tmp_path, clock, audit, execute=False, options=PublishOptions(max_preview=2))
+    assert [next(iter(r)) for r in out["would_send"]] == ["event", "event"]
+    assert out["would_send_left_out"] == 3
+    assert (out["annotations"], out["conditions"], out["events"]) == (3, 3, 2)
 
 
 def test_a_persons_conditions_and_taints_are_left_alone(
