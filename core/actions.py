@@ -139,6 +139,21 @@ class Drain(Action):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SoftTaint(Action):
+    """Put a ``PreferNoSchedule`` taint on a risky node: new pods go elsewhere when they
+    fit, nothing is evicted (no disruption)."""
+
+    kind: ClassVar[str] = "soft_taint"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveSoftTaint(Action):
+    """Take predops' soft taint off a node whose risk fell."""
+
+    kind: ClassVar[str] = "remove_soft_taint"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ResizePool(Action):
     """Hold ``to_nodes`` nodes in pool ``target`` (currently ``from_nodes``)."""
 
@@ -324,6 +339,10 @@ def action_from_dict(d: dict[str, Any], where: str = "action") -> Action:
             action = Cordon(**common)
         elif kind == "uncordon":
             action = Uncordon(**common)
+        elif kind == "soft_taint":
+            action = SoftTaint(**common)
+        elif kind == "remove_soft_taint":
+            action = RemoveSoftTaint(**common)
         elif kind == "drain":
             action = Drain(**common, grace_period_s=int(params["grace_period_s"]))
         elif kind == "resize_pool":

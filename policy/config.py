@@ -156,6 +156,12 @@ class DisruptionConfig:
       it comes that soon;
     - ``expires_after`` 2 h: an action not run by then is dropped (the next plan decides);
     - ``owner``: cordons this system made carry this owner; it never uncordons others'.
+    - ``soft_taint_p`` 0 (off): a node scored at or above it and not drained gets a soft
+      taint (``PreferNoSchedule``: new pods go elsewhere when they fit, nothing is
+      evicted), at most ``soft_taint_max_percent`` 10 % of each pool (at least one
+      node; its own budget, not the disruption budgets); it is removed when the node's
+      risk falls below ``soft_taint_clear_p`` (0: half of ``soft_taint_p``), see
+      :mod:`policy.soft_taint`.
     """
 
     max_risk_age: timedelta = timedelta(hours=2)
@@ -175,9 +181,16 @@ class DisruptionConfig:
     owner: str = "predops"
     placement_policy: str = "best_fit"
     seed: int = 0
+    soft_taint_p: float = 0.0
+    soft_taint_clear_p: float = 0.0
+    soft_taint_max_percent: float = 10.0
     costs: CostModel = field(default_factory=CostModel)
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.soft_taint_p <= 1.0:
+            raise ValueError(f"soft_taint_p must be in [0, 1], got {self.soft_taint_p}")
+        if self.soft_taint_p and not 0.0 <= self.soft_taint_clear_p <= self.soft_taint_p:
+            raise ValueError("soft_taint_clear_p must be in [0, soft_taint_p]")
         if self.confirm_scores < 1:
             raise ValueError(f"confirm_scores must be >= 1, got {self.confirm_scores}")
 

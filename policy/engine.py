@@ -8,7 +8,10 @@ candidate appears exactly once, as an action or as a typed skip:
   (:mod:`policy.disruption`);
 - a ``resize_pool`` candidate per pool and a ``lend_nodes`` candidate per pool pair
   with opposite daily peaks (:mod:`policy.sizing`);
-- a ``buy`` candidate per SKU and region with a stock position (:mod:`policy.buying`).
+- a ``buy`` candidate per SKU and region with a stock position (:mod:`policy.buying`);
+- with ``soft_taint_p`` set (off by default), a ``soft_taint`` candidate per scored node
+  over it that is not drained, and a ``remove_soft_taint`` per tainted node whose risk
+  fell (:mod:`policy.soft_taint`).
 
 The snapshot is used for what-ifs only and is unchanged afterwards.
 """
@@ -26,9 +29,10 @@ from predops.core.clock import Clock
 from predops.core.contracts import FailureRisk, Forecast, Provenance
 from predops.policy.buying import InventoryBuyPolicy
 from predops.policy.config import Budgets, PolicyConfig
-from predops.policy.disruption import CordonDrainPolicy, Decisions
+from predops.policy.disruption import CordonDrainPolicy, Decisions, latest_risk
 from predops.policy.fleet import FleetState
 from predops.policy.sizing import PoolSizingPolicy
+from predops.policy.soft_taint import SoftTaintPolicy
 
 
 def plan(
@@ -43,8 +47,13 @@ def plan(
     """One planning run at ``clock.now()``; see the module docstring."""
     cfg = config or PolicyConfig()
     now = clock.now()
+    drains = CordonDrainPolicy(cfg.disruption, budgets).decide(
+        risk, snapshot, inventory, now, forecast
+    )
+    drained = frozenset(a.target for a in drains.actions if a.kind == "drain")
     parts: list[Decisions] = [
-        CordonDrainPolicy(cfg.disruption, budgets).decide(risk, snapshot, inventory, now, forecast),
+        drains,
+        SoftTaintPolicy(cfg.disruption).decide(latest_risk(risk), inventory, drained, now),
         PoolSizingPolicy(cfg.sizing).decide(forecast, risk, snapshot, inventory, now),
         InventoryBuyPolicy(cfg.buy).decide(forecast, risk, inventory, now),
     ]

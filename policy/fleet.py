@@ -50,6 +50,8 @@ class NodeState:
     do_not_disrupt: bool = False
     last_checkpoint_at: datetime | None = None
     checkpoint_interval: timedelta | None = None
+    soft_tainted: bool = False
+    """Carries predops' soft taint (:mod:`policy.soft_taint`)."""
 
     @property
     def disrupted(self) -> bool:

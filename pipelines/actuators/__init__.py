@@ -4,6 +4,8 @@
   idempotency key, dry-run unless told to execute;
 - ``kube``: cordon / drain (Eviction API, PDB 429 backoff) / uncordon through the
   official client, and the live cluster state re-validation reads;
+- ``node_signals``: the failure-risk annotation, the ``PredictedFailure`` node condition
+  and Events on each node; ``soft_taint``: predops' ``PreferNoSchedule`` taint;
 - ``pool_resizers``: which actuator resizes each pool (a setting, or read from the
   cluster), and the one ``resize_pool`` actuator an apply runs;
 - ``clusterapi``: pool resizes through Cluster API MachineDeployments;

@@ -59,6 +59,7 @@ CORDONED_AT_ANNOTATION = "predops.io/cordoned-at"
 UNCORDONED_AT_ANNOTATION = "predops.io/uncordoned-at"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 REPAIR_LABEL = "predops.io/under-repair"
+SOFT_TAINT_KEY = "predops.io/predicted-failure"  # pipelines/actuators/soft_taint.py
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 MERGE_PATCH = "application/merge-patch+json"
 CORDONED, RESUMED, ALREADY_CORDONED = "cordoned", "resumed", "already cordoned"
@@ -246,6 +247,9 @@ def node_state(node: Mapping[str, Any], now: datetime, options: KubeOptions) -> 
         uncordoned_at=_time(notes.get(UNCORDONED_AT_ANNOTATION)),
         under_repair=labels.get(options.repair_label) == "true",
         do_not_disrupt="true" in (labels.get(DO_NOT_DISRUPT), notes.get(DO_NOT_DISRUPT)),
+        soft_tainted=any(
+            t.get("key") == SOFT_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or []
+        ),
     )
 
 

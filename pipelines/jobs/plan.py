@@ -25,12 +25,17 @@ forecasts, says so in ``inputs`` and raises an alert.
 :func:`apply_in_workspace` re-validates every action of a plan just before it would run
 and records each decision in the audit log. Dry-run unless ``execute``. With a
 ``kubeconfig`` (a file or ``in-cluster``) the live cluster is the state re-validation
-reads and, with ``execute``, cordons / drains / uncordons go to it and pool resizes to
+reads and, with ``execute``, cordons / drains / uncordons / soft taints go to it and pool resizes to
 each pool's actuator — Cluster API, Karpenter limits or placeholder pods, chosen per pool
 (``pool_actuators``, :mod:`predops.pipelines.actuators.pool_resizers`); a dry-run's
 report says which and what it would send. Without, the lake's state is re-read. ``buy``
 actions are written as purchase requests under ``<workspace>/purchases``. Its report's
-``policy`` holds the budgets and disruption values re-validation used.
+``policy`` holds the budgets and disruption values re-validation used. With a
+``kubeconfig`` every node scored now also gets its risk annotation and
+``PredictedFailure`` condition, and every cordon, drain, uncordon and skip of a node an
+Event (:mod:`predops.pipelines.actuators.node_signals`; with ``execute`` only, a
+dry-run's ``node_signals`` says what it would send), one ``published`` audit entry when
+anything was written.
 
 Both take the :class:`PolicySettings` the face loaded (budgets, policy knobs and where
 they came from, recorded with the values); None is the documented defaults.
@@ -74,6 +79,7 @@ from predops.pipelines.workspace.settings import Settings
 from predops.policy.demand_nodes import buy_forecast_coverage, node_demand_forecasts
 from predops.policy.disruption import latest_risk
 from predops.policy.engine import plan as make_plan
+from predops.policy.fleet import FleetState
 
 
 def _has_registry(settings: Settings) -> bool:
@@ -117,6 +123,16 @@ def summary(plan: Plan) -> dict[str, Any]:
     }
 
 
+def with_soft_taints(fleet: FleetState, audit: AuditLog) -> FleetState:
+    """``fleet`` with the nodes the audit log says carry predops' soft taint marked so
+    (the policy removes a taint only from a node it knows carries one)."""
+    tainted = audit.soft_tainted() & fleet.nodes.keys()
+    if not tainted:
+        return fleet
+    nodes = {n: replace(st, soft_tainted=n in tainted) for n, st in fleet.nodes.items()}
+    return replace(fleet, nodes=nodes)
+
+
 def plan_in_workspace(
     settings: Settings,
     now: datetime,
@@ -147,7 +163,7 @@ def plan_in_workspace(
         risks,
         forecasts,
         lake_fleet.snapshot,
-        lake_fleet.fleet,
+        with_soft_taints(lake_fleet.fleet, AuditLog(settings.audit_log, who=who)),
         budgets,
         FixedClock(now),
         config,
@@ -184,6 +200,24 @@ def plan_in_workspace(
         "plan_file": str(path),
         "seconds": round(time.perf_counter() - started, 3),
     }
+
+
+def _audit_published(audit: AuditLog, plan: Plan, sent: dict[str, Any], clock: Clock) -> None:
+    """One ``published`` entry when the node signals wrote or sent anything."""
+    counts = {k: v for k, v in sent.items() if isinstance(v, int)}
+    if sent["mode"] != "execute" or not (
+        counts["annotations"] or counts["conditions"] or counts["events"] or sent["errors"]
+    ):
+        return
+    audit.append(
+        at=clock.now(),
+        outcome="published",
+        what={"kind": "node_signals", "target": plan.plan_id, "params": counts},
+        why="risk annotations, PredictedFailure conditions and Events on the nodes",
+        plan_id=plan.plan_id,
+        mode="execute",
+        detail="; ".join(sent["errors"])[:2000],
+    )
 
 
 PROBLEM_OUTCOMES = frozenset({"failed", "unsupported"})
@@ -239,17 +273,23 @@ def apply_in_workspace(
     }
     state: StateSource
     previews: dict[str, dict[str, Any]] = {}  # a dry-run's pool resizes, filled by their checks
+    signals = None
     if kubeconfig:
         from predops.pipelines.actuators.kube import KubeActuator, KubeOptions, KubeState, connect
+        from predops.pipelines.actuators.node_signals import NodeSignals
         from predops.pipelines.actuators.pool_resizers import PoolResizers, parse_pool_actuators
+        from predops.pipelines.actuators.soft_taint import SoftTaintActuator
 
         choice = parse_pool_actuators(pool_actuators)
         api = connect(kubeconfig, context, KubeOptions(timeout=timeout_s))
         state = KubeState(api, clock)
         kube = KubeActuator(api, clock, sleep)
         actuators.update(dict.fromkeys(("cordon", "drain", "uncordon"), kube))
+        taints = SoftTaintActuator(api, sleep)
+        actuators.update(dict.fromkeys(taints.kinds, taints))
         pools = PoolResizers(api, clock, sleep, choice)
         actuators["resize_pool"], previews = pools, pools.previews
+        signals = NodeSignals(api, sleep)
     else:
         state = FleetStateSource(fleet_from_lake(Lake(settings.lake_dir), clock.now()).fleet)
     risks, risk_note = failure_risk(settings, clock.now())
@@ -268,6 +308,9 @@ def apply_in_workspace(
     except ActionFailed as exc:  # the cluster could not even be listed
         raise OSError(f"apply {plan.plan_id}: {exc.reason}") from exc
     out = report.to_dict()
+    if signals is not None:
+        out["node_signals"] = signals.publish(plan, report, risks, clock.now(), execute=execute)
+        _audit_published(audit, plan, out["node_signals"], clock)
     for a in out["actions"]:
         if a["outcome"] == "would_run" and a["key"] in previews:
             a["report"] = previews[a["key"]]

@@ -45,7 +45,7 @@ import itertools
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -64,6 +64,7 @@ from predops.policy.config import Budgets, DisruptionConfig, PolicyConfig
 from predops.policy.engine import plan as make_plan
 from predops.policy.fleet import FleetState, NodeState, PoolState
 from predops.policy.revalidate import CurrentView, revalidate
+from predops.policy.soft_taint import SoftTaintPolicy, clear_level
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +81,10 @@ class LoopConfig:
     rounds (1: the engine sizes for lead + a 1 h hold, ``SizingConfig.hold``);
     ``reactive_sizing_every``: ticks between the reactive autoscaler's rounds (1: it
     reacts to pending pods); ``soft_taint_p``: with a risk (``predictive`` /
-    ``oracle``), nodes whose p_fail of the hour is at or above it get a soft taint and
-    are placed last (:meth:`Cluster.place_pending`); None (the default): off.
+    ``oracle``), the engine's soft taint at this level (:mod:`policy.soft_taint`: nodes
+    in service at or above it, within its per-pool budget, untainted below the clear
+    level) and tainted nodes are placed last (:meth:`Cluster.place_pending`); None (the
+    default): off.
     ``pool_actuation``: how the engine's resizes act (module docstring; ``ideal``, the
     default: at once, on the nodes); ``autoscaler_lead``: the node autoscaler's
     provisioning delay (``placeholders`` / ``autoscaler``)."""
@@ -250,11 +253,26 @@ class Loop:
                 c.cordon(row, OWNER_MAINTENANCE, t)
 
     def _soft_taint(self, k: int) -> None:
-        """Taint softly the nodes whose p_fail of tick ``k`` (what the engine reads
-        this hour) is at or above ``soft_taint_p``; NaN (no score) is not tainted."""
+        """Soft taints as the engine's :class:`SoftTaintPolicy` decides them on the
+        p_fail of tick ``k`` (what the engine reads this hour), ``soft_taint_p`` its
+        level: nodes at or above it that are in service, within the soft-taint budget
+        of their pool, untainted below the clear level; NaN (no score) changes nothing."""
         assert self.cfg.soft_taint_p is not None
         c = self.cluster
-        c.soft_taint = np.nan_to_num(self._p(k), nan=0.0) >= self.cfg.soft_taint_p
+        cfg = replace(self.pcfg.disruption, soft_taint_p=self.cfg.soft_taint_p)
+        p = self._p(k)
+        now = self.world.cfg.at(k)
+        ids = self.world.node_ids
+        look = c.active & ~np.isnan(p) & ((np.nan_to_num(p) >= clear_level(cfg)) | c.soft_taint)
+        rows = np.flatnonzero(look).tolist()
+        risks = {ids[r]: self._risk(r, float(p[r]), k) for r in rows}
+        states = {
+            ids[r]: replace(self._state(r, now, jobs=False), soft_tainted=bool(c.soft_taint[r]))
+            for r in rows
+        }
+        fleet = FleetState(topology=self._topology(), observed_at=now, nodes=states)
+        for a in SoftTaintPolicy(cfg).decide(risks, fleet, frozenset(), now).actions:
+            c.soft_taint[self.row_of[a.target]] = a.kind == "soft_taint"
         self.soft_tainted_node_hours += int((c.soft_taint & c.active).sum())
 
     # ------------------------------------------------------------------ failures

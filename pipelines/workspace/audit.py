@@ -47,6 +47,7 @@ OUTCOMES = frozenset(
         "deferred",
         "already_done",
         "unsupported",
+        "published",
     }
 )
 
@@ -150,6 +151,18 @@ class AuditLog:
 
     def entries(self) -> Iterator[dict[str, Any]]:
         yield from self.read().entries
+
+    def soft_tainted(self) -> set[str]:
+        """Nodes whose last done soft-taint action added the taint (the lake does not
+        record taints; the plan reads them from here)."""
+        out: set[str] = set()
+        for e in self.entries():
+            what = e.get("what") or {}
+            if e.get("outcome") == "done" and what.get("kind") == "soft_taint":
+                out.add(str(what.get("target")))
+            elif e.get("outcome") == "done" and what.get("kind") == "remove_soft_taint":
+                out.discard(str(what.get("target")))
+        return out
 
     def done_keys(self) -> set[str]:
         """Idempotency keys recorded as done (executed successfully)."""

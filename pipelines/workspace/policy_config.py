@@ -102,6 +102,9 @@ NUMBER_RANGES: Mapping[str, tuple[float, float | None]] = {
     "uncordon_p_fail": (0.0, 1.0),
     "confirm_scores": (1, None),
     "seed": (0, None),
+    "soft_taint_p": (0.0, 1.0),
+    "soft_taint_clear_p": (0.0, 1.0),
+    "soft_taint_max_percent": (0.0, 100.0),
     # SizingConfig (failure_service_level is a quantile: 1.0 would mean an infinite buffer)
     "deadband_nodes": (0, None),
     "failure_service_level": (0.0, 0.999),

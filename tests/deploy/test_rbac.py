@@ -20,6 +20,9 @@ CALLS: dict[str, set[tuple[str, str, str]]] = {
     "patch_node": {("", "nodes", "patch")},  # cordon / uncordon
     "list_pod_for_all_namespaces": {("", "pods", "list")},
     "create_namespaced_pod_eviction": {("", "pods/eviction", "create")},  # honours PDBs
+    # CoreV1Api: risk on the node for kubectl describe (pipelines/actuators/node_signals.py)
+    "patch_node_status": {("", "nodes/status", "patch")},  # the PredictedFailure condition
+    "create_namespaced_event": {("", "events", "create")},  # PredopsDrain, PredopsSkip...
     # CustomObjectsApi on Cluster API objects (pipelines/actuators/clusterapi.py)
     "list_custom_object_for_all_namespaces": {("cluster.x-k8s.io", "machinedeployments", "list")},
     "list_namespaced_custom_object": {("cluster.x-k8s.io", "machines", "list")},
@@ -58,6 +61,7 @@ def needed(*, reads_only: bool) -> set[tuple[str, str, str]]:
 def test_every_actuator_call_is_known_here() -> None:
     calls = actuator_calls()
     assert {"read_node", "patch_node", "create_namespaced_pod_eviction"} <= calls
+    assert {"patch_node_status", "create_namespaced_event"} <= calls
     unknown = calls - set(CALLS)
     assert not unknown, (
         f"the actuators call {sorted(unknown)}: add each to CALLS with the RBAC it needs, "
@@ -69,6 +73,7 @@ def test_every_actuator_call_is_known_here() -> None:
 def test_each_account_holds_exactly_its_components_calls(overlay: list[Obj]) -> None:
     apply_calls = needed(reads_only=False)
     assert ("", "pods/eviction", "create") in apply_calls
+    assert {("", "nodes/status", "patch"), ("", "events", "create")} <= apply_calls
     assert account_grants(overlay, "predops-apply", "predops") == apply_calls
     assert account_grants(overlay, "predops-server", "predops") == needed(reads_only=True)
     assert account_grants(overlay, "predops-scheduler", "predops") == set()

@@ -12,7 +12,14 @@ It holds nodes, pods and PodDisruptionBudgets as the API returns them (JSON dict
   dotted path with ``=``, ``==`` or ``!=``);
 - ``GET /api/v1/nodes/{name}``, ``GET /api/v1/namespaces/{ns}/pods/{name}``;
 - ``PATCH /api/v1/nodes/{name}`` with a merge or strategic-merge patch (cordon is
-  ``{"spec": {"unschedulable": true}}``); JSON patches get 415;
+  ``{"spec": {"unschedulable": true}}``); JSON patches get 415; a patch naming a
+  ``metadata.resourceVersion`` other than the node's gets 409 Conflict;
+- ``PATCH /api/v1/nodes/{name}/status``: a strategic-merge patch merges
+  ``status.conditions`` by ``type`` (their patch merge key, as node-problem-detector
+  relies on), a merge patch replaces the list (as the real API does); only ``status``
+  changes;
+- Events (``v1``, ``/api/v1/namespaces/{ns}/events``, and ``/api/v1/events``): create,
+  list, get (``tests.fakes.kube_store``);
 - ``POST /api/v1/namespaces/{ns}/pods/{name}/eviction``: 201 and a deletion timestamp on
   the pod when its PodDisruptionBudget allows a disruption (which it then uses up), 429
   ``TooManyRequests`` with a ``DisruptionBudget`` cause when it does not, 500 when more
@@ -188,6 +195,7 @@ class FakeKubeAPI:
     deployments: list[Obj] = field(default_factory=list)
     priority_classes: list[Obj] = field(default_factory=list)
     nodepools: list[Obj] = field(default_factory=list)
+    events: list[Obj] = field(default_factory=list)
     token: str | None = "test-token"
     requests: list[Request] = field(default_factory=list)
     resource_version: int = 1000
@@ -300,6 +308,7 @@ class FakeKubeAPI:
             ("GET", r"/api/v1/nodes", self._list_nodes),
             ("GET", rf"/api/v1/nodes/{name}", self._get_node),
             ("PATCH", rf"/api/v1/nodes/{name}", self._patch_node),
+            ("PATCH", rf"/api/v1/nodes/{name}/status", self._patch_node_status),
             ("GET", r"/api/v1/pods", self._list_pods),
             ("GET", rf"/api/v1/namespaces/{ns}/pods", self._list_pods),
             ("GET", rf"/api/v1/namespaces/{ns}/pods/{name}", self._get_pod),
@@ -412,7 +421,8 @@ class FakeKubeAPI:
             return status(404, "NotFound", f'nodes "{name}" not found')
         return 200, {"kind": "Node", "apiVersion": "v1", **node}
 
-    def _patch_node(self, name: str, body: Any, headers: dict[str, str], **_: Any) -> Answer:
+    def _patchable(self, name: str, headers: dict[str, str]) -> Obj | Answer:
+        """The node a merge or strategic-merge patch may change, or the error answer."""
         node = self._find_node(name)
         if node is None:
             return status(404, "NotFound", f'nodes "{name}" not found')
@@ -423,9 +433,40 @@ class FakeKubeAPI:
                 "UnsupportedMediaType",
                 f"the fake accepts merge and strategic-merge patches, not {ctype}",
             )
+        return node
+
+    def _patch_node(self, name: str, body: Any, headers: dict[str, str], **_: Any) -> Answer:
+        node = self._patchable(name, headers)
+        if isinstance(node, tuple):
+            return node
+        wanted = ((body or {}).get("metadata") or {}).get("resourceVersion")
+        if wanted and wanted != node["metadata"].get("resourceVersion"):
+            return status(409, "Conflict", f'Operation cannot be fulfilled on nodes "{name}"')
         patched = merge_patch(node, body)
         self.resource_version += 1
         patched["metadata"]["resourceVersion"] = str(self.resource_version)
+        self.nodes[self.nodes.index(node)] = patched
+        return 200, {"kind": "Node", "apiVersion": "v1", **patched}
+
+    def _patch_node_status(self, name: str, body: Any, headers: dict[str, str], **_: Any) -> Answer:
+        node = self._patchable(name, headers)
+        if isinstance(node, tuple):
+            return node
+        ctype = headers["content-type"]
+        new = copy.deepcopy((body or {}).get("status") or {})
+        old = node.get("status") or {}
+        conditions = new.pop("conditions", None)
+        patched_status = merge_patch(old, new)
+        if conditions is not None and "strategic-merge-patch" in ctype:
+            by_type = {c["type"]: c for c in old.get("conditions") or []}
+            for c in conditions:
+                by_type[c["type"]] = merge_patch(by_type.get(c["type"]), c)
+            patched_status["conditions"] = list(by_type.values())
+        elif conditions is not None:
+            patched_status["conditions"] = conditions
+        patched = {**node, "status": patched_status}
+        self.resource_version += 1
+        patched["metadata"] = {**node["metadata"], "resourceVersion": str(self.resource_version)}
         self.nodes[self.nodes.index(node)] = patched
         return 200, {"kind": "Node", "apiVersion": "v1", **patched}
 

@@ -1,7 +1,7 @@
 """Stored objects of more kinds for the fake API server (``tests.fakes.kube_api``):
-Deployments (``apps/v1``), PriorityClasses (``scheduling.k8s.io/v1``) and Karpenter
-NodePools (``karpenter.sh/v1``), as an API server stores them and no controller acts on
-them (a Deployment's replicas change, no pod comes or goes).
+Deployments (``apps/v1``), PriorityClasses (``scheduling.k8s.io/v1``), Karpenter
+NodePools (``karpenter.sh/v1``) and Events (``v1``), as an API server stores them and no
+controller acts on them (a Deployment's replicas change, no pod comes or goes).
 
 Each kind is a :class:`Kind` naming the ``FakeKubeAPI`` list that holds its objects;
 :func:`routes` gives the fake's routes for all of them:
@@ -48,7 +48,7 @@ class Kind:
 
     @property
     def api_version(self) -> str:
-        return self.prefix.removeprefix("/apis/")
+        return self.prefix.removeprefix("/apis/").removeprefix("/api/")
 
 
 STORED_KINDS = (
@@ -62,6 +62,7 @@ STORED_KINDS = (
         "priority_classes",
     ),
     Kind("/apis/karpenter.sh/v1", "nodepools", "NodePool", False, False, "nodepools"),
+    Kind("/api/v1", "events", "Event", True, True, "events"),
 )
 
 

@@ -125,8 +125,11 @@ def test_killed_apply_rerun_runs_each_action_at_most_once(
         done = Counter(e["key"] for e in audit.entries() if e["outcome"] == "done")
         assert done == Counter({a.idempotency_key: 1 for a in plan.actions})
         assert count(fake.requests, "PATCH") == Counter({f"/api/v1/nodes/{n}": 1 for n in TARGETS})
-        evictions = count(fake.requests, "POST")
+        posts = count(fake.requests, "POST")
+        evictions = {p: k for p, k in posts.items() if p.endswith("/eviction")}
         assert set(evictions.values()) == {1} and len(evictions) == 3
+        # one PredopsDrain Event per node: the killed run's went out with the re-run
+        assert sorted(e["involvedObject"]["name"] for e in fake.events) == sorted(TARGETS)
         for i, n in enumerate(TARGETS):
             assert fake.node(n)["spec"]["unschedulable"] is True
             assert fake.pod("default", f"job-{i}")["metadata"].get("deletionTimestamp")

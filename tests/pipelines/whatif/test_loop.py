@@ -27,6 +27,7 @@ from predops.pipelines.whatif.world import HOUR_S, World, WorldConfig, build_wor
 from predops.policy.config import Budgets
 from predops.policy.engine import plan as make_plan
 from predops.policy.fleet import FleetState
+from predops.policy.soft_taint import pool_limit
 
 WORLD = WorldConfig(nodes=60, days=4, seed=11, warmup_days=7)
 GUARDS = {
@@ -233,7 +234,14 @@ def test_soft_taint_follows_the_risk_and_never_the_reactive(world: World, reacti
     tainted = Loop(world, oracle_cfg, oracle_risk(world, cfg.horizon), _no_forecasts)
     k = world.cfg.first_tick
     tainted.tick(k)
-    assert np.array_equal(tainted.cluster.soft_taint, tainted._p(k) >= 0.5)
+    # the engine's soft-taint policy: only nodes at or above the level and in service,
+    # at most its budget per pool, the riskiest first
+    c = tainted.cluster
+    over = (tainted._p(k) >= 0.5) & c.active & ~c.disrupted()
+    assert c.soft_taint.any() and not (c.soft_taint & ~(tainted._p(k) >= 0.5)).any()
+    for rows in c.pool_rows.values():
+        limit = pool_limit(len(rows), tainted.pcfg.disruption)
+        assert c.soft_taint[rows].sum() == min(limit, over[rows].sum())
     assert tainted.soft_tainted_node_hours == int(
         (tainted.cluster.soft_taint & tainted.cluster.active).sum()
     )

@@ -64,6 +64,9 @@ expires_after = "3h"
 owner = "predops-east"
 placement_policy = "gpu_packing"
 seed = 7
+soft_taint_p = 0.2
+soft_taint_clear_p = 0.05
+soft_taint_max_percent = 5.0
 
 [policy.disruption.costs]
 gpu_hour = 2.0
