@@ -32,6 +32,7 @@ from predops.pipelines.cli.support import (
     current_settings,
     emit,
     json_option,
+    key_values,
     parse_duration,
     reports,
 )
@@ -214,12 +215,7 @@ def bootstrap_command(
     """
     if days <= 0:
         raise click.BadParameter("must be positive", param_hint="--days")
-    options = {}
-    for kv in extra:
-        if "=" not in kv:
-            raise click.BadParameter(f"{kv!r} is not KEY=VALUE", param_hint="--option")
-        k, v = kv.split("=", 1)
-        options[k.strip()] = v
+    options = key_values(extra)
     out = bootstrap(
         kubeconfig=kubeconfig,
         prometheus=prometheus,

@@ -35,6 +35,7 @@ from predops.pipelines.cli.support import (
     current_settings,
     emit,
     json_option,
+    key_values,
     parse_duration,
     parse_time,
     reports,
@@ -145,12 +146,7 @@ def ingest(
     from predops.pipelines.ingest.run import ingest as run_ingest
 
     mod = adapter(source)
-    pairs = {}
-    for kv in extra:
-        if "=" not in kv:
-            raise click.BadParameter(f"{kv!r} is not KEY=VALUE", param_hint="--option")
-        k, v = kv.split("=", 1)
-        pairs[k.strip()] = v
+    pairs = key_values(extra)
     clock = SystemClock()
     lake = Lake(current_settings().lake_dir)
     writes = source_name or mod.SOURCE

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import wraps
 from typing import Any, TypeVar
@@ -100,3 +100,14 @@ def reports(fn: F) -> F:
             raise click.ClickException(msg) from exc
 
     return wrapper  # type: ignore[return-value]
+
+
+def key_values(pairs: Sequence[str], param_hint: str = "--option") -> dict[str, str]:
+    """``-o KEY=VALUE`` options as a dict (a later key wins), a clear error otherwise."""
+    out: dict[str, str] = {}
+    for kv in pairs:
+        if "=" not in kv:
+            raise click.BadParameter(f"{kv!r} is not KEY=VALUE", param_hint=param_hint)
+        k, v = kv.split("=", 1)
+        out[k.strip()] = v
+    return out
