@@ -39,6 +39,7 @@ from predops.pipelines.cli.support import (
     parse_duration,
     parse_time,
     reports,
+    show_progress,
 )
 from predops.pipelines.cli.whatif import simulate_ops_command
 from predops.pipelines.workspace.clock import SystemClock
@@ -84,7 +85,7 @@ def simulate(nodes: int, days: float, interval: str, seed: int, start: str, as_j
         start=parse_time(start),
     )
     lake = Lake(current_settings().lake_dir)
-    summary = simulate_to_lake(lake, cfg, clock=SystemClock(), progress=not as_json)
+    summary = simulate_to_lake(lake, cfg, clock=SystemClock(), progress=show_progress())
     emit(summary, as_json, lambda s: json.dumps(s, indent=2, default=str))
 
 
@@ -370,7 +371,7 @@ def demo(
             nodes=nodes,
             days=days,
             seed=seed,
-            progress=not as_json,
+            progress=show_progress(),
             start=None if start is None else parse_time(start),
         )
     except DemoFailed as exc:

@@ -108,7 +108,7 @@ def check_cmd(config_path: Path | None, as_json: bool) -> None:
     """Validate the configuration and show what would be scheduled."""
     config = load_config(config_path, os.environ)
     _pause_hook()
-    emit(_describe(config), as_json, lambda d: "\n".join(f"{k}: {v}" for k, v in d.items()))
+    emit(_describe(config), as_json)
 
 
 @schedule_group.command("start")
