@@ -153,8 +153,12 @@ def _run(args: list[str]) -> dict[str, Any]:
     return out
 
 
-def _fleet(ws: Path, nodes: int, days: float, seed: int, variants: list[str]) -> dict[str, Any]:
+def _fleet(
+    ws: Path, nodes: int, days: float, seed: int, variants: list[str], rate: float | None
+) -> dict[str, Any]:
     base = ["--workspace", str(ws), "--seed", str(seed)]
+    if rate is not None:
+        base += ["--negative-rate", str(rate)]
     out: dict[str, Any] = {"nodes": nodes, "days": days}
     if not (ws / "lake").exists():
         out["simulate"] = _run(
@@ -183,12 +187,19 @@ def main() -> int:
     ap.add_argument("--part", choices=("all", "simulate", "build", "train"), default="all")
     ap.add_argument("--variant", choices=("partitioned", "whole"), default="partitioned")
     ap.add_argument("--skip-peer", action="store_true")
+    ap.add_argument(
+        "--negative-rate",
+        type=float,
+        default=None,
+        help="The partitioned build's sampling rate (default: the default rule).",
+    )
     ap.add_argument("--json", action="store_true", help="Print one JSON object.")
     a = ap.parse_args()
     if a.part == "simulate":
         result: dict[str, Any] = part_simulate(a.workspace, a.nodes, a.days, a.seed)
     elif a.part == "build":
-        result = part_build(a.workspace, a.variant, 1.0 if a.variant == "whole" else None)
+        rate = 1.0 if a.variant == "whole" else a.negative_rate
+        result = part_build(a.workspace, a.variant, rate)
     elif a.part == "train":
         result = part_train(a.workspace, a.variant)
     else:
@@ -197,7 +208,7 @@ def main() -> int:
             result = {"cpus": os.cpu_count()}
             same = (a.peer_nodes, a.peer_days) == (a.nodes, a.days)
             both = ["partitioned", "whole"] if same and not a.skip_peer else ["partitioned"]
-            result["fleet"] = _fleet(root / "fleet", a.nodes, a.days, a.seed, both)
+            result["fleet"] = _fleet(root / "fleet", a.nodes, a.days, a.seed, both, a.negative_rate)
             if not a.skip_peer:
                 peer = (
                     result["fleet"]
