@@ -303,8 +303,10 @@ def train_failure_model(
             "monotone_constraints": {HORIZON_FEATURE: 1},
         }
     )
+    stacked = pd.concat(parts, ignore_index=True)
+    parts.clear()  # one copy of the stacked rows, not two, while fitting
     clf.fit(
-        pd.concat(parts, ignore_index=True),
+        stacked,
         np.concatenate(ys),
         time=np.concatenate(ts),
         groups=np.concatenate(ids),
