@@ -141,3 +141,22 @@ def test_training_from_partitions_equals_training_from_the_whole_frame(
     for k, v in a["metrics"].items():
         if k != "fit_seconds":
             assert b["metrics"][k] == pytest.approx(v, rel=1e-9, abs=1e-12), k
+
+
+def test_training_from_a_sampled_frame_states_its_rate(
+    lake: tuple[Lake, datetime], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lk, end = lake
+    monkeypatch.setattr(fj, "BACKTEST_DAYS", 3.0)
+    out = {}
+    for rate in (1.0, 0.3):
+        name = f"r{rate}"
+        _build(lk, tmp_path / name, end, negative_rate=rate, grid_cells=CELLS)
+        settings = Settings(workspace=tmp_path / name, shared_data=tmp_path)
+        out[rate] = fj.train(settings, params=FAST, backtest_days=3.0, register=False)
+    full, sampled = out[1.0], out[0.3]
+    assert sampled["negative_sample_rate"] == 0.3 and full["negative_sample_rate"] == 1.0
+    assert sampled["params"]["clf.prior_negative_rate"] == 0.3
+    assert 0 < sampled["training_rows"] < full["training_rows"]
+    # The backtest window is kept whole: both models are judged on the same rows.
+    assert sampled["metrics"]["positives_24h"] == full["metrics"]["positives_24h"] > 0
