@@ -266,6 +266,13 @@ def features() -> None:
 )
 @click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True)
 @click.option("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://host:8786.")
+@click.option(
+    "--negative-rate",
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    default=None,
+    help="Share of label-negative node rows kept outside the last 9 days (seeded rule; "
+    "1 keeps every row). Default: 1, or the failure model's 0.2 above 2,000,000 rows.",
+)
 @json_option
 @reports
 def features_build(
@@ -275,6 +282,7 @@ def features_build(
     ingestion_delay: str,
     engine: str,
     scheduler: str | None,
+    negative_rate: float | None,
     as_json: bool,
 ) -> None:
     """Write the node training frame (features + labels) and demand features as of a
@@ -296,6 +304,7 @@ def features_build(
         since=parse_time(since) if since else None,
         engine=engine,
         scheduler=scheduler,
+        negative_rate=negative_rate,
     )
     emit(report, as_json, _human_features)
 
@@ -316,6 +325,12 @@ def _human_features(r: dict[str, Any]) -> str:
             f"  nodes   {n['rows']:>10,} rows x {n['columns']} columns  "
             f"hash {n['feature_set_hash']}  labels {n['positive_rate']}"
         )
+        rule = n.get("negative_sampling") or {}
+        if rule.get("rate", 1.0) < 1.0:
+            lines.append(
+                f"          negatives kept at rate {rule['rate']} (seed {rule['seed']}) "
+                f"before {rule['keep_from']}; every positive kept"
+            )
     if "demand" in r:
         d = r["demand"]
         lines.append(

@@ -23,8 +23,10 @@ from predops.features.frames import (
     node_features,
     node_local_features,
 )
-from predops.features.labels import add_failure_labels
+from predops.features.labels import add_failure_labels, label_name
+from predops.features.sampling import NegativeSampling, apply_negative_sampling
 from predops.pipelines.jobs.labels import label_source, training_events
+from predops.pipelines.jobs.node_frame import GRID_CELLS, build_node_training, frame_report
 from predops.pipelines.workspace.feature_store import FeatureStore
 from predops.pipelines.workspace.lake import Lake
 
@@ -61,7 +63,8 @@ class LakeInputs:
 
 
 def node_ids(lake: Lake, source: str | None = None) -> list[str]:
-    ids = lake.scan("telemetry", source).select("node_id").unique().collect()
+    # Streamed: the node id column of a 10,000-node month is ~86M values.
+    ids = lake.scan("telemetry", source).select("node_id").unique().collect(engine="streaming")
     return sorted(ids["node_id"].to_list())
 
 
@@ -199,11 +202,6 @@ def online_window_start(cutoff: datetime, spec: NodeFeatureSpec) -> datetime:
     return cutoff - spec.ingestion_delay - reach - spec.bucket
 
 
-def _mean(s: pl.Series) -> float:
-    m = s.cast(pl.Float64).mean()
-    return float(m) if isinstance(m, int | float) else 0.0
-
-
 def null_fractions(frame: pl.DataFrame, columns: Sequence[str]) -> dict[str, float]:
     if frame.height == 0:
         return {c: 1.0 for c in columns}
@@ -256,21 +254,65 @@ def _demand_frame(lake: Lake, as_of: datetime, spec: DemandFeatureSpec) -> pl.Da
     return demand_features(series, spec, calendar=calendar if calendar.height else None).collect()
 
 
-def build_features(
+SAMPLE_ABOVE_ROWS = 2_000_000
+"""The default sampling rule: a node training frame of more rows than this (e.g. 2,000
+nodes x 42 days of hourly rows) keeps the failure model's own share of negatives
+(``MODEL_PARAMS["negative_rate"]``) outside the latest rows (see :func:`sampling_rule`);
+a smaller one keeps every row."""
+RECENT_KEPT = timedelta(days=9)
+"""Rows this close to the cutoff are never sampled: they hold the failure job's backtest
+window (the last 7 days whose 24 h labels are known) with a day to spare."""
+
+
+def expected_rows(
+    lake: Lake, *, as_of: datetime, since: datetime | None, eval_every: timedelta
+) -> int:
+    """Nodes x evaluation times between the first telemetry (or ``since``) and ``as_of``:
+    what the node training frame would hold unsampled, at most."""
+    span = lake.scan("telemetry").select(
+        pl.col("node_id").n_unique().alias("n"), pl.col("ts").min().alias("first")
+    )
+    row = span.collect(engine="streaming").row(0, named=True)
+    if not row["n"] or row["first"] is None:
+        return 0
+    first = max(row["first"], since) if since is not None else row["first"]
+    return int(row["n"]) * max(0, int((as_of - first) / eval_every) + 1)
+
+
+def sampling_rule(
+    lake: Lake,
+    *,
+    as_of: datetime,
+    since: datetime | None,
+    eval_every: timedelta,
+    negative_rate: float | None = None,
+    seed: int = 0,
+) -> NegativeSampling:
+    """The negative-sampling rule of the node training frame: ``negative_rate`` when
+    given (1.0: keep every row), else the default of :data:`SAMPLE_ABOVE_ROWS`."""
+    from predops.models.failure.config import MODEL_PARAMS
+
+    if negative_rate is None:
+        big = expected_rows(lake, as_of=as_of, since=since, eval_every=eval_every)
+        negative_rate = float(MODEL_PARAMS["negative_rate"]) if big > SAMPLE_ABOVE_ROWS else 1.0
+    return NegativeSampling(negative_rate, seed=seed, keep_from=as_of - RECENT_KEPT)
+
+
+def _node_training_in_memory(
     lake: Lake,
     store: FeatureStore,
     *,
     as_of: datetime,
-    spec: NodeFeatureSpec | None = None,
-    eval_every: timedelta = timedelta(hours=1),
-    since: datetime | None = None,
-    engine: str = "local",
-    scheduler: str | Any | None = None,
-    horizons: tuple[timedelta, ...] = DEFAULT_HORIZONS,
-) -> dict[str, Any]:
-    """Offline frames (node features + failure labels; demand features) as of ``as_of``
-    into the store, then the online latest values. Returns a JSON-able report."""
-    spec = spec or NodeFeatureSpec()
+    spec: NodeFeatureSpec,
+    eval_every: timedelta,
+    since: datetime | None,
+    engine: str,
+    scheduler: str | Any | None,
+    horizons: tuple[timedelta, ...],
+    sampling: NegativeSampling,
+) -> dict[str, Any] | None:
+    """The node training frame collected whole (the Dask engine's way: its partitions
+    are gathered here), then sampled and written."""
     fs = node_feature_set(spec)
     t0 = time.perf_counter()
     feats = compute_node_features(
@@ -282,35 +324,104 @@ def build_features(
         eval_every=eval_every,
         since=since,
     )
+    if not feats.height:
+        return None
     events = training_events(lake)
-    training = (
-        add_failure_labels(feats.lazy(), events, horizons=horizons, label_cutoff=as_of).collect()
-        if feats.height
-        else feats
+    labels = [label_name(h) for h in horizons]
+    training = apply_negative_sampling(
+        add_failure_labels(feats.lazy(), events, horizons=horizons, label_cutoff=as_of).collect(),
+        sampling,
+        label_columns=labels,
     )
-    t_nodes = time.perf_counter() - t0
+    del feats
+    path = store.write_offline_lazy(
+        NODE_TRAINING,
+        training.lazy(),
+        as_of=as_of,
+        feature_set_hash=fs.hash,
+        extra_meta={"negative_sampling": sampling.to_dict()},
+    )
+    report = frame_report(training.lazy(), fs.names, labels)
+    report.update(
+        {
+            "features": len(fs.names),
+            "feature_set_hash": fs.hash,
+            "path": str(path),
+            "seconds": round(time.perf_counter() - t0, 2),
+            "negative_sampling": sampling.to_dict(),
+        }
+    )
+    return report
+
+
+def build_features(
+    lake: Lake,
+    store: FeatureStore,
+    *,
+    as_of: datetime,
+    spec: NodeFeatureSpec | None = None,
+    eval_every: timedelta = timedelta(hours=1),
+    since: datetime | None = None,
+    engine: str = "local",
+    scheduler: str | Any | None = None,
+    horizons: tuple[timedelta, ...] = DEFAULT_HORIZONS,
+    negative_rate: float | None = None,
+    sample_seed: int = 0,
+    grid_cells: int = GRID_CELLS,
+    partitioned: bool = True,
+) -> dict[str, Any]:
+    """Offline frames (node features + failure labels; demand features) as of ``as_of``
+    into the store, then the online latest values. Returns a JSON-able report.
+
+    The local engine builds the node frame by partitions of nodes streamed to disk
+    (:mod:`predops.pipelines.jobs.node_frame`; at most ``grid_cells`` nodes x buckets
+    at a time; ``partitioned=False``: collected whole, the way it was built before, for
+    comparisons); the Dask engine gathers its partitions. Both apply the same
+    negative-sampling rule (:func:`sampling_rule`; ``negative_rate`` 1.0 keeps every
+    row) and write the same frame."""
+    spec = spec or NodeFeatureSpec()
+    t0 = time.perf_counter()
+    sampling = sampling_rule(
+        lake,
+        as_of=as_of,
+        since=since,
+        eval_every=eval_every,
+        negative_rate=negative_rate,
+        seed=sample_seed,
+    )
     report: dict[str, Any] = {
         "as_of": as_of.isoformat(),
         "engine": engine,
         "label_source": label_source(lake) or "every source",
     }
-    if training.height:
-        path = store.write_offline(NODE_TRAINING, training, as_of=as_of, feature_set_hash=fs.hash)
-        label_cols = [c for c in training.columns if c.startswith("fails_within_")]
-        nulls = null_fractions(training, fs.names)
-        report["nodes"] = {
-            "rows": training.height,
-            "columns": training.width,
-            "features": len(fs.names),
-            "nodes": training["node_id"].n_unique(),
-            "feature_set_hash": fs.hash,
-            "path": str(path),
-            "seconds": round(t_nodes, 2),
-            "positive_rate": {c: round(_mean(training[c]), 5) for c in label_cols},
-            "usable_rows": int(training["usable"].sum()),
-            "null_fraction_mean": round(sum(nulls.values()) / max(1, len(nulls)), 4),
-            "null_fractions": nulls,
-        }
+    if engine == "local" and partitioned:
+        nodes = build_node_training(
+            lake,
+            store,
+            NODE_TRAINING,
+            as_of=as_of,
+            spec=spec,
+            eval_every=eval_every,
+            since=since,
+            horizons=horizons,
+            sampling=sampling,
+            grid_cells=grid_cells,
+        )
+    else:
+        nodes = _node_training_in_memory(
+            lake,
+            store,
+            as_of=as_of,
+            spec=spec,
+            eval_every=eval_every,
+            since=since,
+            engine=engine,
+            scheduler=scheduler,
+            horizons=horizons,
+            sampling=sampling,
+        )
+    if nodes is not None:
+        report["nodes"] = nodes
     demand = _demand_frame(lake, as_of, HOURLY)
     if demand.height:
         path = store.write_offline(
