@@ -36,6 +36,7 @@ from predops.pipelines.cli.support import (
     emit,
     json_option,
     key_values,
+    lightgbm_env,
     parse_duration,
     parse_time,
     reports,
@@ -59,6 +60,7 @@ from predops.pipelines.workspace.settings import load_settings
 @click.pass_context
 def main(ctx: click.Context, workspace: str | None) -> None:
     """predops: predictive operations for large compute clusters."""
+    lightgbm_env()  # every command may train or score (demo, schedule, simulate-ops, plan)
     ctx.obj = load_settings(workspace)
 
 
