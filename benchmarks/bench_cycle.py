@@ -11,8 +11,8 @@ by later runs with the same ``--nodes --days --seed``:
   (validation, atomic lake writes) up to the lake's end ``T``; the telemetry and demand
   rows of the hour after ``T`` are kept aside, to be appended by the cycles; the pods
   table holds what was known at ``T`` (later schedules and deletions blanked);
-- a failure model (a small one: trained on a separate 200-node x 14-day fleet with the
-  same feature set) and the demand model (``hourly``, trained on the lake's demand),
+- a failure model (a small one: trained on a separate 100-node x 8-day fleet with the
+  same feature set, a 2-day backtest window) and the demand model (``hourly``, trained on the lake's demand),
   registered in the workspace's registry as ``champion``.
 
 Each run links a fresh copy of that workspace (Parquet files hard-linked, everything
@@ -174,8 +174,8 @@ def _simulate(lake: Any, nodes: int, days: float, seed: int, tail_dir: Path) -> 
 
 
 def _train_failure_model(settings: Any, seed: int) -> dict[str, Any]:
-    """A small failure model with the online features' feature set: a 200-node x
-    14-day fleet's training frame, written into this workspace's feature store."""
+    """A small failure model with the online features' feature set: a 100-node x
+    8-day fleet's training frame, written into this workspace's feature store."""
     import tempfile
 
     from predops.core.clock import FixedClock
@@ -187,7 +187,7 @@ def _train_failure_model(settings: Any, seed: int) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory() as tmp:
         lake, store = Lake(Path(tmp) / "lake"), FeatureStore(Path(tmp) / "features")
-        cfg = SimConfig(nodes=200, days=14, interval=STEP, seed=seed + 1, start=START)
+        cfg = SimConfig(nodes=100, days=8, interval=STEP, seed=seed + 1, start=START)
         simulate_to_lake(lake, cfg, clock=FixedClock(cfg.end), progress=False)
         built = build_features(lake, store, as_of=cfg.end)
         frame = store.read_offline(NODE_TRAINING)
@@ -197,7 +197,7 @@ def _train_failure_model(settings: Any, seed: int) -> dict[str, Any]:
             as_of=cfg.end,
             feature_set_hash=built["nodes"]["feature_set_hash"],
         )
-    report = failure_jobs.train(settings)
+    report = failure_jobs.train(settings, backtest_days=2)
     return {k: report[k] for k in ("version", "training_rows", "feature_set_hash")}
 
 
