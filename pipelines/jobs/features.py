@@ -24,6 +24,7 @@ from predops.features.frames import (
     node_local_features,
 )
 from predops.features.labels import add_failure_labels, label_name
+from predops.features.node import floor_to_bucket
 from predops.features.sampling import NegativeSampling, apply_negative_sampling
 from predops.pipelines.jobs.labels import label_source, training_events
 from predops.pipelines.jobs.node_frame import GRID_CELLS, build_node_training, frame_report
@@ -197,9 +198,14 @@ def compute_node_features(
 
 # ---------------------------------------------------------------- jobs
 def online_window_start(cutoff: datetime, spec: NodeFeatureSpec) -> datetime:
-    """Telemetry older than this cannot affect the latest features."""
+    """Telemetry at or before this is not read for the latest features: one bucket
+    before the reach of the longest window, counted from the last complete bucket end
+    ``E`` (so the oldest bucket read, ``(E - reach - bucket, E - reach]``, is whole). It
+    depends on ``E`` alone, not on where in the bucket ``cutoff`` falls: the online rows
+    of every cutoff with the same ``E`` are equal, which the incremental cycle
+    (:mod:`predops.pipelines.jobs.cycle`) relies on."""
     reach = max((*spec.windows, *spec.missing_windows))
-    return cutoff - spec.ingestion_delay - reach - spec.bucket
+    return floor_to_bucket(cutoff - spec.ingestion_delay, spec.bucket) - reach - spec.bucket
 
 
 def null_fractions(frame: pl.DataFrame, columns: Sequence[str]) -> dict[str, float]:
@@ -221,8 +227,27 @@ def materialise_online(
 ) -> dict[str, Any]:
     """Latest node and demand features as of ``as_of`` into the online store."""
     spec = spec or NodeFeatureSpec()
-    fs = node_feature_set(spec)
     out: dict[str, Any] = {}
+    out["nodes"] = materialise_node_online(
+        lake, store, as_of=as_of, spec=spec, engine=engine, scheduler=scheduler
+    )
+    series = materialise_demand_online(lake, store, as_of=as_of, demand_spec=demand_spec)
+    if series:
+        out["series"] = series
+    return out
+
+
+def materialise_node_online(
+    lake: Lake,
+    store: FeatureStore,
+    *,
+    as_of: datetime,
+    spec: NodeFeatureSpec,
+    engine: str = "local",
+    scheduler: str | Any | None = None,
+) -> int:
+    """Latest node features as of ``as_of`` (over the bounded tail of
+    :func:`online_window_start`) into the online store; returns the node count."""
     nodes = compute_node_features(
         lake,
         cutoff=as_of,
@@ -233,19 +258,27 @@ def materialise_online(
         window_start=online_window_start(as_of, spec),
     )
     if nodes.height:
+        fs_hash = node_feature_set(spec).hash
         store.materialise_online(
-            NODE_ONLINE, nodes, as_of=as_of, feature_set_hash=fs.hash, key="node_id"
+            NODE_ONLINE, nodes, as_of=as_of, feature_set_hash=fs_hash, key="node_id"
         )
-    out["nodes"] = nodes.height
+    return nodes.height
+
+
+def materialise_demand_online(
+    lake: Lake, store: FeatureStore, *, as_of: datetime, demand_spec: DemandFeatureSpec = HOURLY
+) -> int:
+    """Latest demand features per series as of ``as_of`` into the online store; returns
+    the number of series (0: the lake has no demand, nothing written)."""
     demand = _demand_frame(lake, as_of, demand_spec)
-    if demand.height:
-        latest = demand.group_by("series_id").agg(pl.all().sort_by("ts").last())
-        latest = latest.with_columns(pl.col("ts").alias("last_sample_ts"))
-        store.materialise_online(
-            DEMAND_ONLINE, latest, as_of=as_of, feature_set_hash=demand_spec.hash, key="series_id"
-        )
-        out["series"] = latest.height
-    return out
+    if not demand.height:
+        return 0
+    latest = demand.group_by("series_id").agg(pl.all().sort_by("ts").last())
+    latest = latest.with_columns(pl.col("ts").alias("last_sample_ts"))
+    store.materialise_online(
+        DEMAND_ONLINE, latest, as_of=as_of, feature_set_hash=demand_spec.hash, key="series_id"
+    )
+    return latest.height
 
 
 def _demand_frame(lake: Lake, as_of: datetime, spec: DemandFeatureSpec) -> pl.DataFrame:

@@ -161,6 +161,31 @@ class FeatureStore:
             data.with_suffix(".json"), lambda p: p.write_text(json.dumps(meta, sort_keys=True))
         )
 
+    def has_online(self, name: str, feature_set_hash: str) -> bool:
+        """Whether the online frame ``name`` exists with ``feature_set_hash``."""
+        data = self.root / "online" / f"{name}.arrow"
+        if not data.exists():
+            return False
+        meta = _embedded_meta(data)
+        return meta is not None and meta.get("feature_set_hash") == feature_set_hash
+
+    def restamp_online(self, name: str, *, as_of: datetime) -> int:
+        """Keep the online frame ``name``'s rows, move its ``as_of`` (its inputs did not
+        change since it was computed); returns its row count. Atomic like a rewrite."""
+        data = self.root / "online" / f"{name}.arrow"
+        meta = _embedded_meta(data)
+        if meta is None:
+            raise FeatureStoreError(f"no online frame {name!r} to restamp")
+        with pa.memory_map(str(data)) as source:
+            table = pa.ipc.open_file(source).read_all()
+        meta["as_of"] = as_of.isoformat()
+        table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True)})
+        _atomic_write(data, lambda p: feather.write_feather(table, p, compression="uncompressed"))
+        _atomic_write(
+            data.with_suffix(".json"), lambda p: p.write_text(json.dumps(meta, sort_keys=True))
+        )
+        return int(table.num_rows)
+
     def read_online(
         self,
         name: str,
