@@ -51,7 +51,9 @@ def _finite(obj: Any) -> Any:
 @click.command("failure")
 @click.option(
     "--source",
-    type=click.Choice(("synthetic", "backblaze-daily", "backblaze-hds", "nab")),
+    type=click.Choice(
+        ("synthetic", "backblaze-daily", "backblaze-hds", "nab", "lanl", "grid5000", "titan")
+    ),
     required=True,
 )
 @click.option(
@@ -105,6 +107,12 @@ def eval_failure(
         else:
             data = fe.synthetic_nodes(nodes=nodes, days=days, seed=seed)
         report = fe.evaluate_nodes(data, compare_strategies=compare_strategies)
+    elif source in ("lanl", "grid5000", "titan"):
+        if not path:
+            raise click.BadParameter(f"--path is required for {source}", param_hint="--path")
+        from predops.pipelines.jobs.node_failure_evaluation import evaluate_node_failures
+
+        report = evaluate_node_failures(source, path)
     elif source == "nab":
         if not path:
             raise click.BadParameter("--path is required for nab", param_hint="--path")

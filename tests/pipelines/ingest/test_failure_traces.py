@@ -106,3 +106,49 @@ def test_missing_file_and_columns(tmp_path: Path) -> None:
     _write(tmp_path / "alpine_formatted_data.csv", "Timestamp,SSC\n2019-01-04T14:41:12-0500,2\n")
     with pytest.raises(TraceError, match=r"missing column\(s\) \['Enclosure'"):
         read_olcf_alpine(tmp_path)
+
+
+def test_grid5000_intervals_and_bad_rows(tmp_path: Path) -> None:
+    from predops.pipelines.ingest.traces.grid5000 import read_grid5000
+
+    text = (
+        "# event_id component_id node_id platform_id node_name event_type "
+        "event_start_time event_stop_time event_end_reason\n"
+        "    0\t    0\t    0\t    5\tG1/site1/c1/node1\t 0\t 1115811139\t 1116857352\t NULL\n"
+        "    1\t    0\t    0\t    5\tG1/site1/c1/node1\t 1\t 1116857352\t 1116857835\t NULL\n"
+        "    2\t    0\t    0\t    5\tG1/site1/c1/node1\t 7\t 1116857835\t 1116872164\t NULL\n"
+        "    3\t    0\t    1\t    5\tsomewhere/node2\t 0\t 1116857835\t 1116872164\t NULL\n"
+        "    4\t    0\t    1\t    5\tG1/site2/c3/node2\t 0\t 1116872164\t 1116857835\t NULL\n"
+    )
+    f = _write(tmp_path / "event_trace.tab.gz", text)
+    got = read_grid5000(tmp_path)
+    assert got.frame["event_type"].to_list() == [0, 1]
+    assert got.frame["cluster"].to_list() == ["site1/c1", "site1/c1"]
+    assert got.frame["start"][0].year == 2005
+    assert got.quarantine.named == [
+        f"{f.name} row 3 field event_type: '7' is not 0 or 1",
+        f"{f.name} row 4 field node_name: 'somewhere/node2' is not G1/site/cluster/node",
+        f"{f.name} row 5 field event_stop_time: 1116857835 is before the start 1116872164",
+    ]
+
+
+def test_titan_lives_and_bad_rows(tmp_path: Path) -> None:
+    from predops.pipelines.ingest.traces.titan_gpu import read_titan
+
+    (tmp_path / "data").mkdir()
+    text = (
+        "SN,location,insert,remove,duration,out,event\n"
+        "0320117100061,c9-3c1s2n1,2017-04-09 21:36:19,2019-08-01 20:07:33,1.0,False,\n"
+        "0320117100062,c9-3c1s2n1,2014-04-09 21:36:19,2017-04-01 20:07:33,1.0,True,DBE\n"
+        "0320117100063,c9-3c1s2,2017-04-09 21:36:19,2019-08-01 20:07:33,1.0,False,\n"
+        "0320117100064,c1-0c0s0n0,,2019-08-01 20:07:33,1.0,False,\n"
+        "0320117100065,c1-0c0s0n0,2017-04-09 21:36:19,2019-08-01 20:07:33,1.0,False,XID\n"
+    )
+    _write(tmp_path / "data" / "gc_full.csv.gz", text)
+    got = read_titan(tmp_path)
+    assert got.frame["event"].to_list() == ["DBE", None]
+    assert got.frame.select("col", "row", "cage", "slot", "node").row(0) == (9, 3, 1, 2, 1)
+    assert got.quarantine.rows == 3
+    assert "row 3 field location: 'c9-3c1s2' is not a location" in got.quarantine.named[0]
+    assert "row 4 field insert: '' is not a time" in got.quarantine.named[1]
+    assert "row 5 field event: 'XID' is not DBE, OTB or empty" in got.quarantine.named[2]
