@@ -69,7 +69,8 @@ def _finite(obj: Any) -> Any:
 @click.option(
     "--validation",
     is_flag=True,
-    help="Backblaze: evaluate on a window inside each split's training rows (for tuning).",
+    help="Backblaze, lanl, grid5000, titan: evaluate on a window inside the training rows "
+    "(for tuning).",
 )
 @click.option(
     "--compare-strategies",
@@ -112,7 +113,7 @@ def eval_failure(
             raise click.BadParameter(f"--path is required for {source}", param_hint="--path")
         from predops.pipelines.jobs.node_failure_evaluation import evaluate_node_failures
 
-        report = evaluate_node_failures(source, path)
+        report = evaluate_node_failures(source, path, validation=validation)
     elif source == "nab":
         if not path:
             raise click.BadParameter("--path is required for nab", param_hint="--path")

@@ -164,6 +164,10 @@ def _titan(path: str) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
     return fails, spans, info
 
 
+NODE_SOURCE_PARAMS: dict[str, dict[str, Any]] = {}
+"""Per source, on top of ``DRIVE_PARAMS`` (chosen with ``--validation`` only)."""
+
+
 def row_split_at(
     frame: pl.DataFrame, *, horizon: timedelta, label_cutoff: datetime, test_share: float = 1 / 3
 ) -> datetime:
@@ -195,8 +199,10 @@ class NodeData:
     seconds: float
 
 
-def node_data(source: str, path: str) -> NodeData:
-    """Read ``path`` with ``source``'s adapter, build the rows and cut the split."""
+def node_data(source: str, path: str, *, validation: bool = False) -> NodeData:
+    """Read ``path`` with ``source``'s adapter, build the rows and cut the split.
+    ``validation``: the same cut inside the training rows instead (training labels
+    only; the test period is not read), for choosing settings."""
     if source not in READERS:
         raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
     t0 = time.perf_counter()
@@ -214,6 +220,11 @@ def node_data(source: str, path: str) -> NodeData:
     )
     split_at = row_split_at(frame, horizon=horizon, label_cutoff=cutoff)
     split = time_split(frame, horizon=horizon, split_at=split_at, label_cutoff=cutoff)
+    if validation:
+        inner = split.train_label_cutoff
+        rows = split.train
+        at = row_split_at(rows, horizon=horizon, label_cutoff=inner)
+        split = time_split(rows, horizon=horizon, split_at=at, label_cutoff=inner)
     return NodeData(
         source,
         frame,
@@ -227,10 +238,13 @@ def node_data(source: str, path: str) -> NodeData:
     )
 
 
-def evaluate_node_failures(source: str, path: str) -> dict[str, Any]:
-    """Model vs logistic vs repeat-offender rule vs base rate on ``source`` (module doc)."""
+def evaluate_node_failures(
+    source: str, path: str, *, validation: bool = False, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Model vs logistic vs repeat-offender rule vs base rate on ``source`` (module doc);
+    ``validation``: on the split inside the training rows (:func:`node_data`)."""
     t0 = time.perf_counter()
-    data = node_data(source, path)
+    data = node_data(source, path, validation=validation)
     split, horizon, defs = data.split, data.horizon, data.defs
     res, _ = evaluate_split(
         split,
@@ -239,7 +253,7 @@ def evaluate_node_failures(source: str, path: str) -> dict[str, Any]:
         feature_set_hash=f"node-history-v1-{source}",
         rule_columns=[RULE_COLUMN],
         failures=data.failures,
-        model_params=DRIVE_PARAMS,
+        model_params={**DRIVE_PARAMS, **NODE_SOURCE_PARAMS.get(source, {}), **(params or {})},
         anomaly=False,
         budgets=(10, 50),
     )
@@ -252,6 +266,7 @@ def evaluate_node_failures(source: str, path: str) -> dict[str, Any]:
     cmp = res["comparison"]
     return {
         "source": source,
+        "validation": validation,
         "input": data.info,
         "failures": data.failures.height,
         "rows": data.frame.height,
