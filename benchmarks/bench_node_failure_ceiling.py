@@ -40,12 +40,12 @@ os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 import numpy as np
 import polars as pl
+from bench_failure_ceiling import cpu_seconds, cross_fit, shared_data
 
 from predops.features.labels import label_name
 from predops.models.failure import metrics as M
 from predops.models.failure.baselines import ReactiveRule
 from predops.models.failure.config import DRIVE_PARAMS
-from predops.models.failure.evaluation import in_cohort
 from predops.models.failure.model import train_failure_model
 from predops.models.failure.node_history import RULE_COLUMN
 from predops.pipelines.jobs.node_failure_evaluation import NodeData, node_data
@@ -68,16 +68,6 @@ CEILING_PARAMS: dict[str, Any] = {
     "n_jobs": DRIVE_PARAMS["n_jobs"],
 }
 BUDGET_SHARES = (0.25, 0.5, 1.0)
-
-
-def shared_data() -> Path:
-    env = os.environ.get("PREDOPS_SHARED_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "data"
-
-
-def cpu_seconds() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def caught(
@@ -103,13 +93,7 @@ def fit_scores(rows: pl.DataFrame, d: NodeData, *, cross: bool) -> np.ndarray:
         out: np.ndarray = model.predict_proba(score)[:, 0]
         return out
 
-    if not cross:
-        return fit(rows, rows)
-    half = pl.Series(in_cohort(rows["node_id"], 0.5, salt="ceiling"))
-    scores = np.zeros(rows.height)
-    for side in (half, ~half):
-        scores[side.to_numpy()] = fit(rows.filter(~side), rows.filter(side))
-    return scores
+    return fit(rows, rows) if not cross else cross_fit(rows, fit)
 
 
 def analyse(d: NodeData) -> dict[str, Any]:
