@@ -69,3 +69,21 @@ def test_real_sources_report_every_rule(shared_data: Path) -> None:
         tot = r["test"]["totals"][name]
         assert tot["stock_out_weeks"] >= 0 and tot["spares_held_mean"] >= 0
     assert isinstance(r["bar"]["met"], bool)
+
+
+def test_cli_json_and_clear_error(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from predops.pipelines.cli.main import main
+
+    f = _alpine(tmp_path, 130, seed=4)
+    args = ["--workspace", str(tmp_path / "ws"), "eval", "spares", "--source", "olcf-disk"]
+    res = CliRunner().invoke(main, [*args, "--path", str(f), "--test-weeks", "40", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["lead_weeks"] == 4 and set(out["bar"]) >= {"met"}
+    bad = CliRunner().invoke(main, [*args, "--path", str(tmp_path / "nothing"), "--json"])
+    assert bad.exit_code != 0
+    assert "no such file" in bad.output
