@@ -144,7 +144,8 @@ def _titan(path: str) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
         pl.col("remove").alias("at"),
         pl.lit(None, dtype=pl.Float64).alias("repair_hours"),
     )
-    spans = df.select(
+    # A life without an insert time still fails (above) but has no rows.
+    spans = df.filter(pl.col("insert").is_not_null()).select(
         "node_id",
         "group_a",
         "group_b",

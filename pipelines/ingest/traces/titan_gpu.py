@@ -4,9 +4,11 @@ life of one GPU at one slot.
 Kept: ``sn``, ``location`` (``c{col}-{row}c{cage}s{slot}n{node}``, parsed into
 ``col``, ``row``, ``cage``, ``slot``, ``node``), ``insert`` / ``remove`` (UTC),
 ``out`` (the GPU's last record and removed before the final inventory), ``event``
-(``DBE`` double-bit ECC, ``OTB`` off the bus, null: none). A life whose location does
-not parse, whose times do not parse or whose event is another value is quarantined and
-named. A failure is a life that ends with an event (at ``remove``).
+(``DBE`` double-bit ECC, ``OTB`` off the bus, null: none). An empty ``insert`` is kept
+as null (930 lives of the development part, every one ending in an event): the removal
+and its event are known, the start is not. A life whose location does not parse, whose
+times do not parse or whose event is another value is quarantined and named. A failure
+is a life that ends with an event (at ``remove``).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ FIELDS = (
         lambda e: pl.when(e.str.contains(_LOC)).then(e).otherwise(None),
         "a location c{col}-{row}c{cage}s{slot}n{node}",
     ),
-    Field("insert", "insert", _T, "a time YYYY-MM-DD HH:MM:SS"),
+    Field("insert", "insert", _T, "a time YYYY-MM-DD HH:MM:SS", required=False),
     Field("remove", "remove", _T, "a time YYYY-MM-DD HH:MM:SS"),
     Field("out", "out", boolean, "True or False"),
     Field(
@@ -75,4 +77,4 @@ def read_titan(path: str | Path) -> GpuLives:
     frame = frame.with_columns(
         [parts.struct.field(str(i + 1)).cast(pl.Int32).alias(n) for i, n in enumerate(names)]
     )
-    return GpuLives(frame.sort("insert"), q, f.name)
+    return GpuLives(frame.sort("insert", nulls_last=True), q, f.name)
