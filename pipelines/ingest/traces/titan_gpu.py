@@ -4,11 +4,11 @@ life of one GPU at one slot.
 Kept: ``sn``, ``location`` (``c{col}-{row}c{cage}s{slot}n{node}``, parsed into
 ``col``, ``row``, ``cage``, ``slot``, ``node``), ``insert`` / ``remove`` (UTC),
 ``out`` (the GPU's last record and removed before the final inventory), ``event``
-(``DBE`` double-bit ECC, ``OTB`` off the bus, null: none). An empty ``insert`` is kept
-as null (930 lives of the development part, every one ending in an event): the removal
-and its event are known, the start is not. A life whose location does not parse, whose
-times do not parse or whose event is another value is quarantined and named. A failure
-is a life that ends with an event (at ``remove``).
+(``DBE`` double-bit ECC, ``OTB`` off the bus, null: none). An empty ``insert`` (and
+``out``) is kept as null (930 lives of the development part, every one ending in an
+event): the removal and its event are known, the start is not. A life whose location
+does not parse, whose times do not parse or whose event is another value is
+quarantined and named. A failure is a life that ends with an event (at ``remove``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ FIELDS = (
     ),
     Field("insert", "insert", _T, "a time YYYY-MM-DD HH:MM:SS", required=False),
     Field("remove", "remove", _T, "a time YYYY-MM-DD HH:MM:SS"),
-    Field("out", "out", boolean, "True or False"),
+    Field("out", "out", boolean, "True or False", required=False),
     Field(
         "event",
         "event",

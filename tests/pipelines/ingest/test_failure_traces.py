@@ -141,13 +141,13 @@ def test_titan_lives_and_bad_rows(tmp_path: Path) -> None:
         "0320117100061,c9-3c1s2n1,2017-04-09 21:36:19,2019-08-01 20:07:33,1.0,False,\n"
         "0320117100062,c9-3c1s2n1,2014-04-09 21:36:19,2017-04-01 20:07:33,1.0,True,DBE\n"
         "0320117100063,c9-3c1s2,2017-04-09 21:36:19,2019-08-01 20:07:33,1.0,False,\n"
-        "0320117100064,c1-0c0s0n0,,2019-08-01 20:07:33,1.0,False,\n"
+        "0320117100064,c1-0c0s0n0,,2019-08-01 20:07:33,,,OTB\n"
         "0320117100065,c1-0c0s0n0,2017-04-09 21:36:19,2019-08-01 20:07:33,1.0,False,XID\n"
     )
     _write(tmp_path / "data" / "gc_full.csv.gz", text)
     got = read_titan(tmp_path)
     # Sorted by insert; the life without one (row 4: start unknown) is kept, last.
-    assert got.frame["event"].to_list() == ["DBE", None, None]
+    assert got.frame["event"].to_list() == ["DBE", None, "OTB"]
     assert got.frame["insert"].null_count() == 1
     assert got.frame.select("col", "row", "cage", "slot", "node").row(0) == (9, 3, 1, 2, 1)
     assert got.quarantine.rows == 2
