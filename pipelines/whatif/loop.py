@@ -187,10 +187,13 @@ class Loop:
         """Node-hours in service with a soft taint (``LoopConfig.soft_taint_p``)."""
 
     # ------------------------------------------------------------------ run
-    def run(self) -> Tally:
+    def run(self, on_tick: Callable[[int], object] | None = None) -> Tally:
+        """Every evaluated tick in order; ``on_tick(1)`` after each (a progress count)."""
         wc = self.world.cfg
         for k in range(wc.first_tick, wc.last_tick):
             self.tick(k)
+            if on_tick is not None:
+                on_tick(1)
             if (k - wc.first_tick) % 24 == 23:
                 t = self.tally
                 log.info(
