@@ -83,3 +83,39 @@ def test_seed_options_are_checked() -> None:
         simulate_seeds(SMALL, [5], engine="dask")
     with pytest.raises(ValueError, match="unknown engine"):
         simulate_seeds(SMALL, [5], engine="spark")
+
+
+def test_measured_series_equal_the_frame_queries() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    import polars as pl
+
+    from predops.core.contracts import Provenance
+    from predops.pipelines.whatif.forecasts import HOURS_AHEAD, Measured, _degenerate, observed
+
+    t0 = datetime(2026, 1, 5, tzinfo=UTC)
+    ts = pl.datetime_range(
+        t0, t0 + timedelta(hours=40), interval="1h", time_zone="UTC", eager=True
+    ).cast(pl.Datetime("us", "UTC"))
+    demand = pl.concat(
+        [
+            pl.DataFrame({"series_id": sid, "ts": ts, "value": [float(i % k) for i in range(41)]})
+            for sid, k in (("b/cpu_cores", 7), ("a/gpus/H100", 5))
+        ]
+    ).sort("ts", descending=True)  # any order in: both sort
+    m = Measured(demand)
+    demand = demand.sort("series_id", "ts")  # as the forecasts hold it
+    prov = Provenance("demand", "truth", "truth", t0)
+    for hour in (0, 3, 17, 40, 45):
+        now = t0 + timedelta(hours=hour)
+        for history in (timedelta(0), timedelta(hours=6), timedelta(days=7)):
+            assert m.observed(now, history) == observed(demand, now, history)
+        ahead = demand.filter(
+            (pl.col("ts") > now) & (pl.col("ts") <= now + timedelta(hours=HOURS_AHEAD))
+        )
+        rows = m.rows(now, now + timedelta(hours=HOURS_AHEAD), closed_low=False)
+        want = _degenerate(ahead, now, "truth", prov)
+        assert m.forecasts(rows, now, "truth", prov) == want
+        assert [f.issued_at.isoformat() for f in want] == [
+            f.issued_at.isoformat() for f in m.forecasts(rows, now, "truth", prov)
+        ]
