@@ -27,6 +27,7 @@ from predops.core.redaction import redact_url
 from predops.pipelines.scheduler.config import IngestConfig
 from predops.pipelines.scheduler.context import JobContext
 from predops.pipelines.scheduler.steps import (
+    LAKE_MAINTENANCE_STEPS,
     PIPELINE_STEPS,
     RETRAIN_STEPS,
     Step,
@@ -237,8 +238,8 @@ def _ingest_one(
 
 # ---------------------------------------------------------------- jobs
 def run_job(job: str, ctx: JobContext) -> dict[str, Any]:
-    """Run ``job`` (``pipeline`` or ``retrain``) once now; returns what happened (and
-    counts it in the context's metrics)."""
+    """Run ``job`` (``pipeline``, ``retrain`` or ``lake_maintenance``) once now; returns
+    what happened (and counts it in the context's metrics)."""
     t0 = time.perf_counter()
     result: dict[str, Any] = {"job": job, "status": FAILED}  # what an escaping error counts as
     try:
@@ -255,8 +256,10 @@ def _run(job: str, ctx: JobContext) -> dict[str, Any]:
         steps = PIPELINE_STEPS
     elif job == "retrain":
         before, steps = [], RETRAIN_STEPS
+    elif job == "lake_maintenance":
+        before, steps = [], LAKE_MAINTENANCE_STEPS
     else:
-        raise KeyError(f"unknown job {job!r}; known: pipeline, retrain")
+        raise KeyError(f"unknown job {job!r}; known: pipeline, retrain, lake_maintenance")
     cutoff = data_cutoff(ctx.settings)
     if cutoff is None:
         return {
