@@ -228,13 +228,14 @@ class Lake:
         # chunked writer of disjoint node ranges then never re-reads earlier chunks).
         first = schema.key[0]
         lo, hi = rows[first].min(), rows[first].max()
+        within = pl.col(first).is_between(pl.lit(lo), pl.lit(hi))
+        t = schema.time_column
+        if t in schema.key and t != first:
+            # The same for the time range: a partition's earlier ingests are skipped by
+            # their statistics, so an ingest every few minutes does not re-read the day.
+            within = within & pl.col(t).is_between(pl.lit(rows[t].min()), pl.lit(rows[t].max()))
         try:
-            stored = (
-                pl.scan_parquet(existing)
-                .select(list(schema.key))
-                .filter(pl.col(first).is_between(pl.lit(lo), pl.lit(hi)))
-                .collect()
-            )
+            stored = pl.scan_parquet(existing).select(list(schema.key)).filter(within).collect()
         except Exception as exc:  # a corrupt file must not be silently ignored
             raise LakeError(f"cannot read stored keys in {part_dir}: {exc}") from exc
         return rows.join(stored, on=list(schema.key), how="anti", nulls_equal=True)

@@ -107,8 +107,8 @@ def parse_lake_settings(document: Mapping[str, Any], where: str) -> LakeSettings
             raise rt.fail(name, "must be a positive duration such as '90d'")
         retention[name] = keep
     rt.done()
-    settle = t.duration("settle", d.settle)
-    keep_removed = t.duration("keep_removed", d.keep_removed)
+    settle = t.duration("settle", d.settle, allow_zero=True)
+    keep_removed = t.duration("keep_removed", d.keep_removed, allow_zero=True)
     assert settle is not None and keep_removed is not None
     out = LakeSettings(
         min_files=t.integer("compact_min_files", d.min_files, 2),
@@ -165,6 +165,10 @@ def _size(f: Path) -> int:
         return f.stat().st_size
     except FileNotFoundError:
         return 0
+
+
+def _days(d: timedelta) -> str:
+    return f"{d / timedelta(days=1):g}d"
 
 
 def _day_end(day: date) -> datetime:
@@ -363,12 +367,15 @@ def vacuum(lake: Lake, *, now: datetime, keep: timedelta) -> dict[str, int]:
     due = [
         (folder, names)
         for at, folder, names in lake._commits.removals()
-        if at and datetime.fromisoformat(at) <= now - keep
+        if at
+        and datetime.fromisoformat(at) <= now - keep
+        and any((lake.root / folder / n).exists() for n in names)
     ]
     if not due:
         return {"files_deleted": 0, "bytes_freed": 0}
     with lake.transaction() as tx:
         tx.hold()
+        tx.maintenance = {"action": "delete"}  # commits nothing: it adds and removes nothing
         for folder, names in due:
             d = lake.root / folder
             for n in names:
@@ -410,7 +417,10 @@ def maintain(
         old = [p for p in ps if expired(p, settings, now)]
         if old:
             keep = settings.retention[name]
-            why = f"[lake.retention] {name} = {keep}: day ended before {now - keep}"
+            why = (
+                f"[lake.retention] {name} = {_days(keep)}: "
+                f"day ended before {(now - keep).isoformat(timespec='seconds')}"
+            )
             if dry_run:
                 dropped.append(
                     {
@@ -473,7 +483,7 @@ def status(lake: Lake, settings: LakeSettings | None = None) -> dict[str, Any]:
             "most_files_in_a_partition": max(len(p.files) for p in ps),
             "first_day": ps[0].day.isoformat() if ps else None,
             "last_day": max(p.day for p in ps).isoformat(),
-            "retention": str(settings.retention[name]) if name in settings.retention else None,
+            "retention": _days(settings.retention[name]) if name in settings.retention else None,
         }
     waiting = waiting_bytes = 0
     for _, folder, names in lake._commits.removals():
