@@ -63,7 +63,7 @@ def lake_compact(
     report = maintain(
         Lake(settings.lake_dir),
         lake_settings,
-        now=SystemClock().now(),
+        clock=SystemClock(),
         tables=tables or None,
         dry_run=dry_run,
         include_current=include_current,

@@ -270,7 +270,7 @@ def lake_maintenance(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcom
     from predops.pipelines.workspace.lake import Lake
     from predops.pipelines.workspace.lake_maintenance import maintain
 
-    report = maintain(Lake(ctx.settings.lake_dir), ctx.config.lake, now=ctx.clock.now())
+    report = maintain(Lake(ctx.settings.lake_dir), ctx.config.lake, clock=ctx.clock)
     rows = sum(int(c.get("rows", 0)) for c in report["compacted"]) + sum(
         int(d.get("rows", 0)) for d in report["dropped"]
     )

@@ -49,6 +49,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from predops.core.clock import Clock
 from predops.core.schemas import SCHEMAS, schema_for
 from predops.pipelines.workspace.config import (
     ConfigTable,
@@ -362,7 +363,8 @@ def drop_partitions(lake: Lake, table: str, ps: list[Partition], why: str) -> di
 # ---------------------------------------------------------------- deletion
 def vacuum(lake: Lake, *, now: datetime, keep: timedelta) -> dict[str, int]:
     """Delete removed files whose removal committed at least ``keep`` before ``now``
-    (under the lake lock), and the folders that leaves empty."""
+    (under the lake lock), and the folders that leaves empty. Commit times are the
+    writer's wall-clock times, so ``now`` must be one too."""
     files = freed = 0
     due = [
         (folder, names)
@@ -400,13 +402,16 @@ def maintain(
     lake: Lake,
     settings: LakeSettings,
     *,
-    now: datetime,
+    clock: Clock,
     tables: Iterable[str] | None = None,
     dry_run: bool = False,
     include_current: bool = False,
 ) -> dict[str, Any]:
     """Retention, then compaction, then deletion of removed files, for ``tables``
-    (default: every table). ``dry_run`` reports what would be done and changes nothing."""
+    (default: every table). ``dry_run`` reports what would be done and changes nothing.
+    Retention and settling are judged at ``clock.now()`` when the job starts, deletion at
+    its time when the job gets there (so ``keep_removed = "0s"`` deletes this run's)."""
+    now = clock.now()
     names = list(tables) if tables is not None else sorted(SCHEMAS)
     for name in names:
         schema_for(name)
@@ -454,7 +459,7 @@ def maintain(
     deleted = (
         {"files_deleted": 0, "bytes_freed": 0}
         if dry_run
-        else vacuum(lake, now=now, keep=settings.keep_removed)
+        else vacuum(lake, now=clock.now(), keep=settings.keep_removed)
     )
     return {
         "dry_run": dry_run,

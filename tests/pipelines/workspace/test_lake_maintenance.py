@@ -14,6 +14,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
+from predops.core.clock import FixedClock
 from predops.pipelines.workspace.config import ConfigError
 from predops.pipelines.workspace.errors import LockHeld
 from predops.pipelines.workspace.lake import Lake
@@ -46,7 +47,7 @@ def test_compaction_keeps_every_row_and_a_second_run_does_nothing(three_days: La
     lake = three_days
     before = rows(lake)
     assert len(lake.files("telemetry")) == 3 * 48
-    report = maintain(lake, SETTINGS, now=NOW)
+    report = maintain(lake, SETTINGS, clock=FixedClock(NOW))
     assert [c["files_before"] for c in report["compacted"]] == [48, 48, 48]
     assert [c["files_after"] for c in report["compacted"]] == [1, 1, 1]
     assert report["deleted"]["files_deleted"] == 3 * 48
@@ -59,7 +60,7 @@ def test_compaction_keeps_every_row_and_a_second_run_does_nothing(three_days: La
     one = pl.read_parquet(files[0])
     hour = one["ts"].dt.truncate("1h")
     assert one.with_columns(hour=hour).sort("hour", "node_id", "ts").drop("hour").equals(one)
-    again = maintain(Lake(lake.root), SETTINGS, now=NOW)
+    again = maintain(Lake(lake.root), SETTINGS, clock=FixedClock(NOW))
     assert again["changed"] == 0 and again["compacted"] == []
     assert len((lake.root / "_commits.jsonl").read_text().splitlines()) == 3 * 48 + 3
 
@@ -67,7 +68,7 @@ def test_compaction_keeps_every_row_and_a_second_run_does_nothing(three_days: La
 def test_small_row_groups_and_target_size_roll_files_over(three_days: Lake) -> None:
     lake = three_days
     tiny = LakeSettings(min_files=4, keep_removed=timedelta(0), target_file_mb=1)
-    maintain(lake, tiny, now=NOW, tables=["telemetry"])
+    maintain(lake, tiny, clock=FixedClock(NOW), tables=["telemetry"])
     md = pq.read_metadata(lake.files("telemetry")[0])
     assert md.num_rows == NODES * 48 and md.num_row_groups == 24  # one per hour bucket
     assert rows(lake).height == NODES * 3 * 48
@@ -76,9 +77,9 @@ def test_small_row_groups_and_target_size_roll_files_over(three_days: Lake) -> N
 def test_the_current_day_is_left_alone_unless_asked(three_days: Lake) -> None:
     lake = three_days
     last_day_end = T0 + timedelta(days=3)
-    report = maintain(lake, SETTINGS, now=last_day_end + timedelta(minutes=10))
+    report = maintain(lake, SETTINGS, clock=FixedClock(last_day_end + timedelta(minutes=10)))
     assert [c["partition"][-10:] for c in report["compacted"]] == ["2026-03-01", "2026-03-02"]
-    report = maintain(lake, SETTINGS, now=last_day_end, include_current=True)
+    report = maintain(lake, SETTINGS, clock=FixedClock(last_day_end), include_current=True)
     assert [c["partition"][-10:] for c in report["compacted"]] == ["2026-03-03"]
 
 
@@ -86,7 +87,7 @@ def test_a_dry_run_changes_nothing(three_days: Lake) -> None:
     lake = three_days
     listing = sorted(lake.root.rglob("*"))
     settings = LakeSettings(min_files=4, retention={"telemetry": timedelta(days=2)})
-    dry = maintain(lake, settings, now=T0 + timedelta(days=3, hours=2), dry_run=True)
+    dry = maintain(lake, settings, clock=FixedClock(T0 + timedelta(days=3, hours=2)), dry_run=True)
     assert [d["partitions"] for d in dry["dropped"]] == [
         ["telemetry/source=prometheus/date=2026-03-01"]
     ]
@@ -100,7 +101,7 @@ def test_retention_drops_exactly_the_expired_partitions_and_says_so(three_days: 
         min_files=1000, keep_removed=timedelta(hours=1), retention={"telemetry": timedelta(days=1)}
     )
     now = T0 + timedelta(days=2, hours=12)  # day 1 ended 36 h ago, day 2 12 h ago
-    report = maintain(lake, keep, now=now)
+    report = maintain(lake, keep, clock=FixedClock(now))
     (drop,) = report["dropped"]
     assert [p[-10:] for p in drop["partitions"]] == ["2026-03-01"]
     assert drop["rows"] == NODES * 48 and drop["files"] == 48
@@ -112,7 +113,9 @@ def test_retention_drops_exactly_the_expired_partitions_and_says_so(three_days: 
     assert last["maintenance"]["action"] == "drop" and "retention" in last["maintenance"]["why"]
     assert (lake.root / "telemetry/source=prometheus/date=2026-03-01").is_dir()
     assert status(lake)["removed_files_on_disk"] == 48
-    gone = maintain(lake, LakeSettings(keep_removed=timedelta(0), min_files=1000), now=NOW)
+    gone = maintain(
+        lake, LakeSettings(keep_removed=timedelta(0), min_files=1000), clock=FixedClock(NOW)
+    )
     assert gone["deleted"]["files_deleted"] == 48
     assert not (lake.root / "telemetry/source=prometheus/date=2026-03-01").exists()
     assert rows(lake).equals(left)
@@ -122,7 +125,9 @@ def test_a_reader_that_listed_files_before_the_commit_still_reads_them(three_day
     lake = three_days
     before = rows(lake)
     planned = Lake(lake.root).scan("telemetry")  # lists the small files now
-    maintain(lake, LakeSettings(min_files=4), now=NOW)  # keep_removed: the default 15 min
+    maintain(
+        lake, LakeSettings(min_files=4), clock=FixedClock(NOW)
+    )  # keep_removed: the default 15 min
     assert planned.collect().sort("node_id", "ts").equals(before)
     assert rows(lake).equals(before)
 
@@ -131,10 +136,11 @@ def test_readers_during_a_compaction_in_another_process_see_one_whole_set(lake: 
     ingest_every(lake, nodes=NODES, start=T0, end=T0 + timedelta(days=6), every=EVERY)
     expected = rows(lake)
     code = (
-        "import sys; from datetime import UTC, datetime;"
+        "import sys;"
         "from predops.pipelines.workspace.lake import Lake;"
         "from predops.pipelines.workspace.lake_maintenance import LakeSettings, maintain;"
-        "maintain(Lake(sys.argv[1]), LakeSettings(min_files=4), now=datetime.now(UTC))"
+        "from predops.pipelines.workspace.clock import SystemClock;"
+        "maintain(Lake(sys.argv[1]), LakeSettings(min_files=4), clock=SystemClock())"
     )
     proc = subprocess.Popen([sys.executable, "-c", code, str(lake.root)])
     reads = 0
@@ -153,8 +159,8 @@ def test_compaction_waits_for_the_lake_lock_a_bounded_time(three_days: Lake) -> 
     with open(lake.root / ".lake.lock", "a+") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         with pytest.raises(LockHeld, match="lake lock"):
-            maintain(lake, SETTINGS, now=NOW)
-    assert maintain(lake, SETTINGS, now=NOW)["changed"] == 3
+            maintain(lake, SETTINGS, clock=FixedClock(NOW))
+    assert maintain(lake, SETTINGS, clock=FixedClock(NOW))["changed"] == 3
 
 
 def test_reads_list_only_the_days_of_their_window_and_push_the_filter_down(
