@@ -21,8 +21,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
 from predops.core.redaction import redact_url
 from predops.pipelines.scheduler.config import IngestConfig
 from predops.pipelines.scheduler.context import JobContext
@@ -58,9 +56,7 @@ def data_cutoff(settings: Settings) -> datetime | None:
 
     lake = Lake(settings.lake_dir)
     for table in ("telemetry", "demand"):
-        if not lake.files(table):
-            continue
-        t = lake.scan(table).select(pl.col("ts").max()).collect().item()
+        t = lake.latest_time(table)  # reads the newest day partition only
         if isinstance(t, datetime):
             return t.astimezone(UTC)
     return None

@@ -384,6 +384,22 @@ class Lake:
             lf = lf.filter(t <= pl.lit(end).cast(schema.polars_schema()[schema.time_column]))
         return lf
 
+    def latest_time(self, table: str, source: str | None = None) -> datetime | None:
+        """The table's latest time-column value, read from the newest day partition that
+        has visible files only (not the whole history); None when the table is empty."""
+        schema = schema_for(table)
+        folders = self.table_dir(table).glob(f"source={source or '*'}/date=*")
+        days = sorted({d for d in map(partition_day, folders) if d is not None}, reverse=True)
+        for day in days:
+            start = datetime.combine(day, datetime.min.time(), tzinfo=UTC)
+            files = self.files(table, source, start=start, end=start)
+            if files:
+                t = pl.scan_parquet(files).select(pl.col(schema.time_column).max())
+                value = t.collect().item()
+                if isinstance(value, datetime):
+                    return value
+        return None
+
     def read_quarantine(self, table: str) -> pl.DataFrame:
         files = self.quarantine_files(table)
         if not files:

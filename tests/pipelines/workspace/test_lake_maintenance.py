@@ -192,3 +192,13 @@ def test_settings_name_the_bad_key() -> None:
     with pytest.raises(ConfigError, match="telemetry"):
         parse_lake_settings({"lake": {"retention": {"telemetry": "0s"}}}, "p.toml")
     assert parse_lake_settings({}, "p.toml") == LakeSettings()
+
+
+def test_the_latest_time_is_read_from_the_newest_day_only(three_days: Lake) -> None:
+    lake = three_days
+    last = T0 + timedelta(days=3) - EVERY
+    assert lake.latest_time("telemetry") == last
+    assert lake.latest_time("telemetry", "nobody") is None
+    # A newest day whose files were all dropped does not count.
+    maintain(lake, LakeSettings(retention={"telemetry": timedelta(days=1)}), clock=FixedClock(NOW))
+    assert lake.latest_time("telemetry") is None
