@@ -15,13 +15,15 @@ drops whole partitions older than the table's retention:
 - **Removed files are deleted later.** They stay on disk for ``keep_removed`` after
   their commit, so a reader that listed them just before it can still read them; a later
   run deletes them (and the emptied folders).
-- **Bounded memory.** A partition is rewritten one hour of its time column at a time:
-  only the small files whose statistics overlap that hour are read, the hour's rows are
-  sorted by the key (``node_id`` then time for telemetry) and written as row groups of
-  ``row_group_rows``. Peak memory is about three copies of one hour of one partition
-  (10,000 nodes at 5-minute telemetry: 120,000 rows, ~15 MB each), whatever the
-  history. Row groups then carry narrow time ranges (one hour) and, within the hour,
-  narrow key ranges, so a time-window read and a one-node read both skip most of them.
+- **Bounded memory.** A partition is rewritten in slices of whole hours of its time
+  column, as few slices as keep each under ``bucket_rows`` (default 1,000,000 rows): only
+  the small files whose statistics overlap a slice are read, its rows are sorted by
+  hour, then the key (``node_id`` then time for telemetry), and written as row groups of
+  ``row_group_rows``. Peak memory is about three copies of one slice (10,000 nodes at
+  5-minute telemetry: a day is 2.88 M rows, so three 8-hour slices of 960,000 rows),
+  whatever the history. Row groups then carry narrow time ranges (an hour or two) and,
+  within the hour, narrow key ranges, so a time-window read and a one-node read both
+  skip most of them.
 - **Idempotent.** A compacted partition has at most one file under the target size, so
   a second run finds nothing to do and writes no commit. Rows are checked: the files
   written hold exactly as many rows as the files replaced, else nothing is committed.
@@ -62,8 +64,8 @@ from predops.pipelines.workspace.lake import PARQUET_COMPRESSION, Lake, partitio
 
 log = logging.getLogger("predops.lake")
 LAKE_ENV_PREFIX: Final = "PREDOPS_LAKE__"
-BUCKET: Final = timedelta(hours=1)
-"""The slice of a partition's time column rewritten at once (the memory bound)."""
+HOUR: Final = timedelta(hours=1)
+"""Rows are ordered by this slice of their time first, so row groups span little time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,10 @@ class LakeSettings:
     target_file_mb: int = 256
     """Files under this size are small; a rewritten file is closed once it reaches it."""
     row_group_rows: int = 65_536
+    bucket_rows: int = 1_000_000
+    """About the most rows of a partition held in memory at once: a partition is
+    rewritten in slices of whole hours of its time column, as few as keep each slice
+    under this (the memory budget: about three copies of this many rows)."""
     settle: timedelta = timedelta(hours=1)
     """A day partition is compacted only once it ended this long ago."""
     keep_removed: timedelta = timedelta(minutes=15)
@@ -115,6 +121,7 @@ def parse_lake_settings(document: Mapping[str, Any], where: str) -> LakeSettings
         min_files=t.integer("compact_min_files", d.min_files, 2),
         target_file_mb=t.integer("target_file_mb", d.target_file_mb, 1),
         row_group_rows=t.integer("row_group_rows", d.row_group_rows, 1024),
+        bucket_rows=t.integer("bucket_rows", d.bucket_rows, 10_000),
         settle=settle,
         keep_removed=keep_removed,
         retention=retention,
@@ -272,9 +279,11 @@ def compact_partition(lake: Lake, p: Partition, settings: LakeSettings) -> dict[
         staging = lake._staging()
         try:
             writer = _RollingWriter(staging, settings)
-            for h in range(24):
-                lo, hi = start + h * BUCKET, start + (h + 1) * BUCKET
-                first, last = h == 0, h == 23  # the edges take anything outside the day
+            slices = -(-rows_in // settings.bucket_rows)  # ceil
+            hours = max(1, 24 // max(1, slices))
+            for h in range(0, 24, hours):
+                lo, hi = start + h * HOUR, start + min(24, h + hours) * HOUR
+                first, last = h == 0, h + hours >= 24  # the edges take anything outside
                 files = [
                     f
                     for f, r in ranges.items()
@@ -296,7 +305,10 @@ def compact_partition(lake: Lake, p: Partition, settings: LakeSettings) -> dict[
                 except Exception as exc:
                     raise LakeError(f"compaction of {p.name(lake.root)}: {exc}") from exc
                 if rows.height:
-                    writer.write(rows.sort(sort_cols, nulls_last=True))
+                    hour = pl.col(tcol).dt.truncate("1h").alias("__hour")
+                    order = ["__hour", *sort_cols]
+                    rows = rows.with_columns(hour).sort(order, nulls_last=True).drop("__hour")
+                    writer.write(rows)
                 del rows
             writer.close()
             if writer.rows != rows_in:

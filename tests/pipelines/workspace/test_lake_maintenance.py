@@ -65,13 +65,27 @@ def test_compaction_keeps_every_row_and_a_second_run_does_nothing(three_days: La
     assert len((lake.root / "_commits.jsonl").read_text().splitlines()) == 3 * 48 + 3
 
 
-def test_small_row_groups_and_target_size_roll_files_over(three_days: Lake) -> None:
+def test_slices_bound_memory_and_row_groups_span_an_hour(three_days: Lake) -> None:
     lake = three_days
-    tiny = LakeSettings(min_files=4, keep_removed=timedelta(0), target_file_mb=1)
-    maintain(lake, tiny, clock=FixedClock(NOW), tables=["telemetry"])
-    md = pq.read_metadata(lake.files("telemetry")[0])
-    assert md.num_rows == NODES * 48 and md.num_row_groups == 24  # one per hour bucket
-    assert rows(lake).height == NODES * 3 * 48
+    before = rows(lake)
+    sliced = LakeSettings(min_files=4, keep_removed=timedelta(0), bucket_rows=12)
+    maintain(lake, sliced, clock=FixedClock(NOW), tables=["telemetry"])
+    files = lake.files("telemetry")
+    md = pq.read_metadata(files[0])
+    assert md.num_rows == NODES * 48 and md.num_row_groups == 24  # one slice an hour
+    spans = []
+    for i in range(md.num_row_groups):
+        st = md.row_group(i).column(md.schema.names.index("ts")).statistics
+        spans.append(st.max - st.min)
+    assert max(spans) < timedelta(hours=1)
+    assert rows(lake).equals(before)
+    # One slice for the whole day: the same order, so the same file contents.
+    other = Lake(lake.root.parent / "other")
+    ingest_every(other, nodes=NODES, start=T0, end=T0 + timedelta(days=1), every=EVERY)
+    maintain(other, SETTINGS, clock=FixedClock(NOW))
+    (whole,) = other.files("telemetry")
+    assert pq.read_metadata(whole).num_row_groups == 1
+    assert pl.read_parquet(whole).equals(pl.read_parquet(files[0]))
 
 
 def test_the_current_day_is_left_alone_unless_asked(three_days: Lake) -> None:
@@ -202,3 +216,17 @@ def test_the_latest_time_is_read_from_the_newest_day_only(three_days: Lake) -> N
     # A newest day whose files were all dropped does not count.
     maintain(lake, LakeSettings(retention={"telemetry": timedelta(days=1)}), clock=FixedClock(NOW))
     assert lake.latest_time("telemetry") is None
+
+
+def test_a_file_reaching_the_target_size_is_closed_and_left_alone_after(lake: Lake) -> None:
+    ingest_every(lake, nodes=2000, start=T0, end=T0 + timedelta(days=1), every=EVERY)
+    before = rows(lake)
+    small = LakeSettings(
+        min_files=4, keep_removed=timedelta(0), target_file_mb=1, bucket_rows=10_000
+    )
+    (done,) = maintain(lake, small, clock=FixedClock(NOW))["compacted"]
+    sizes = [f.stat().st_size for f in lake.files("telemetry")]
+    assert done["files_after"] == len(sizes) >= 2
+    assert all(s >= 1 << 20 for s in sizes[:-1])  # all but the last reached the target
+    assert rows(lake).equals(before)
+    assert maintain(lake, small, clock=FixedClock(NOW))["changed"] == 0
