@@ -95,7 +95,8 @@ def tail_window(lf: pl.LazyFrame) -> pl.DataFrame:
 
 
 def overlapping_bytes(files: list[Path], start: datetime, end: datetime) -> int:
-    """Compressed bytes of the row groups whose time statistics overlap the window."""
+    """Bytes (as stored, compressed) of the row groups whose time statistics overlap the
+    window: what a reader that skips row groups by their statistics has to fetch."""
     total = 0
     for f in files:
         md = pq.read_metadata(f)
@@ -107,7 +108,7 @@ def overlapping_bytes(files: list[Path], start: datetime, end: datetime) -> int:
                 lo, hi = (v if v.tzinfo else v.replace(tzinfo=UTC) for v in (st.min, st.max))
                 if hi < start or lo > end:
                     continue
-            total += rg.total_byte_size
+            total += sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
     return total
 
 
