@@ -20,6 +20,11 @@ that no reader sees and the next write removes. Writers hold the lake lock (wait
 most ``lock_timeout`` seconds). Re-writing rows whose key (the schema's ``key``) is
 already in the partition adds nothing, so re-ingesting the same input is a no-op.
 
+Reads may name a time window (``scan(table, start=, end=)``): only the ``date=`` folders it
+overlaps are listed and the filter goes into the scan (row groups are skipped by their
+statistics). Many small files per partition are merged, old partitions dropped and
+replaced files deleted by :mod:`.lake_maintenance`, through the same commits.
+
 A stored file that is not readable Parquet any more (truncated, overwritten: its footer
 does not parse) is moved aside into ``_quarantine/_files/`` the first time a read or a
 write lists it, with a warning naming it (logger ``predops.lake``) and a line in
