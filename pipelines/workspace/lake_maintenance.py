@@ -1,5 +1,7 @@
 """Lake maintenance: compaction of small part files, retention per table, deletion of
 removed files. Each change is one lake commit, crash-safe exactly like an ingest.
+Over 500 lines: the settings, the choice of partitions, the compaction, the retention
+and the deletion share one rule of which files a run may touch, kept side by side.
 
 Ingesting every few minutes adds one part file per table and day partition per ingest
 (288 a day at 5 minutes). :func:`maintain` rewrites each settled day partition that has
