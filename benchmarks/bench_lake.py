@@ -21,8 +21,8 @@ compaction runs in a child process: its wall / CPU seconds and its own peak RSS
 (``VmHWM``). The page cache is warm for every read (the files were just written). The
 machine is shared; CPU seconds are the steadier figure on a loaded machine.
 
-    python benchmarks/bench_lake.py --json
-    python benchmarks/bench_lake.py --nodes 100 --days 3 --json
+    python -m benchmarks.bench_lake --json
+    python -m benchmarks.bench_lake --nodes 100 --days 3 --json
 """
 
 from __future__ import annotations
