@@ -20,6 +20,7 @@ import polars as pl
 from predops.pipelines.cli import demand, failure, labels, spares
 from predops.pipelines.cli.allocator import allocator_group
 from predops.pipelines.cli.bootstrap import bootstrap_command
+from predops.pipelines.cli.lake import LAKE_COMMANDS
 from predops.pipelines.cli.models import (
     MODEL_VERBS,
     eval_group,
@@ -217,7 +218,7 @@ def _human_ingest(r: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- lake
 @main.group()
 def lake() -> None:
-    """Inspect the Parquet lake."""
+    """Inspect and maintain the Parquet lake."""
 
 
 @lake.command("stats")
@@ -419,6 +420,8 @@ def _human_demo(o: dict[str, Any]) -> str:
 
 
 main.add_command(allocator_group)
+for _cmd in LAKE_COMMANDS:
+    lake.add_command(_cmd)
 main.add_command(models_group)
 main.add_command(schedule_group)
 main.add_command(serve_command)

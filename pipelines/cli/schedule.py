@@ -92,12 +92,20 @@ def _describe(config: ScheduleConfig) -> dict[str, Any]:
             "labels": config.retrain.labels,
         },
         "policy": policy_settings_dict(config.policy),
+        "lake": {
+            "compact_min_files": config.lake.min_files,
+            "target_file_mb": config.lake.target_file_mb,
+            "settle_s": config.lake.settle.total_seconds(),
+            "keep_removed_s": config.lake.keep_removed.total_seconds(),
+            "retention_s": {t: d.total_seconds() for t, d in config.lake.retention.items()},
+        },
     }
 
 
 @click.group("schedule")
 def schedule_group() -> None:
-    """Scheduled jobs: ingest -> features -> score -> forecast -> plan, and retrain."""
+    """Scheduled jobs: ingest -> features -> score -> forecast -> plan, retrain, and the
+    lake's retention + compaction."""
 
 
 @schedule_group.command("check")

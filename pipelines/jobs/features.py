@@ -47,13 +47,22 @@ class LakeInputs:
 
     @classmethod
     def from_lake(
-        cls, lake: Lake, source: str | None = None, node_ids: Sequence[str] | None = None
+        cls,
+        lake: Lake,
+        source: str | None = None,
+        node_ids: Sequence[str] | None = None,
+        telemetry_after: datetime | None = None,
     ) -> LakeInputs:
-        """Events of every source follow the label-source rule (jobs.labels)."""
+        """Events of every source follow the label-source rule (jobs.labels);
+        ``telemetry_after``: only telemetry later than this (the lake lists only the day
+        partitions from then on)."""
 
         def scan(table: str) -> pl.LazyFrame:
             if table == "events" and source is None:
                 lf = training_events(lake)
+            elif table == "telemetry" and telemetry_after is not None:
+                lf = lake.scan(table, source, start=telemetry_after).drop("source")
+                lf = lf.filter(pl.col("ts") > telemetry_after)
             else:
                 lf = lake.scan(table, source).drop("source")
             if node_ids is not None:
@@ -82,12 +91,9 @@ def _local_part(
     window_start: datetime | None,
 ) -> pl.DataFrame:
     """One partition of nodes: the node-local features (runs on a Dask worker)."""
-    inp = LakeInputs.from_lake(Lake(Path(lake_root)), source, ids)
-    tel = inp.telemetry
-    if window_start is not None:
-        tel = tel.filter(pl.col("ts") > window_start)
+    inp = LakeInputs.from_lake(Lake(Path(lake_root)), source, ids, window_start)
     return node_local_features(
-        tel,
+        inp.telemetry,
         inp.inventory,
         inp.events,
         cutoff=cutoff,
@@ -180,12 +186,9 @@ def compute_node_features(
         )
     if engine != "local":
         raise ValueError(f"unknown engine {engine!r}; use local or dask")
-    inp = LakeInputs.from_lake(lake, source)
-    tel = inp.telemetry
-    if window_start is not None:
-        tel = tel.filter(pl.col("ts") > window_start)
+    inp = LakeInputs.from_lake(lake, source, telemetry_after=window_start)
     return node_features(
-        tel,
+        inp.telemetry,
         inp.inventory,
         inp.events,
         cutoff=cutoff,
