@@ -12,8 +12,8 @@ by later runs with the same ``--nodes --days --seed``:
   rows of the hour after ``T`` are kept aside, to be appended by the cycles; the pods
   table holds what was known at ``T`` (later schedules and deletions blanked);
 - a failure model (a small one: trained on a separate 100-node x 8-day fleet with the
-  same feature set, a 2-day backtest window) and the demand model (``hourly``, trained on the lake's demand),
-  registered in the workspace's registry as ``champion``.
+  same feature set, a 2-day backtest window) and the demand model (``hourly``, trained
+  on the lake's demand), registered in the workspace's registry as ``champion``.
 
 Each run links a fresh copy of that workspace (Parquet files hard-linked, everything
 else copied) and runs ``--cycles`` cycles. A cycle appends the next 5 minutes of
