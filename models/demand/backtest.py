@@ -125,14 +125,19 @@ def rolling_origin(
             t2 = time.perf_counter()
             fit_s[name] = fit_s.get(name, 0.0) + (t1 - t0)
             pred_s[name] = pred_s.get(name, 0.0) + (t2 - t1)
-            frames.append(
-                pred.with_columns(
-                    pl.lit(name).alias("model"),
-                    pl.lit(c).cast(pl.Datetime("us", "UTC")).alias("cutoff"),
-                    pl.col(SERIES)
-                    .replace_strict(scales, default=None, return_dtype=pl.Float64)
-                    .alias("mase_scale"),
+            parts = [pred.with_columns(pl.lit(name).alias("model"))]
+            components = getattr(fitted[name], "component_forecasts", None)
+            if components is not None:
+                comp = components()
+                parts.append(comp.filter(~pl.col("model").is_in(list(models))))
+            for part in parts:
+                frames.append(
+                    part.with_columns(
+                        pl.lit(c).cast(pl.Datetime("us", "UTC")).alias("cutoff"),
+                        pl.col(SERIES)
+                        .replace_strict(scales, default=None, return_dtype=pl.Float64)
+                        .alias("mase_scale"),
+                    )
                 )
-            )
     rows = pl.concat(frames).join(actual, on=[SERIES, "valid_at"], how="left")
     return BacktestResult(rows=rows, cutoffs=tuple(cut), fit_seconds=fit_s, predict_seconds=pred_s)
