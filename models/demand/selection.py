@@ -7,9 +7,12 @@ residuals.
 - **Windows before the cutoff.** ``fit`` on data ending at ``T`` places ``windows``
   validation origins ``T - H - k * every`` (H the longest horizon, ``every`` the
   config's ``backtest_every`` unless given), so every target they are scored on lies at
-  or before ``T``. Each candidate is fit once on the data up to the earliest origin and
-  then only updated across the windows (it forecasts from each origin's history with
-  the parameters it has: how it runs between retrains), then refit on everything.
+  or before ``T``. The LightGBM's forecasts there come from its own held-out model
+  (trained only on targets before its latest calibration window, which holds the
+  origins; :meth:`DemandForecaster.heldout_predict`), so no extra fit; the classical
+  candidates forecast each origin's history with their final fit (seasonal naive has
+  no parameters, Theta re-estimates on that history, ETS filters it with the
+  parameters estimated on the fit data).
 - **Weights.** Per (series, bucket) the candidates' mean absolute error over the
   scored rows in the window gives the weights (``weighting``): ``"inverse"``
   (``w ~ MAE^-2``, normalised) or ``"best"`` (all weight on the smallest error). A
@@ -56,8 +59,11 @@ from predops.models.demand.panel import forecast_frame, step_us
 CANDIDATES = ("lightgbm", "ets", "seasonal_naive", "theta")
 WEIGHTINGS = ("inverse", "best")
 METHOD = "selected"
-MIN_SERIES_RESIDUALS = 12
-"""Residuals a (series, bucket) needs for its own band (else the bucket's pool)."""
+MIN_SERIES_RESIDUALS = 72
+"""Residuals a (series, bucket) needs for its own band, else the bucket's pool over
+every series: the fit windows give a series 18-36 per bucket from 3 origins, far too
+few (and too correlated) for its own 10 % tails, so a refit model bands from the pool
+and a series grows its own as the updates score its forecasts."""
 MAX_PENDING_PER_SERIES = 4096
 """Issued forecasts kept per series awaiting their actuals (oldest dropped beyond)."""
 ALPHA = 0.1
@@ -119,7 +125,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         windows: int = 3,
         window_every: int | None = None,
         weighting: str = "inverse",
-        residual_window: int = 96,
+        residual_window: int = 720,
         aci_gamma: float = 0.02,
         update: bool = True,
         random_state: int = 0,
@@ -203,8 +209,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
     ) -> pl.DataFrame | None:
         """Every candidate's forecasts from every validation origin (fit once at the
         earliest, updated after), with the actuals (all at or before the cutoff)."""
-        first = df.filter(pl.col("ts") <= origins[0])
-        if first.height == 0:
+        if df.filter(pl.col("ts") <= origins[0]).height == 0:
             return None
         grid = resample_grid(df, cfg)
         actual = pl.DataFrame(
@@ -224,14 +229,26 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
                 # latest calibration window, which holds every origin): no extra fit.
                 frames.append(own.with_columns(pl.lit(name).alias("model")))
                 continue
-            try:
-                model = self._make(name, cfg).fit(first, calendar=calendar)
-            except ValueError:
-                continue  # too little history before the windows for this candidate
+            if held is not None:
+                # No held-out model covers the windows (a short history, or horizons
+                # longer than its window): one fit on the data before them.
+                try:
+                    final = self._make(name, cfg).fit(
+                        df.filter(pl.col("ts") <= origins[0]), calendar=calendar
+                    )
+                except ValueError:
+                    continue
+            # The classical candidates forecast each origin's history with the final
+            # fit: seasonal naive has no parameters, Theta re-estimates on that
+            # history, ETS filters it with the parameters estimated on all of the fit
+            # data (no refit per window; every value involved is at or before the
+            # cutoff).
             for o in origins:
                 hist = df.filter(pl.col("ts") <= o)
+                if hist.height == 0:
+                    continue
                 try:
-                    pred = model.predict(hist, calendar=calendar)
+                    pred = final.predict(hist, calendar=calendar)
                 except ValueError:
                     continue
                 frames.append(pred.with_columns(pl.lit(name).alias("model")))
@@ -364,7 +381,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
                 if r.size >= MIN_SERIES_RESIDUALS:
                     q_lo = float(np.quantile(r, a_lo))
                     q_hi = float(np.quantile(r, 1.0 - a_hi))
-                else:  # nothing scored yet: the candidates' own band
+                else:  # too little scored yet: the candidates' own band
                     q_lo, q_hi = -1.0, 1.0
                 cache[key] = (min(q_lo, 0.0), max(q_hi, 0.0))
             lo[i], hi[i] = cache[key]

@@ -330,6 +330,7 @@ def evaluate(
         "metrics": metrics,
         "targets": targets_check(metrics),
         "methods": _methods(result),
+        "selection": _selection_summary(results),
         "fit_seconds": {k: round(v, 2) for k, v in result.fit_seconds.items()},
         "predict_seconds": {k: round(v, 2) for k, v in result.predict_seconds.items()},
     }
@@ -353,6 +354,32 @@ def end_groups(demand: pl.DataFrame, config: ForecastConfig) -> list[pl.DataFram
         pl.col(SERIES).replace_strict(labels, return_dtype=pl.Int32).alias("__group")
     )
     return [g.drop("__group") for _, g in sorted(tagged.group_by("__group"), key=lambda kv: kv[0])]
+
+
+def _selection_summary(results: list[BacktestResult]) -> dict[str, Any]:
+    """What the served combination was made of, per end group and refit: its windows
+    (all before the cutoff) and each candidate's mean weight over series, per bucket."""
+    out: list[dict[str, Any]] = []
+    for r in results:
+        for sel in r.selections.get("selected", []):
+            weights = sel["weights_now"]
+            mean: dict[str, dict[str, float]] = {}
+            for per_bucket in weights.values():
+                for bucket, w in per_bucket.items():
+                    acc = mean.setdefault(bucket, {})
+                    for cand, x in w.items():
+                        acc[cand] = acc.get(cand, 0.0) + x / len(weights)
+            out.append(
+                {
+                    "data_cutoff": sel["data_cutoff"],
+                    "window_origins": sel["window_origins"],
+                    "series": len(weights),
+                    "mean_weight": {
+                        b: {c: round(x, 3) for c, x in w.items()} for b, w in mean.items()
+                    },
+                }
+            )
+    return {"weighting": "per series and bucket", "refits": out} if out else {}
 
 
 def _methods(result: BacktestResult) -> dict[str, dict[str, int]]:
