@@ -136,3 +136,29 @@ def test_recalibrated_band_holds_80pct_under_drift_per_bucket(drift: str) -> Non
     # fitted before the drift: further from 80 % (here too wide, the refit Theta's
     # variance grows with the shift).
     assert abs(frozen["all"] - 0.8) > abs(updated["all"] - 0.8) + 0.05, (drift, frozen, updated)
+
+
+def test_a_backtest_reports_the_components_and_what_each_refit_chose() -> None:
+    rng = np.random.default_rng(3)
+    n = 24 * 10
+    demand = series_frame("a/gpus", _daily(n, rng))
+    cuts = [T0 + timedelta(hours=n - 48), T0 + timedelta(hours=n - 24)]
+    models = {"selected": lambda: SelectedForecaster(CFG, candidates=CHEAP)}
+    res = rolling_origin(demand, models, config=CFG, cutoffs=cuts)
+    assert sorted(res.rows["model"].unique().to_list()) == [
+        "seasonal_naive_24",
+        "selected",
+        "theta",
+    ]
+    # The components are those the combination served from: each row's p50 lies
+    # between its components' p50s.
+    wide = res.rows.pivot(on="model", index=["cutoff", "series_id", "horizon"], values="p50")
+    lo = np.minimum(wide["seasonal_naive_24"], wide["theta"]) - 1e-9
+    hi = np.maximum(wide["seasonal_naive_24"], wide["theta"]) + 1e-9
+    assert ((wide["selected"] >= lo) & (wide["selected"] <= hi)).all()
+    chosen = res.selections["selected"]
+    assert [c["data_cutoff"] for c in chosen] == [c.isoformat() for c in cuts]
+    for c in chosen:
+        w = c["weights_at_fit"]["a/gpus"]
+        assert set(w) == {"1-6", "7-12", "13-24"}
+        assert all(abs(sum(x.values()) - 1) < 1e-3 for x in w.values())
