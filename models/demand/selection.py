@@ -196,7 +196,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             self.models_[name] = self._make(name, cfg).fit(df, calendar=calendar)
         val = self._window_forecasts(df, origins, cfg, calendar)
         if val is not None:
-            self._learn(val)
+            self._learn_windows(val)
         self.fit_weights_ = self._weights_table()
         return self
 
@@ -326,7 +326,22 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         half = np.maximum(half / tot, 1e-6 * np.maximum(np.abs(p50), 1.0))
         return wide.with_columns(pl.Series("p50", p50), pl.Series("half", half))
 
-    def _learn(self, scored: pl.DataFrame) -> None:
+    def _learn_windows(self, val: pl.DataFrame) -> None:
+        """The fit windows: every candidate's errors, and the served residuals of each
+        window under the weights the *other* windows give (leave one window out: the
+        weights chosen on a window would make its own residuals look too small)."""
+        issued = val["issued_at"].unique().sort().to_list()
+        if len(issued) < 2:
+            self._learn(val)
+            return
+        for t in issued:
+            self.errors_ = {}
+            self._learn(val.filter(pl.col("issued_at") != t), errors_only=True)
+            self._add_residuals(self._combine(val.filter(pl.col("issued_at") == t)), issued=False)
+        self.errors_ = {}
+        self._learn(val, errors_only=True)
+
+    def _learn(self, scored: pl.DataFrame, *, errors_only: bool = False) -> None:
         """Add scored rows (wide, with actuals) to the rolling windows in issue order:
         each candidate's error first, then the served residual (the p50 / p10 / p90 as
         issued when the rows carry them, else the combination under the updated
@@ -343,9 +358,18 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
                     lst.append(abs(act[i] - c50[i]))
                     if len(lst) > cap:
                         del lst[0]
+        if errors_only:
+            return
         issued = "p90" in scored.columns
-        if not issued:
-            scored = self._combine(scored)
+        self._add_residuals(scored if issued else self._combine(scored), issued=issued)
+
+    def _add_residuals(self, scored: pl.DataFrame, *, issued: bool) -> None:
+        """The served residuals of ``scored`` (with p50 and half; p10 / p90 as issued
+        when ``issued``) into the rolling windows, updating the adaptive levels."""
+        scored = scored.sort("issued_at", "horizon")
+        cap = int(self.residual_window)
+        act = scored["actual"].cast(pl.Float64).to_numpy()
+        keys = list(zip(scored[SERIES].to_list(), scored["bucket"].to_list(), strict=True))
         p50 = scored["p50"].to_numpy()
         half = scored["half"].to_numpy()
         p10 = scored["p10"].to_numpy() if issued else None
