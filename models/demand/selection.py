@@ -126,7 +126,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         window_every: int | None = None,
         weighting: str = "inverse",
         residual_window: int = 720,
-        aci_gamma: float = 0.02,
+        aci_gamma: float = 0.0,
         update: bool = True,
         random_state: int = 0,
         n_jobs: int | None = None,
