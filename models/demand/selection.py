@@ -3,6 +3,8 @@ weighted combination of the global LightGBM and classical methods (ETS, seasonal
 Theta), weighted by what each did on that series' own recent backtest windows before
 the cutoff, with a p10 / p90 band recalibrated online on the served forecast's own
 residuals.
+Over 500 lines: one estimator whose fit (the windows, the weights) and predict (the
+online updates, the band) share the rolling state; splitting them would split that state.
 
 - **Windows before the cutoff.** ``fit`` on data ending at ``T`` places ``windows``
   validation origins ``T - H - k * every`` (H the longest horizon, ``every`` the
