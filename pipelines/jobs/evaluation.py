@@ -182,7 +182,7 @@ def synthetic_nodes(
 
 def lake_nodes(lake: Lake, *, source: str | None, chunk: int = 256) -> NodeData:
     """The hourly training frame of every node in a lake, built ``chunk`` nodes at a time."""
-    from predops.pipelines.jobs.features import LakeInputs, node_ids
+    from predops.pipelines.jobs.lake_inputs import LakeInputs, node_ids
 
     ids = node_ids(lake, source)
     if not ids:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -21,12 +19,12 @@ from predops.features.frames import (
     DEFAULT_HORIZONS,
     finish_node_features,
     node_features,
-    node_local_features,
 )
 from predops.features.labels import add_failure_labels, label_name
 from predops.features.node import floor_to_bucket
 from predops.features.sampling import NegativeSampling, apply_negative_sampling
 from predops.pipelines.jobs.labels import label_source, training_events
+from predops.pipelines.jobs.lake_inputs import LakeInputs, local_part, node_ids
 from predops.pipelines.jobs.node_frame import GRID_CELLS, build_node_training, frame_report
 from predops.pipelines.workspace.feature_store import FeatureStore
 from predops.pipelines.workspace.lake import Lake
@@ -35,73 +33,6 @@ NODE_TRAINING = "node_training"
 NODE_ONLINE = "node"
 DEMAND_OFFLINE = "demand_hourly"
 DEMAND_ONLINE = "demand"
-
-
-@dataclass(frozen=True, slots=True)
-class LakeInputs:
-    """The lake tables node features read, as lazy frames (optionally one source)."""
-
-    telemetry: pl.LazyFrame
-    inventory: pl.LazyFrame
-    events: pl.LazyFrame
-
-    @classmethod
-    def from_lake(
-        cls,
-        lake: Lake,
-        source: str | None = None,
-        node_ids: Sequence[str] | None = None,
-        telemetry_after: datetime | None = None,
-    ) -> LakeInputs:
-        """Events of every source follow the label-source rule (jobs.labels);
-        ``telemetry_after``: only telemetry later than this (the lake lists only the day
-        partitions from then on)."""
-
-        def scan(table: str) -> pl.LazyFrame:
-            if table == "events" and source is None:
-                lf = training_events(lake)
-            elif table == "telemetry" and telemetry_after is not None:
-                lf = lake.scan(table, source, start=telemetry_after).drop("source")
-                lf = lf.filter(pl.col("ts") > telemetry_after)
-            else:
-                lf = lake.scan(table, source).drop("source")
-            if node_ids is not None:
-                lf = lf.filter(pl.col("node_id").is_in(list(node_ids)))
-            return lf
-
-        return cls(scan("telemetry"), scan("inventory"), scan("events"))
-
-
-def node_ids(lake: Lake, source: str | None = None) -> list[str]:
-    # Streamed: the node id column of a 10,000-node month is ~86M values.
-    ids = lake.scan("telemetry", source).select("node_id").unique().collect(engine="streaming")
-    return sorted(ids["node_id"].to_list())
-
-
-# ---------------------------------------------------------------- engines
-def _local_part(
-    lake_root: str,
-    ids: list[str],
-    source: str | None,
-    cutoff: datetime,
-    spec: NodeFeatureSpec,
-    eval_every: timedelta | None,
-    latest_only: bool,
-    since: datetime | None,
-    window_start: datetime | None,
-) -> pl.DataFrame:
-    """One partition of nodes: the node-local features (runs on a Dask worker)."""
-    inp = LakeInputs.from_lake(Lake(Path(lake_root)), source, ids, window_start)
-    return node_local_features(
-        inp.telemetry,
-        inp.inventory,
-        inp.events,
-        cutoff=cutoff,
-        spec=spec,
-        eval_every=eval_every,
-        latest_only=latest_only,
-        since=since,
-    ).collect()
 
 
 def node_features_dask(
@@ -133,7 +64,7 @@ def node_features_dask(
         chunks = [ids[i::n] for i in range(n) if ids[i::n]]
         futures = [
             client.submit(
-                _local_part,
+                local_part,
                 str(lake.root),
                 chunk,
                 source,

@@ -40,6 +40,7 @@ from predops.features.labels import add_failure_labels, label_name
 from predops.features.node import peer_medians
 from predops.features.sampling import NegativeSampling, apply_negative_sampling
 from predops.pipelines.jobs.labels import training_events
+from predops.pipelines.jobs.lake_inputs import local_part, node_ids
 from predops.pipelines.workspace.feature_store import FeatureStore
 from predops.pipelines.workspace.lake import Lake
 
@@ -89,9 +90,7 @@ def _local_features(
     since: datetime | None,
     window_start: datetime | None,
 ) -> pl.DataFrame:
-    from predops.pipelines.jobs.features import _local_part
-
-    return _local_part(
+    return local_part(
         str(lake.root), ids, None, cutoff, spec, eval_every, False, since, window_start
     )
 
@@ -113,8 +112,6 @@ def build_node_training(
     doc); its report, or None when the lake has no telemetry before ``as_of``."""
     t0 = time.perf_counter()
     fs = node_feature_set(spec)
-    from predops.pipelines.jobs.features import node_ids
-
     ids = node_ids(lake)
     # Every sample counts (a counter's increase after a gap in telemetry spans the gap),
     # so the grid spans the whole history even when rows are kept from ``since`` on.
