@@ -108,7 +108,10 @@ def test_dask_training_equals_local(
         assert tags["1"][key] == tags["2"][key]
 
 
-def test_training_over_max_rows_fits_whole_sampled_nodes(workspace: Workspace, client: Any) -> None:
+def test_training_over_max_rows_fits_whole_sampled_nodes(
+    workspace: Workspace,
+    client: Any,
+) -> None:
     settings, _ = workspace
     frame = fj.training_frame(settings)
     start = fj.backtest_window(frame, DAYS)
@@ -201,6 +204,19 @@ def test_cli_rejects_a_scheduler_without_the_dask_engine(workspace: Workspace) -
     args = [*ws, "score", "failure", "--as-of", end.isoformat(), "--scheduler", "tcp://h:1"]
     res = CliRunner().invoke(main, args)
     assert res.exit_code != 0 and "--scheduler needs --engine dask" in res.output
+
+
+def test_cli_trains_on_a_running_scheduler_and_names_a_budget_too_small(
+    workspace: Workspace, client: Any
+) -> None:
+    settings, _ = workspace
+    ws = ["--workspace", str(settings.workspace), "train", "failure", "--json"]
+    address = ["--engine", "dask", "--scheduler", client.scheduler.address]
+    res = CliRunner().invoke(main, [*ws, "--max-rows", "1", *address])
+    assert res.exit_code == 1
+    assert "below the training rows of a single node" in json.loads(res.stdout)["error"]
+    res = CliRunner().invoke(main, [*ws, "--max-rows", "1000"])
+    assert res.exit_code != 0 and "--max-rows needs --engine dask" in res.output
 
 
 @pytest.mark.parametrize("mode", ["rolling", "holdout"])
