@@ -5,9 +5,10 @@ wall seconds, CPU seconds (the client process plus every worker's, read from the
 workers themselves) and peak RSS (client; largest worker) of the local engine and of a
 ``LocalCluster`` of ``--workers`` single-threaded processes, their ratio
 (``dask_over_local_wall``) and whether the results were equal. Cluster start-up is
-reported apart. On one machine the cluster adds pickling and process hops and gains no
-cores; the point of the Dask paths is the second machine, so read the ratio as their
-overhead.
+reported apart. Workers run with one thread each and Dask sets their BLAS / OpenMP
+threads to one, while the local engine uses the machine's defaults. On one machine the
+cluster adds pickling and process hops and gains no cores; the point of the Dask paths
+is the second machine, so read the ratio as their overhead.
 
     python benchmarks/bench_dask.py --nodes 100 --days 12 --json
 """
@@ -28,8 +29,17 @@ from typing import Any
 
 
 def _self_usage() -> tuple[float, float]:
+    """CPU seconds and peak RSS (MiB) of this process. The peak is the kernel's
+    high-water mark of this process's own memory: a worker's ``ru_maxrss`` would start
+    at what the process it was forked from held."""
     r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime, r.ru_maxrss / 1024
+    peak = r.ru_maxrss / 1024
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                peak = int(line.split()[1]) / 1024
+    return r.ru_utime + r.ru_stime, peak
 
 
 def _workers_usage(client: Any) -> dict[str, tuple[float, float]]:
