@@ -20,8 +20,9 @@ in ``tests/pipelines/jobs/test_distributed.py``); only where the work runs chang
   nodes and rows were kept of how many. Whole nodes keep each node's series intact for
   the time slices, the purge and the down-sampling, and a hash is blind to failures, so
   the failure rate (and the calibration) estimates the fleet's.
-- :func:`predict_risk`: the online frame scored in contiguous partitions of nodes on
-  the workers; reasons go to the same riskiest rows as locally, so the risks are equal.
+- :func:`predops.pipelines.jobs.partitioned.predict_risk`: the online frame scored in
+  contiguous partitions of nodes on the workers; reasons go to the same riskiest rows as
+  locally, so the risks are equal.
 - :func:`rolling_origin_jobs`: the demand backtest as one task per cutoff (refit mode: every
   cutoff refits from scratch, so cutoffs are independent) or per end group (holdout
   mode: one fit then updates); the orchestration only, around
@@ -33,12 +34,11 @@ in ``tests/pipelines/jobs/test_distributed.py``); only where the work runs chang
 from __future__ import annotations
 
 import hashlib
-import math
 import operator
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from predops.core.contracts import FailureRisk
 from predops.features.frames import DEFAULT_HORIZONS
 from predops.features.labels import label_name
 from predops.models.demand import backtest
@@ -55,6 +54,7 @@ from predops.models.demand.config import ForecastConfig
 from predops.models.failure.config import STRATEGY, node_model_defs
 from predops.models.failure.model import FailureModel, observed
 from predops.pipelines.jobs import failure as fj
+from predops.pipelines.jobs.partitioned import blocks, partitions_of
 from predops.pipelines.workspace.settings import Settings
 
 ROW = "__row"
@@ -88,19 +88,6 @@ def dask_client(scheduler: str | None = None, *, workers: int = LOCAL_WORKERS) -
         Client(cluster) as local,  # type: ignore[no-untyped-call]
     ):
         yield local
-
-
-def _partitions(client: Any, partitions: int | None) -> int:
-    n = partitions if partitions is not None else 2 * max(1, len(client.nthreads()))
-    if n < 1:
-        raise ValueError(f"partitions must be at least 1, got {n}")
-    return n
-
-
-def _blocks(items: Sequence[Any], n: int) -> list[Sequence[Any]]:
-    """``items`` in at most ``n`` contiguous blocks of near-equal size (none empty)."""
-    size = max(1, math.ceil(len(items) / n))
-    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 # ---------------------------------------------------------------- sampling rule
@@ -303,11 +290,11 @@ def train_failure(
     if counts.height == 0:
         raise fj.no_training_rows(start, purge, backtest_days)
     sample = sample_nodes(dict(zip(counts["node_id"], counts["len"], strict=True)), max_rows)
-    n = _partitions(client, partitions)
+    n = partitions_of(client, partitions)
     categorical = [c for c, t in scan.collect_schema().items() if t == pl.Categorical]
     parts = [
         client.submit(_train_part, files, ids, start - purge, pure=False)
-        for ids in _blocks(sample.nodes, n)
+        for ids in blocks(sample.nodes, n)
     ]
     fitted = client.submit(
         _fit,
@@ -329,7 +316,7 @@ def train_failure(
     scored = client.gather(
         [
             client.submit(_holdout_part, model_f, files, ids, start, last, pure=False)
-            for ids in _blocks(every, n)
+            for ids in blocks(every, n)
         ]
     )
     model: FailureModel = model_f.result()
@@ -343,48 +330,6 @@ def train_failure(
         out["version"] = fj.register_model(settings, model, metrics, start=start, example=example)
         out["alias"] = "challenger"
     out["seconds"] = round(time.perf_counter() - t0, 1)
-    return out
-
-
-# ---------------------------------------------------------------- scoring
-def _risk_part(model: FailureModel, frame: pl.DataFrame, kw: dict[str, Any]) -> list[FailureRisk]:
-    return model.predict_risk(frame, **kw)
-
-
-def predict_risk(
-    client: Any,
-    model: FailureModel,
-    frame: pl.DataFrame,
-    *,
-    partitions: int | None = None,
-    **kw: Any,
-) -> list[FailureRisk]:
-    """``model.predict_risk(frame, **kw)`` in contiguous partitions of rows on the
-    workers, with the same result: risks in the same order (horizon, then row) and, with
-    ``reasons_for``, reasons only for the riskiest rows of the whole frame (a partition
-    explains its own riskiest ``reasons_for``, a superset, since a row's rank within its
-    contiguous partition is at most its rank overall; the rest lose theirs here)."""
-    blocks = _blocks(range(frame.height), _partitions(client, partitions))
-    slices = [frame.slice(b.start, len(b)) for b in blocks if isinstance(b, range)]
-    shared = client.scatter(model, broadcast=True)
-    parts: list[list[FailureRisk]] = client.gather(
-        [client.submit(_risk_part, shared, part, kw, pure=False) for part in slices]
-    )
-    wanted = kw.get("horizons")
-    hs = [h for h in model.horizons if wanted is None or h in wanted]
-    top = kw.get("reasons_for")
-    out: list[FailureRisk] = []
-    for k in range(len(hs)):
-        col = [
-            r
-            for part, s in zip(parts, slices, strict=True)
-            for r in part[k * s.height :][: s.height]
-        ]
-        if top is not None:
-            p = np.array([r.p_fail for r in col])
-            keep = set(np.argsort(-p, kind="stable")[:top].tolist())
-            col = [r if i in keep else replace(r, reasons=()) for i, r in enumerate(col)]
-        out.extend(col)
     return out
 
 

@@ -380,7 +380,7 @@ def score_online(
     training cutoff stays on its registry version). ``reasons_for``: reasons for that
     many riskiest nodes per horizon (None: every node). ``client`` (a
     ``distributed.Client``) scores partitions of the nodes on its workers, with the
-    same risks (:func:`predops.pipelines.jobs.distributed.predict_risk`)."""
+    same risks (:func:`predops.pipelines.jobs.partitioned.predict_risk`)."""
     t0 = time.perf_counter()
     fm, prov = model or load_model(settings)
     t_load = time.perf_counter() - t0
@@ -415,7 +415,7 @@ def score_online(
         if client is None:
             risks = fm.predict_risk(fresh, **kw)
         else:
-            from predops.pipelines.jobs.distributed import predict_risk
+            from predops.pipelines.jobs.partitioned import predict_risk
 
             risks = predict_risk(client, fm, fresh, **kw)
     return OnlineScores(
