@@ -52,6 +52,7 @@ import math
 import os
 import resource
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -152,8 +153,14 @@ def fit_scores(
         out: np.ndarray = model.predict_proba(score)[:, 0]
         return out
 
-    if not cross:
-        return fit(rows, rows)
+    return fit(rows, rows) if not cross else cross_fit(rows, fit)
+
+
+def cross_fit(
+    rows: pl.DataFrame, fit: Callable[[pl.DataFrame, pl.DataFrame], np.ndarray]
+) -> np.ndarray:
+    """Scores of ``rows``, each half of the entities (a hash of ``node_id``) scored by
+    ``fit(train, score)`` on the other half."""
     half = pl.Series(in_cohort(rows["node_id"], 0.5, salt="ceiling"))
     scores = np.zeros(rows.height)
     for side in (half, ~half):

@@ -348,6 +348,60 @@ def killed_ingest(tmp: Path) -> dict[str, Any]:
     }
 
 
+def killed_compaction(tmp: Path) -> dict[str, Any]:
+    """``predops lake compact`` (2 day partitions of 4 small files each, removed files
+    deleted in the same run) SIGKILLed before each of its file-system steps in turn; a
+    reader looks, then the compaction runs again, and once more (it must do nothing)."""
+    import os
+    import shutil
+
+    from click.testing import CliRunner
+
+    from predops.pipelines.cli.main import main
+    from tests.reliability import test_faults_compaction as t
+
+    seed = tmp / "compact-seed"
+    t.build(seed)
+    old, expected = t.visible(seed), t.table(seed)
+    lost = Counter[str]()
+    seen_after_kill = Counter[str]()
+    saved = {k: os.environ.get(k) for k in t.ENV}
+    os.environ.update(t.ENV)
+    limit = 1
+    try:
+        while True:
+            ws = tmp / f"compact-{limit}"
+            shutil.copytree(seed, ws)
+            code = t.run_child(ws, limit)
+            if code != -signal.SIGKILL:
+                lost["uninterrupted_run_failed"] += code != 0
+                break
+            now = t.visible(ws)
+            for day, files in now.items():
+                whole = files == old[day] or (len(files) == 1 and files.isdisjoint(old[day]))
+                seen_after_kill["one whole set" if whole else "mixed"] += 1
+                lost["partitions_mixed_old_and_new"] += not whole
+            lost["partitions_vanished"] += len(set(old) - set(now))
+            lost["rows_wrong_after_kill"] += not t.table(ws).equals(expected)
+            res = CliRunner().invoke(main, t.args(ws))
+            lost["rerun_failed"] += res.exit_code != 0
+            lost["rows_wrong_after_rerun"] += not t.table(ws).equals(expected)
+            lost["debris_left_after_rerun"] += sum(t.debris(ws).values())
+            again = CliRunner().invoke(main, t.args(ws))
+            lost["second_rerun_changed_something"] += '"changed": 0' not in again.output
+            limit += 1
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return {
+        "tried": {"kill_points": limit - 1, "partitions_after_kill": dict(seen_after_kill)},
+        "lost": dict(lost),
+    }
+
+
 def mlflow_store(tmp: Path) -> dict[str, Any]:
     """The MLflow store locked by another process, and unreachable; list and register."""
     from predops.pipelines.workspace import registry
@@ -421,5 +475,6 @@ SCENARIOS: dict[str, Scenario] = {
     "kubernetes_api_faults_during_drain": kubernetes,
     "apply_killed_mid_plan": killed_apply,
     "ingest_killed_at_every_publish_step": killed_ingest,
+    "compaction_killed_at_every_step": killed_compaction,
     "mlflow_store_locked_or_unreachable": mlflow_store,
 }

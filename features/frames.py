@@ -61,10 +61,17 @@ def node_local_features(
     return lf.select(NODE, END, *keep, pl.col("last_ts").alias("last_sample_ts"))
 
 
-def finish_node_features(local: pl.LazyFrame, spec: NodeFeatureSpec) -> pl.LazyFrame:
-    """Cross-node features (peer deviations at the same time) and the final columns."""
+def finish_node_features(
+    local: pl.LazyFrame,
+    spec: NodeFeatureSpec,
+    medians: dict[str, pl.LazyFrame] | None = None,
+) -> pl.LazyFrame:
+    """Cross-node features (peer deviations at the same time) and the final columns.
+
+    ``medians``: the fleet's peer medians (:func:`features.node.peer_medians`) when
+    ``local`` is one partition of the fleet's nodes."""
     fs = node_feature_set(spec)
-    lf = add_peer_features(local, spec)
+    lf = add_peer_features(local, spec, medians)
     return lf.select(
         NODE,
         (pl.col(END) + spec.ingestion_delay).alias("ts"),

@@ -297,10 +297,48 @@ def _window_frame(df: pl.DataFrame, spec: NodeFeatureSpec, schema: pl.Schema) ->
     return frame.filter((df[END] >= df["__first"]) & (df[END] <= df["__until"]))
 
 
-def add_peer_features(lf: pl.LazyFrame, spec: NodeFeatureSpec) -> pl.LazyFrame:
+def _median_name(src: str) -> str:
+    return f"__median_{src}"
+
+
+def peer_medians(lf: pl.LazyFrame, spec: NodeFeatureSpec) -> dict[str, pl.LazyFrame]:
+    """Per peer group: the median of each peer gauge per (bucket end, group value), the
+    numbers :func:`add_peer_features` subtracts. Computed over every node of the fleet,
+    they let the deviations be added to one partition of nodes at a time."""
+    srcs = [gauge_name(g, "mean", spec.short_window) for g in spec.peer_gauges]
+    return {
+        grp: lf.group_by(END, f"node__{grp}").agg(
+            [pl.col(src).median().alias(_median_name(src)) for src in srcs]
+        )
+        for grp in spec.peer_groups
+    }
+
+
+def add_peer_features(
+    lf: pl.LazyFrame,
+    spec: NodeFeatureSpec,
+    medians: dict[str, pl.LazyFrame] | None = None,
+) -> pl.LazyFrame:
     """Deviation of each node from the median of its rack / pool peers at the same time.
 
-    Needs the ``rack`` / ``pool`` columns (see :func:`add_static_features`)."""
+    Needs the ``rack`` / ``pool`` columns (see :func:`add_static_features`). ``medians``
+    (from :func:`peer_medians` over the whole fleet) when ``lf`` holds only some nodes."""
+    if medians is not None:
+        out = lf
+        for grp in spec.peer_groups:
+            key = f"node__{grp}"
+            med = medians[grp]
+            out = out.join(med, on=[END, key], how="left", nulls_equal=True)
+            srcs = [gauge_name(g, "mean", spec.short_window) for g in spec.peer_gauges]
+            out = out.with_columns(
+                [
+                    (pl.col(src) - pl.col(_median_name(src)))
+                    .cast(pl.Float32)
+                    .alias(f"{src}__{grp}_dev")
+                    for src in srcs
+                ]
+            ).drop([_median_name(src) for src in srcs])
+        return out
     exprs = []
     for g in spec.peer_gauges:
         src = gauge_name(g, "mean", spec.short_window)

@@ -10,6 +10,7 @@ from fastapi.responses import Response
 
 from predops.core.clock import Clock
 from predops.pipelines.workspace.settings import Settings
+from predops.serving import api_docs
 from predops.serving.auth import LoginRequired
 from predops.serving.config import ServeConfig
 from predops.serving.context import ServeContext
@@ -58,6 +59,8 @@ def create_app(
         version=API_VERSION,
         description="Node failure risk, demand forecasts and action plans for a compute fleet.",
         lifespan=lifespan,
+        docs_url=None,  # served from the installed package instead of a CDN: api_docs
+        redoc_url=None,
     )
     app.state.ctx = ctx
     app.state.metrics = ServerMetrics()
@@ -74,5 +77,6 @@ def create_app(
     for module in (health, metrics, failure, demand, plans):
         app.include_router(module.router)
     app.include_router(dashboards)
+    app.include_router(api_docs.router)
     app.include_router(login.router)
     return app

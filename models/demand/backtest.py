@@ -46,6 +46,9 @@ class BacktestResult:
     cutoffs: tuple[datetime, ...]
     fit_seconds: dict[str, float] = field(default_factory=dict)
     predict_seconds: dict[str, float] = field(default_factory=dict)
+    selections: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Per model that has one, its ``selection()`` (what the served forecast was made
+    of) after each refit, or once after the last update without refits."""
 
 
 def cutoffs_before_end(
@@ -111,6 +114,7 @@ def rolling_origin(
     fit_s: dict[str, float] = {}
     pred_s: dict[str, float] = {}
     fitted: dict[str, Forecaster] = {}
+    selections: dict[str, list[dict[str, Any]]] = {}
     for i, c in enumerate(cut):
         history = demand.filter(pl.col("ts") <= c)
         if history.height == 0:
@@ -125,14 +129,28 @@ def rolling_origin(
             t2 = time.perf_counter()
             fit_s[name] = fit_s.get(name, 0.0) + (t1 - t0)
             pred_s[name] = pred_s.get(name, 0.0) + (t2 - t1)
-            frames.append(
-                pred.with_columns(
-                    pl.lit(name).alias("model"),
-                    pl.lit(c).cast(pl.Datetime("us", "UTC")).alias("cutoff"),
-                    pl.col(SERIES)
-                    .replace_strict(scales, default=None, return_dtype=pl.Float64)
-                    .alias("mase_scale"),
+            parts = [pred.with_columns(pl.lit(name).alias("model"))]
+            selection = getattr(fitted[name], "selection", None)
+            if selection is not None and (refit or i == len(cut) - 1):
+                selections.setdefault(name, []).append(selection())
+            components = getattr(fitted[name], "component_forecasts", None)
+            if components is not None:
+                comp = components()
+                parts.append(comp.filter(~pl.col("model").is_in(list(models))))
+            for part in parts:
+                frames.append(
+                    part.with_columns(
+                        pl.lit(c).cast(pl.Datetime("us", "UTC")).alias("cutoff"),
+                        pl.col(SERIES)
+                        .replace_strict(scales, default=None, return_dtype=pl.Float64)
+                        .alias("mase_scale"),
+                    )
                 )
-            )
     rows = pl.concat(frames).join(actual, on=[SERIES, "valid_at"], how="left")
-    return BacktestResult(rows=rows, cutoffs=tuple(cut), fit_seconds=fit_s, predict_seconds=pred_s)
+    return BacktestResult(
+        rows=rows,
+        cutoffs=tuple(cut),
+        fit_seconds=fit_s,
+        predict_seconds=pred_s,
+        selections=selections,
+    )

@@ -213,6 +213,8 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         self.calibration_: str = "none"
         self.smoothing_: dict[str, int] = {}
         self.smoothing_default_ = 0
+        self.heldout_model_: Any = None
+        self.heldout_cut_us_ = 0
         if o.size >= MIN_TRAIN_ROWS:
             if self.stacked_:
                 self._choose_smoothing(panel, cfg, o, h)
@@ -384,6 +386,9 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
                 rng = np.random.default_rng(int(self.random_state) + 1 + fold)
                 early = np.sort(rng.choice(early, size=cap, replace=False))
             model = self._train(data.subset(early), 0.5)
+            if fold == 0:
+                # Kept: it forecasts the latest window out of sample (heldout_predict).
+                self.heldout_model_, self.heldout_cut_us_ = model, cut_us
             pred = model.predict(x[late])
             # The smoothed forecast's distance from the model's, in target units.
             gap = x[late, -1] - pred - (x[late, -1] if self.stacking == "offset" else 0.0)
@@ -497,15 +502,27 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
     ) -> pl.DataFrame:
         o = np.repeat(rows, hz.size)
         h = np.tile(hz, rows.size)
+        return self._forecast_pairs(panel, cfg, o, h, calendar, self.models_)
+
+    def _forecast_pairs(
+        self,
+        panel: Panel,
+        cfg: ForecastConfig,
+        o: np.ndarray,
+        h: np.ndarray,
+        calendar: pl.DataFrame | None,
+        models: dict[float, Any],
+    ) -> pl.DataFrame:
+        hz = np.asarray(cfg.horizons, dtype=np.int64)
         x, offset = self._inputs(panel, cfg, o, h, calendar)
         base = baseline(panel, cfg, o, h) + panel.scale[o] * offset
         scale = panel.scale[o]
         if self.interval == "quantile":
-            zs = np.sort(np.stack([self.models_[q].predict(x) for q in QUANTILES]), axis=0)
+            zs = np.sort(np.stack([models[q].predict(x) for q in QUANTILES]), axis=0)
             p10, p50, p90 = (base + scale * zs[i] for i in range(3))
         else:
             assert self.band_ is not None
-            pred = self.models_[0.5].predict(x)
+            pred = models[0.5].predict(x)
             if self.stacked_:
                 # Blend with the smoothed forecast (weight 0 unless ``blend``).
                 w = self.blend_[np.searchsorted(hz, h)]
@@ -521,6 +538,52 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         return forecast_frame(
             series, panel.ts_us[o], h, (p10, p50, p90), [METHOD] * o.size, step_us(cfg)
         )
+
+    def heldout_predict(
+        self,
+        X: pl.DataFrame | pl.LazyFrame,
+        origins: list[datetime],
+        *,
+        calendar: pl.DataFrame | None = None,
+    ) -> pl.DataFrame | None:
+        """Forecasts from each of ``origins`` (every horizon whose target is at or
+        before the fit data's end) by the held-out model of the latest calibration
+        window, trained only on targets at or before that window's start: out-of-sample
+        forecasts of the recent past at no extra fit. None when the fit held nothing
+        out (too short a history) or an origin lies before that window. ``X`` is the
+        fit data (the band is the final model's)."""
+        check_is_fitted(self, "config_")
+        if self.heldout_model_ is None or self.interval != "conformal":
+            return None
+        cut = _as_datetime(int(self.heldout_cut_us_))
+        if min(origins) < cut:
+            return None
+        cfg = self.config_
+        panel = build_panel(
+            demand_columns(X),
+            cfg,
+            calendar=self.calendar_ if calendar is None else calendar,
+            outage_gaps=bool(self.outage_window_gaps),
+        )
+        end_us = int(panel.ts_us.max())
+        hz = np.asarray(cfg.horizons, dtype=np.int64)
+        ok = modelable(panel, cfg)
+        sid = panel.series_index()
+        os_: list[np.ndarray] = []
+        hs: list[np.ndarray] = []
+        for origin in origins:
+            o_us = int((origin - _as_datetime(0)).total_seconds() * 1_000_000)
+            rows = np.flatnonzero((panel.ts_us == o_us) & ok)
+            for r in rows:
+                keep = hz[panel.ts_us[r] + hz * step_us(cfg) <= end_us]
+                keep = keep[r + keep < panel.starts[sid[r] + 1]]
+                os_.append(np.full(keep.size, r))
+                hs.append(keep)
+        if not os_ or sum(a.size for a in os_) == 0:
+            return None
+        o, h = np.concatenate(os_), np.concatenate(hs)
+        cal = self.calendar_ if calendar is None else calendar
+        return self._forecast_pairs(panel, cfg, o, h, cal, {0.5: self.heldout_model_})
 
     @property
     def lookback(self) -> int:

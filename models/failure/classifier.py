@@ -13,7 +13,12 @@ What ``fit(X, y, time=...)`` does, in order:
 2. Keeps every positive of the training slice and a ``negative_rate`` share of its
    negatives (failures are rare: 0.1-2 % of rows). Down-sampling multiplies the odds
    the booster learns by ``1 / negative_rate``; adding ``log(negative_rate)`` to its raw
-   score undoes that (the "probability correction").
+   score undoes that (the "probability correction"). When the rows were already sampled
+   before ``fit`` (``prior_negative_rate``: the share of every slice's negatives kept,
+   uniformly, e.g. by :mod:`predops.features.sampling`), only ``negative_rate /
+   prior_negative_rate`` of the training slice's negatives are dropped here, and the
+   later slices weigh each negative ``1 / prior_negative_rate`` in early stopping, the
+   blend and calibration, so the probabilities stay those of the whole population.
 3. Trains LightGBM on the training slice, stopping when average precision on the
    untouched validation slice has not improved for ``early_stopping_rounds`` rounds.
    With ``linear_blend``, a logistic regression (:class:`models.failure.linear.LinearPart`)
@@ -125,6 +130,8 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
     Parameters are LightGBM's (``n_estimators`` is the most boosting rounds), plus:
 
     - ``negative_rate``: share of training negatives kept (None or 1.0: all).
+    - ``prior_negative_rate``: share of negatives the input rows already hold (1.0: the
+      input is not sampled).
     - ``early_stopping_rounds``: None trains ``n_estimators`` rounds.
     - ``validation_fraction`` / ``calibration_fraction``: the time-later slices.
     - ``calibration``: ``"isotonic"``, ``"sigmoid"`` or None (raw corrected scores).
@@ -148,6 +155,7 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         bagging_fraction: float = 0.8,
         reg_lambda: float = 1.0,
         negative_rate: float | None = 0.1,
+        prior_negative_rate: float = 1.0,
         early_stopping_rounds: int | None = 50,
         validation_fraction: float = 0.15,
         calibration: str | None = "isotonic",
@@ -168,6 +176,7 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         self.bagging_fraction = bagging_fraction
         self.reg_lambda = reg_lambda
         self.negative_rate = negative_rate
+        self.prior_negative_rate = prior_negative_rate
         self.early_stopping_rounds = early_stopping_rounds
         self.validation_fraction = validation_fraction
         self.calibration = calibration
@@ -194,6 +203,10 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         r = self.negative_rate
         if r is not None and not 0.0 < r <= 1.0:
             raise ValueError(f"negative_rate must be in (0, 1], got {r}")
+        if not 0.0 < self.prior_negative_rate <= 1.0:
+            raise ValueError(
+                f"prior_negative_rate must be in (0, 1], got {self.prior_negative_rate}"
+            )
         for name in ("validation_fraction", "calibration_fraction"):
             v = getattr(self, name)
             if not 0.0 <= v < 0.5:
@@ -274,12 +287,16 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         share = None if groups is None else _group_share(groups, Xv.shape[0])
         train, val, cal = self._slices(t, yb, share)
 
+        prior = float(self.prior_negative_rate)
         rate = 1.0 if self.negative_rate is None else float(self.negative_rate)
-        if rate < 1.0:
-            keep = (yb[train] == 1) | (rng.random(train.size) < rate)
+        here = min(1.0, rate / prior)  # what is left to drop of the training negatives
+        if here < 1.0:
+            keep = (yb[train] == 1) | (rng.random(train.size) < here)
             train = train[keep]
-        self.negative_rate_ = rate
-        self.log_odds_shift_ = math.log(rate)
+        self.negative_rate_ = min(rate, prior)
+        self.log_odds_shift_ = math.log(self.negative_rate_)
+        # Negatives of the later slices stand for 1 / prior rows of the population.
+        weight = np.where(yb == 1, 1.0, 1.0 / prior) if prior < 1.0 else None
 
         cat_idx = [self._col_index(c) for c in self.categories_]
         params = self._lgb_params(int(rng.integers(0, 2**31 - 1)))
@@ -289,7 +306,13 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         callbacks: list[Any] = []
         valid_sets = []
         if val.size and self.early_stopping_rounds:
-            dval = lgb.Dataset(Xv[val], yb[val], reference=dtrain, categorical_feature=cat_idx)
+            dval = lgb.Dataset(
+                Xv[val],
+                yb[val],
+                weight=None if weight is None else weight[val],
+                reference=dtrain,
+                categorical_feature=cat_idx,
+            )
             valid_sets = [dval]
             callbacks.append(lgb.early_stopping(self.early_stopping_rounds, verbose=False))
         self.booster_ = lgb.train(
@@ -301,17 +324,18 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         )
         best = self.booster_.best_iteration
         self.best_iteration_ = int(best) if best and best > 0 else self.booster_.current_iteration()
-        self._fit_blend(Xv, yb, train, cal if cal.size else val, cat_idx)
+        self._fit_blend(Xv, yb, train, cal if cal.size else val, cat_idx, weight)
 
         self.calibrator_: Any = None
         self.calibration_brier_: dict[str, float] = {}
         if cal.size and self.calibration is not None:
             p = _sigmoid(self._corrected_raw(Xv[cal]))
-            self.calibrator_ = self._fit_calibrator(p, yb[cal])
+            w_cal = None if weight is None else weight[cal]
+            self.calibrator_ = self._fit_calibrator(p, yb[cal], w_cal)
             q = self._apply_calibrator(p)
             self.calibration_brier_ = {
-                "uncalibrated": float(np.mean((p - yb[cal]) ** 2)),
-                "calibrated_in_sample": float(np.mean((q - yb[cal]) ** 2)),
+                "uncalibrated": float(np.average((p - yb[cal]) ** 2, weights=w_cal)),
+                "calibrated_in_sample": float(np.average((q - yb[cal]) ** 2, weights=w_cal)),
             }
         self.n_train_rows_ = int(train.size)
         self.n_validation_rows_ = int(val.size)
@@ -325,7 +349,13 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         return self
 
     def _fit_blend(
-        self, Xv: np.ndarray, yb: np.ndarray, train: np.ndarray, held: np.ndarray, cats: list[int]
+        self,
+        Xv: np.ndarray,
+        yb: np.ndarray,
+        train: np.ndarray,
+        held: np.ndarray,
+        cats: list[int],
+        weight: np.ndarray | None = None,
     ) -> None:
         """The linear part (on ``train``) and the blend weight (on ``held``; see module doc)."""
         self.linear_: LinearPart | None = None
@@ -340,8 +370,11 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
             self.booster_.predict(Xv[held], num_iteration=self.best_iteration_, raw_score=True)
         )
         zl = self.linear_.raw(Xv[held])
+        w_held = None if weight is None else weight[held]
         ap = {
-            float(w): float(average_precision_score(yb[held], w * zb + (1 - w) * zl))
+            float(w): float(
+                average_precision_score(yb[held], w * zb + (1 - w) * zl, sample_weight=w_held)
+            )
             for w in BLEND_WEIGHTS
         }
         self.blend_validation_ap_ = ap
@@ -428,11 +461,12 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
             params["monotone_constraints_method"] = "advanced"
         return params
 
-    def _fit_calibrator(self, p: np.ndarray, y: np.ndarray) -> Any:
+    def _fit_calibrator(self, p: np.ndarray, y: np.ndarray, weight: np.ndarray | None) -> Any:
         if self.calibration == "isotonic":
-            return IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(p, y)
+            iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
+            return iso.fit(p, y, sample_weight=weight)
         # Platt scaling on the log-odds; a weak penalty keeps it a plain logistic fit.
-        return LogisticRegression(C=1e4).fit(_logit(p).reshape(-1, 1), y)
+        return LogisticRegression(C=1e4).fit(_logit(p).reshape(-1, 1), y, sample_weight=weight)
 
     def _apply_calibrator(self, p: np.ndarray) -> np.ndarray:
         if self.calibrator_ is None:

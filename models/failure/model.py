@@ -36,6 +36,7 @@ import polars as pl
 from predops.core.contracts import FailureRisk, Provenance, Reason
 from predops.features.definitions import FeatureDef
 from predops.features.labels import label_name
+from predops.features.sampling import horizon_rows
 from predops.models.anomaly.node import MAX_COLUMN, NodeAnomalyScorer, score_name
 from predops.models.failure.classifier import NodeFailureClassifier
 from predops.models.failure.reasons import top_reasons
@@ -239,10 +240,16 @@ def train_failure_model(
     entity: str = "node_id",
     time_column: str = "ts",
     label_cutoff: datetime | None = None,
+    sample_rate: float = 1.0,
 ) -> FailureModel:
     """Fit a :class:`FailureModel` on a labelled frame; per horizon only
     :func:`observed` rows are used. ``params`` go to every classifier; the purge gap is
-    set to each horizon (the largest one when stacked)."""
+    set to each horizon (the largest one when stacked).
+
+    ``sample_rate`` < 1: ``frame`` was sampled by :mod:`predops.features.sampling` at that
+    rate; per horizon only its positives and the negatives the rule drew for every horizon
+    (``sample_u < rate``) are used, and the classifiers are told that their input holds
+    that share of the negatives (``prior_negative_rate``)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     hs = tuple(sorted(horizons))
@@ -261,10 +268,17 @@ def train_failure_model(
         extra_defs=tuple(anomaly_defs(scorer)) if scorer is not None else (),
     )
     base = dict(params or {})
+    if sample_rate < 1.0:
+        base["prior_negative_rate"] = sample_rate
+
+    def rows_for(h: timedelta) -> pl.DataFrame:
+        rows = observed(frame, h, label_cutoff=label_cutoff, time_column=time_column)
+        return horizon_rows(rows, label_name(h), sample_rate)
+
     if strategy == "per_horizon":
         for h in hs:
             lbl = label_name(h)
-            rows = observed(frame, h, label_cutoff=label_cutoff, time_column=time_column)
+            rows = rows_for(h)
             clf = NodeFailureClassifier(**{**base, "purge": h.total_seconds()})
             clf.fit(
                 model.design(rows),
@@ -277,7 +291,7 @@ def train_failure_model(
     parts, ys, ts, ids = [], [], [], []
     for h in hs:
         lbl = label_name(h)
-        rows = observed(frame, h, label_cutoff=label_cutoff, time_column=time_column)
+        rows = rows_for(h)
         parts.append(model._with_horizon(model.design(rows), h))
         ys.append(rows[lbl].to_numpy())
         ts.append(rows[time_column].to_numpy())
@@ -289,8 +303,10 @@ def train_failure_model(
             "monotone_constraints": {HORIZON_FEATURE: 1},
         }
     )
+    stacked = pd.concat(parts, ignore_index=True)
+    parts.clear()  # one copy of the stacked rows, not two, while fitting
     clf.fit(
-        pd.concat(parts, ignore_index=True),
+        stacked,
         np.concatenate(ys),
         time=np.concatenate(ts),
         groups=np.concatenate(ids),

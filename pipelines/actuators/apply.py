@@ -115,6 +115,10 @@ class ActionOutcome:
     reason: str = ""
     detail: str = ""
     report: dict[str, Any] = field(default_factory=dict)
+    why: str = ""
+    """The action's own reason (from the plan); ``reason`` is why this run skipped it."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """What the action does beyond its target (``Action.params``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -125,6 +129,8 @@ class ActionOutcome:
             "reason": self.reason,
             "detail": self.detail,
             "report": self.report,
+            "why": self.why,
+            "params": self.params,
         }
 
 
@@ -272,7 +278,17 @@ def _one(
         )
 
     def result(outcome: str, reason: str = "", detail: str = "", **report: Any) -> ActionOutcome:
-        return ActionOutcome(key, action.kind, action.target, outcome, reason, detail, report)
+        return ActionOutcome(
+            key,
+            action.kind,
+            action.target,
+            outcome,
+            reason,
+            detail,
+            report,
+            why=action.reason,
+            params=action.params(),
+        )
 
     if key in done:
         record("already_done", action.reason, "idempotency key already recorded done")

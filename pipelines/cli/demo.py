@@ -18,6 +18,8 @@ to stderr.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -41,12 +43,62 @@ class DemoFailed(RuntimeError):
     """A demo step failed; the message names the job, the step and the error."""
 
 
-def _with_progress(steps: tuple[tuple[str, Step], ...], bar: tqdm) -> tuple[tuple[str, Step], ...]:
+def _status_mib(field: str) -> float | None:
+    """``field`` (VmHWM, VmRSS) of this process in MiB; None where /proc is missing."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+class StageMeter:
+    """Wall and CPU seconds and the peak RSS of each stage of this process.
+
+    The peak is the kernel's high-water mark (VmHWM), reset at the start of each stage
+    (``/proc/self/clear_refs``); where it cannot be reset (not Linux), the figure is the
+    process's peak so far, and ``peak_is_per_stage`` says so."""
+
+    def __init__(self) -> None:
+        self.stages: dict[str, dict[str, float | None]] = {}
+        self.per_stage = True
+
+    def _reset(self) -> None:
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            self.per_stage = False
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        self._reset()
+        t, c = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            self.stages[name] = {
+                "seconds": round(time.perf_counter() - t, 1),
+                "cpu_seconds": round(time.process_time() - c, 1),
+                "peak_rss_mib": _status_mib("VmHWM"),
+            }
+
+    def report(self) -> dict[str, Any]:
+        return {"stages": self.stages, "peak_is_per_stage": self.per_stage}
+
+
+def _with_progress(
+    steps: tuple[tuple[str, Step], ...], bar: tqdm, meter: StageMeter
+) -> tuple[tuple[str, Step], ...]:
     def wrap(name: str, fn: Step) -> Step:
         def step(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
             bar.set_description(f"[demo] {name}")
             try:
-                return fn(ctx, cutoff, out)
+                with meter.stage(name):
+                    return fn(ctx, cutoff, out)
             finally:
                 bar.update(1)
 
@@ -73,6 +125,7 @@ def run_demo(
     total = 1 + sum(len(steps) for _, steps in JOBS)
     bar = tqdm(total=total, disable=not progress, unit="step", leave=True)
 
+    meter = StageMeter()
     t = time.perf_counter()
     bar.set_description("[demo] simulate fleet")
     clock = SystemClock()
@@ -81,7 +134,8 @@ def run_demo(
         start = wall.replace(minute=wall.minute - wall.minute % 5, second=0, microsecond=0)
         start -= timedelta(days=days)
     cfg = SimConfig(nodes=nodes, days=days, interval=timedelta(minutes=5), seed=seed, start=start)
-    out["simulate"] = simulate_to_lake(lake, cfg, clock=clock, progress=progress)
+    with meter.stage("simulate"):
+        out["simulate"] = simulate_to_lake(lake, cfg, clock=clock, progress=progress)
     bar.update(1)
     out["steps"]["simulate"] = round(time.perf_counter() - t, 2)
 
@@ -98,14 +152,16 @@ def run_demo(
     out["jobs"] = {}
     for job, steps in JOBS:
         t = time.perf_counter()
-        result = run_steps(ctx, job, cutoff, _with_progress(steps, bar))
+        result = run_steps(ctx, job, cutoff, _with_progress(steps, bar, meter))
         out["steps"][job] = round(time.perf_counter() - t, 2)
         out["jobs"][job] = _job_summary(result)
         if result["status"] not in ("done", "not_started"):
             bar.close()
+            out["memory"] = meter.report()
             raise DemoFailed(f"{job} job: {result.get('error') or result['status']}")
     bar.close()
     out["lake"] = lake.stats()
+    out["memory"] = meter.report()
     return out
 
 

@@ -52,7 +52,9 @@ def _finite(obj: Any) -> Any:
 @click.command("failure")
 @click.option(
     "--source",
-    type=click.Choice(("synthetic", "backblaze-daily", "backblaze-hds", "nab")),
+    type=click.Choice(
+        ("synthetic", "backblaze-daily", "backblaze-hds", "nab", "lanl", "grid5000", "titan")
+    ),
     required=True,
 )
 @click.option(
@@ -68,7 +70,8 @@ def _finite(obj: Any) -> Any:
 @click.option(
     "--validation",
     is_flag=True,
-    help="Backblaze: evaluate on a window inside each split's training rows (for tuning).",
+    help="Backblaze, lanl, grid5000, titan: evaluate on a window inside the training rows "
+    "(for tuning).",
 )
 @click.option(
     "--compare-strategies",
@@ -106,6 +109,12 @@ def eval_failure(
         else:
             data = fe.synthetic_nodes(nodes=nodes, days=days, seed=seed)
         report = fe.evaluate_nodes(data, compare_strategies=compare_strategies)
+    elif source in ("lanl", "grid5000", "titan"):
+        if not path:
+            raise click.BadParameter(f"--path is required for {source}", param_hint="--path")
+        from predops.pipelines.jobs.node_failure_evaluation import evaluate_node_failures
+
+        report = evaluate_node_failures(source, path, validation=validation)
     elif source == "nab":
         if not path:
             raise click.BadParameter("--path is required for nab", param_hint="--path")

@@ -17,9 +17,10 @@ from typing import Any
 import click
 import polars as pl
 
-from predops.pipelines.cli import demand, failure, labels
+from predops.pipelines.cli import demand, failure, labels, spares
 from predops.pipelines.cli.allocator import allocator_group
 from predops.pipelines.cli.bootstrap import bootstrap_command
+from predops.pipelines.cli.lake import LAKE_COMMANDS
 from predops.pipelines.cli.models import (
     MODEL_VERBS,
     eval_group,
@@ -36,9 +37,11 @@ from predops.pipelines.cli.support import (
     emit,
     json_option,
     key_values,
+    lightgbm_env,
     parse_duration,
     parse_time,
     reports,
+    show_progress,
 )
 from predops.pipelines.cli.whatif import simulate_ops_command
 from predops.pipelines.workspace.clock import SystemClock
@@ -58,6 +61,7 @@ from predops.pipelines.workspace.settings import load_settings
 @click.pass_context
 def main(ctx: click.Context, workspace: str | None) -> None:
     """predops: predictive operations for large compute clusters."""
+    lightgbm_env()  # every command may train or score (demo, schedule, simulate-ops, plan)
     ctx.obj = load_settings(workspace)
 
 
@@ -84,7 +88,7 @@ def simulate(nodes: int, days: float, interval: str, seed: int, start: str, as_j
         start=parse_time(start),
     )
     lake = Lake(current_settings().lake_dir)
-    summary = simulate_to_lake(lake, cfg, clock=SystemClock(), progress=not as_json)
+    summary = simulate_to_lake(lake, cfg, clock=SystemClock(), progress=show_progress())
     emit(summary, as_json, lambda s: json.dumps(s, indent=2, default=str))
 
 
@@ -214,7 +218,7 @@ def _human_ingest(r: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- lake
 @main.group()
 def lake() -> None:
-    """Inspect the Parquet lake."""
+    """Inspect and maintain the Parquet lake."""
 
 
 @lake.command("stats")
@@ -265,6 +269,13 @@ def features() -> None:
 )
 @click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True)
 @click.option("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://host:8786.")
+@click.option(
+    "--negative-rate",
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    default=None,
+    help="Share of label-negative node rows kept outside the last 9 days (seeded rule; "
+    "1 keeps every row). Default: 1, or the failure model's 0.2 above 2,000,000 rows.",
+)
 @json_option
 @reports
 def features_build(
@@ -274,6 +285,7 @@ def features_build(
     ingestion_delay: str,
     engine: str,
     scheduler: str | None,
+    negative_rate: float | None,
     as_json: bool,
 ) -> None:
     """Write the node training frame (features + labels) and demand features as of a
@@ -295,6 +307,7 @@ def features_build(
         since=parse_time(since) if since else None,
         engine=engine,
         scheduler=scheduler,
+        negative_rate=negative_rate,
     )
     emit(report, as_json, _human_features)
 
@@ -315,6 +328,12 @@ def _human_features(r: dict[str, Any]) -> str:
             f"  nodes   {n['rows']:>10,} rows x {n['columns']} columns  "
             f"hash {n['feature_set_hash']}  labels {n['positive_rate']}"
         )
+        rule = n.get("negative_sampling") or {}
+        if rule.get("rate", 1.0) < 1.0:
+            lines.append(
+                f"          negatives kept at rate {rule['rate']} (seed {rule['seed']}) "
+                f"before {rule['keep_from']}; every positive kept"
+            )
     if "demand" in r:
         d = r["demand"]
         lines.append(
@@ -370,7 +389,7 @@ def demo(
             nodes=nodes,
             days=days,
             seed=seed,
-            progress=not as_json,
+            progress=show_progress(),
             start=None if start is None else parse_time(start),
         )
     except DemoFailed as exc:
@@ -401,6 +420,8 @@ def _human_demo(o: dict[str, Any]) -> str:
 
 
 main.add_command(allocator_group)
+for _cmd in LAKE_COMMANDS:
+    lake.add_command(_cmd)
 main.add_command(models_group)
 main.add_command(schedule_group)
 main.add_command(serve_command)
@@ -412,6 +433,7 @@ main.add_command(bootstrap_command)
 eval_group.add_command(demand.eval_demand)
 eval_group.add_command(failure.eval_failure)
 eval_group.add_command(labels.eval_labels)
+eval_group.add_command(spares.eval_spares)
 train_group.add_command(demand.train_demand)
 train_group.add_command(failure.train_failure)
 forecast_group.add_command(demand.forecast_demand)

@@ -13,9 +13,12 @@ to them explicitly, so two models never register rival ``train`` groups.
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from predops.pipelines.cli.support import current_settings, emit, json_option, reports
+from predops.pipelines.cli.text import table
 
 
 @click.group("models")
@@ -54,7 +57,26 @@ def list_cmd(as_json: bool) -> None:
     from predops.pipelines.workspace import registry
 
     models = registry.list_models(uri=current_settings().mlflow_uri)
-    emit({"models": models}, as_json)
+    emit({"models": models}, as_json, _human_models)
+
+
+def _human_models(out: dict[str, Any]) -> str:
+    """One table per model: its versions, with aliases, data cutoff and run."""
+    if not out["models"]:
+        return "no predops models registered (predops train failure|demand registers one)"
+    blocks = []
+    for m in out["models"]:
+        rows = [
+            {
+                "version": v["version"],
+                "aliases": ", ".join(v["aliases"]) or "-",
+                "data cutoff": v["tags"].get("predops.data_cutoff", "-"),
+                "run": v["run_id"],
+            }
+            for v in m["versions"]
+        ]
+        blocks.append("\n".join([f"{m['name']}:", *table(rows, "  ")]))
+    return "\n\n".join(blocks)
 
 
 @models_group.command("promote")

@@ -45,6 +45,7 @@ from predops.pipelines.cli.support import (
     parse_time,
     reports,
 )
+from predops.pipelines.cli.text import scalar
 from predops.pipelines.workspace.approvals import ApprovalStore
 from predops.pipelines.workspace.audit import AuditLog
 from predops.pipelines.workspace.clock import SystemClock
@@ -224,11 +225,17 @@ def _fixed_sleep(clock: FixedClock) -> Any:
 
 
 def _human_apply(o: dict[str, Any]) -> str:
-    lines = [f"{o['plan_id']} ({o['mode']}, state from {o['state']}): {o['counts']}"]
+    counts = ", ".join(f"{n} {outcome}" for outcome, n in sorted(o["counts"].items()))
+    lines = [f"{o['plan_id']} ({o['mode']}, state from {o['state']}): {counts or 'no actions'}"]
     for a in o["actions"]:
-        why = f" {a['reason']}" if a["reason"] else ""
+        params = " ".join(f"{k}={scalar(v)}" for k, v in sorted(a.get("params", {}).items()))
+        skipped = f" [{a['reason']}]" if a["reason"] else ""
         detail = f": {a['detail']}" if a["detail"] else ""
-        lines.append(f"  {a['outcome']:<12} {a['kind']:<12} {a['target']:<24}{why}{detail}")
+        lines.append(f"  {a['outcome']:<12} {a['kind']:<12} {a['target']:<24} {params}".rstrip())
+        if a.get("why"):
+            lines.append(f"      why: {a['why']}")
+        if skipped or detail:
+            lines.append(f"      result:{skipped}{detail}")
     return "\n".join(lines)
 
 

@@ -92,12 +92,20 @@ def _describe(config: ScheduleConfig) -> dict[str, Any]:
             "labels": config.retrain.labels,
         },
         "policy": policy_settings_dict(config.policy),
+        "lake": {
+            "compact_min_files": config.lake.min_files,
+            "target_file_mb": config.lake.target_file_mb,
+            "settle_s": config.lake.settle.total_seconds(),
+            "keep_removed_s": config.lake.keep_removed.total_seconds(),
+            "retention_s": {t: d.total_seconds() for t, d in config.lake.retention.items()},
+        },
     }
 
 
 @click.group("schedule")
 def schedule_group() -> None:
-    """Scheduled jobs: ingest -> features -> score -> forecast -> plan, and retrain."""
+    """Scheduled jobs: ingest -> features -> score -> forecast -> plan, retrain, and the
+    lake's retention + compaction."""
 
 
 @schedule_group.command("check")
@@ -108,7 +116,7 @@ def check_cmd(config_path: Path | None, as_json: bool) -> None:
     """Validate the configuration and show what would be scheduled."""
     config = load_config(config_path, os.environ)
     _pause_hook()
-    emit(_describe(config), as_json, lambda d: "\n".join(f"{k}: {v}" for k, v in d.items()))
+    emit(_describe(config), as_json)
 
 
 @schedule_group.command("start")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import wraps
@@ -18,6 +19,7 @@ import click
 
 from predops.core.redaction import redact_url
 from predops.core.validation import SchemaError
+from predops.pipelines.cli.text import render
 from predops.pipelines.ingest.batch import IngestError
 from predops.pipelines.workspace import timeparse
 from predops.pipelines.workspace.errors import WorkspaceError
@@ -63,6 +65,12 @@ def current_settings() -> Settings:
     return load_settings()
 
 
+def show_progress() -> bool:
+    """Progress bars go to stderr, with ``--json`` or not, when stderr is a terminal (a
+    pipe or a log file gets none: bars there are noise)."""
+    return sys.stderr.isatty()
+
+
 def lightgbm_env() -> None:
     """Call before lightgbm is first imported (the model jobs import it)."""
     # LightGBM's OpenMP threads spin while idle unless told otherwise; the machines are
@@ -76,13 +84,11 @@ def emit(
     human: Callable[[dict[str, Any]], str] | None = None,
 ) -> None:
     """Exactly one JSON object on stdout with --json, else the human rendering (without
-    one: the same JSON, indented)."""
+    one: the object as text, ``text.render``)."""
     if as_json:
         click.echo(json.dumps(obj, default=str, sort_keys=True))
-    elif human is not None:
-        click.echo(human(obj))
     else:
-        click.echo(json.dumps(obj, default=str, sort_keys=True, indent=2))
+        click.echo((human or render)(obj))
 
 
 def reports(fn: F) -> F:

@@ -61,6 +61,27 @@ SIZING_EVERY_H = 1
     show_default=True,
     help="The node autoscaler's provisioning delay (predictive-placeholders / -autoscaler).",
 )
+@click.option(
+    "--seeds",
+    default=None,
+    help="Comma-separated seeds, e.g. 7,11,13: one world each (instead of --seed); "
+    "the output has each seed's figures and the comparison of their sums (pooled).",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Processes running the (seed, policy) runs side by side (same figures).",
+)
+@click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True)
+@click.option("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://host:8786.")
+@click.option(
+    "--progress/--no-progress",
+    default=True,
+    show_default=True,
+    help="A progress line per run on stderr (local engine).",
+)
 @json_option
 @reports
 def simulate_ops_command(
@@ -72,12 +93,23 @@ def simulate_ops_command(
     sizing_every: int,
     soft_taint_p: float | None,
     autoscaler_lead: str,
+    seeds: str | None,
+    jobs: int,
+    engine: str,
+    scheduler: str | None,
+    progress: bool,
     as_json: bool,
 ) -> None:
     """Replay a simulated fleet through a policy, hour by hour, and report what it cost:
     interrupted jobs, lost GPU-hours, drains (needless ones too), budget violations,
     capacity provisioned vs used, pending-pod and idle node-hours."""
-    from predops.pipelines.whatif.run import OpsConfig, parse_policies, simulate_ops
+    from predops.pipelines.whatif.run import (
+        OpsConfig,
+        parse_policies,
+        parse_seeds,
+        seeds_report,
+        simulate_seeds,
+    )
     from predops.pipelines.whatif.world import WorldConfig
 
     cfg = OpsConfig(
@@ -87,7 +119,14 @@ def simulate_ops_command(
         soft_taint_p=soft_taint_p,
         autoscaler_lead=parse_duration(autoscaler_lead),
     )
-    emit(simulate_ops(cfg), as_json, _human)
+    chosen = parse_seeds(seeds) if seeds else [seed]
+    runs = simulate_seeds(
+        cfg, chosen, jobs=jobs, engine=engine, scheduler=scheduler, progress=progress
+    )
+    if len(chosen) == 1:
+        emit(runs[chosen[0]], as_json, _human)
+    else:
+        emit(seeds_report(runs), as_json, _human_seeds)
 
 
 def _human(o: dict[str, Any]) -> str:
@@ -108,3 +147,9 @@ def _human(o: dict[str, Any]) -> str:
     if o.get("sizing_comparison"):
         lines.append(json.dumps({"sizing": o["sizing_comparison"]}, indent=2))
     return "\n".join(lines)
+
+
+def _human_seeds(o: dict[str, Any]) -> str:
+    parts = [f"seed {s}\n{_human(r)}" for s, r in o["seeds"].items()]
+    parts.append("pooled " + json.dumps(o["pooled"], indent=2))
+    return "\n\n".join(parts)

@@ -59,6 +59,8 @@ from predops.pipelines.workspace.settings import Settings
 
 ROW = "__row"
 """Row number in the offline frame: partitions are put back in the local row order."""
+ORDER = ("ts", "node_id")
+"""The order the local job sees rows in (``failure.OfflineNodeFrame.rows``)."""
 CONNECT_TIMEOUT_S = 30
 LOCAL_WORKERS = 2
 
@@ -197,10 +199,12 @@ def _fit(
     params: dict[str, Any] | None,
     feature_set_hash: str,
     label_cutoff: datetime,
+    sample_rate: float,
 ) -> tuple[FailureModel, pl.DataFrame]:
     """The local job's fit on the gathered partitions in the frame's row order (on a
     worker); the model and its first five rows' features (the registry's example)."""
     frame = pl.concat(parts, how="vertical_relaxed").sort(ROW).drop(ROW)
+    frame = frame.sort(*ORDER, maintain_order=True)
     frame = frame.with_columns(pl.col(c).cast(pl.Categorical) for c in categorical)
     model = fj.fit_model(
         frame,
@@ -209,11 +213,12 @@ def _fit(
         params=params,
         feature_set_hash=feature_set_hash,
         label_cutoff=label_cutoff,
+        sample_rate=sample_rate,
     )
     return model, frame.select(model.base_features).head(5)
 
 
-Scored = list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+Scored = list[pl.DataFrame]
 
 
 def _holdout_part(
@@ -232,21 +237,21 @@ def _holdout_part(
         rows = observed(frame, h, label_cutoff=last_ts)
         y = rows[label_name(h)].to_numpy().astype(np.float64)
         p = model.predict_proba(rows)[:, i] if rows.height else np.zeros(0)
-        out.append((rows[ROW].to_numpy(), y, p))
+        keys = rows.select(ROW, *ORDER).with_columns(pl.col("node_id").cast(pl.String))
+        out.append(keys.with_columns(y=pl.Series(y, dtype=pl.Float64), p=pl.Series(p)))
     return out
 
 
 def _metrics(horizons: Sequence[timedelta], parts: Sequence[Scored]) -> dict[str, float]:
     """:func:`predops.pipelines.jobs.failure.holdout_metrics` from the partitions' scores,
-    in the frame's row order."""
+    in the local job's row order."""
     out: dict[str, float] = {}
     for i, h in enumerate(horizons):
-        rows = np.concatenate([p[i][0] for p in parts])
-        order = np.argsort(rows, kind="stable")
-        y = np.concatenate([p[i][1] for p in parts])[order]
+        rows = pl.concat([p[i] for p in parts]).sort(ROW).sort(*ORDER, maintain_order=True)
+        y = rows["y"].to_numpy()
         if y.size == 0 or y.sum() == 0:
             continue
-        out.update(fj.horizon_metrics(h, y, np.concatenate([p[i][2] for p in parts])[order]))
+        out.update(fj.horizon_metrics(h, y, rows["p"].to_numpy()))
     return out
 
 
@@ -268,6 +273,7 @@ def train_failure(
     t0 = time.perf_counter()
     files = offline_files(settings)
     feature_hash = fj.offline_feature_hash(settings)
+    sample_rate = fj.offline_node_frame(settings).sample_rate
     scan = pl.scan_parquet(files)
     names = scan.collect_schema().names()
     missing = [d.name for d in node_model_defs() if d.name not in names]
@@ -279,7 +285,7 @@ def train_failure(
     last = scan.select(pl.col("ts").max()).collect().item()
     if not isinstance(last, datetime):
         raise ValueError("the training frame is empty")
-    start = fj.window_start(last, backtest_days)
+    start = fj.backtest_window(last, backtest_days)
     purge = max(horizons)
     counts = (
         scan.filter(pl.col("ts") < start - purge)
@@ -305,6 +311,7 @@ def train_failure(
         params=params,
         feature_set_hash=feature_hash,
         label_cutoff=start,
+        sample_rate=sample_rate,
         pure=False,
     )
     model_f = client.submit(operator.getitem, fitted, 0)
@@ -322,7 +329,9 @@ def train_failure(
     model: FailureModel = model_f.result()
     metrics = _metrics(model.horizons, scored)
     metrics["fit_seconds"] = fit_s
-    out = fj.train_report(model, sample.rows, metrics, start=start, purge=purge)
+    out = fj.train_report(
+        model, sample.rows, metrics, start=start, purge=purge, sample_rate=sample_rate
+    )
     out["engine"] = "dask"
     out["workers"] = len(client.nthreads())
     out["sample"] = sample.to_dict()

@@ -1,4 +1,8 @@
 """Node failure jobs: train + register, score from the champion, and the promotion backtest.
+Over 500 lines: one job. Training, the promotion backtest and scoring share the offline
+frame, the backtest window, the report and the registry entry (the Dask paths in
+:mod:`predops.pipelines.jobs.distributed` reuse them), and splitting them would scatter one
+contract over modules.
 
 - :func:`train`: the node training frame from the feature store (``predops features
   build`` writes it from the lake; built here when missing), a :class:`FailureModel`
@@ -75,14 +79,30 @@ def offline_feature_hash(settings: Settings) -> str:
     return str(json.loads(metas[-1].read_text())["feature_set_hash"])
 
 
-def training_frame(settings: Settings) -> pl.DataFrame:
+@dataclass(frozen=True, slots=True)
+class OfflineNodeFrame:
+    """The latest offline node training frame as a lazy scan, with the share of
+    negatives it keeps (``sample_rate``; 1.0: every row, see
+    :mod:`predops.features.sampling`)."""
+
+    scan: pl.LazyFrame
+    sample_rate: float
+    last_ts: datetime
+
+    def rows(self, keep: pl.Expr) -> pl.DataFrame:
+        """The rows where ``keep`` holds, in (time, node) order: the order training
+        sees them in does not depend on how the frame was written."""
+        return self.scan.filter(keep).collect().sort("ts", "node_id", maintain_order=True)
+
+
+def offline_node_frame(settings: Settings) -> OfflineNodeFrame:
     """The latest offline node training frame; built from the lake when there is none."""
     from predops.pipelines.jobs.features import NODE_TRAINING, build_features
     from predops.pipelines.workspace.lake import Lake
 
     store = FeatureStore(settings.features_dir)
     try:
-        frame = store.read_offline(NODE_TRAINING)
+        scan = store.scan_offline(NODE_TRAINING)
     except FeatureStoreError:
         lake = Lake(settings.lake_dir)
         cutoff = lake.scan("telemetry").select(pl.col("ts").max()).collect().item()
@@ -93,25 +113,32 @@ def training_frame(settings: Settings) -> pl.DataFrame:
             ) from None
         log.info("no offline node frame: building one from the lake as of %s", cutoff)
         build_features(lake, store, as_of=cutoff)
-        frame = store.read_offline(NODE_TRAINING)
-    missing = [d.name for d in node_model_defs() if d.name not in frame.columns]
+        scan = store.scan_offline(NODE_TRAINING)
+    names = set(scan.collect_schema().names())
+    missing = [d.name for d in node_model_defs() if d.name not in names]
     if missing:
         raise ValueError(
             f"the offline node frame lacks {len(missing)} feature(s) (e.g. {missing[:3]}); "
             "rebuild it with `predops features build`"
         )
-    return frame
+    sampling = store.offline_meta(NODE_TRAINING).get("negative_sampling") or {}
+    last = scan.select(pl.col("ts").max()).collect().item()
+    if not isinstance(last, datetime):
+        raise ValueError("the training frame is empty")
+    return OfflineNodeFrame(scan, float(sampling.get("rate", 1.0)), last)
 
 
-def backtest_window(frame: pl.DataFrame, days: float = BACKTEST_DAYS) -> datetime:
-    """Start of the backtest window: ``days`` before the last row whose 24 h label
-    window is fully observed."""
-    return window_start(_cutoff(frame), days)
+def training_frame(settings: Settings) -> pl.DataFrame:
+    """The latest offline node training frame, whole (small fleets; :func:`train` and the
+    backtest read only the rows they need through :func:`offline_node_frame`)."""
+    return offline_node_frame(settings).rows(pl.lit(True))
 
 
-def window_start(last_ts: datetime, days: float = BACKTEST_DAYS) -> datetime:
-    """:func:`backtest_window` of a frame whose last row is at ``last_ts``."""
-    return last_ts - PRIMARY_HORIZON - timedelta(days=days)
+def backtest_window(frame: pl.DataFrame | datetime, days: float = BACKTEST_DAYS) -> datetime:
+    """Start of the backtest window: ``days`` before the last row (of ``frame``, or the
+    time of the last row) whose 24 h label window is fully observed."""
+    last = frame if isinstance(frame, datetime) else _cutoff(frame)
+    return last - PRIMARY_HORIZON - timedelta(days=days)
 
 
 def _cutoff(frame: pl.DataFrame) -> datetime:
@@ -125,7 +152,8 @@ def holdout_metrics(
     model: FailureModel, frame: pl.DataFrame, *, label_cutoff: datetime
 ) -> dict[str, float]:
     """PR-AUC, Brier and recall at 0.5 % false alarms per horizon on the observed rows
-    of ``frame``."""
+    of ``frame`` (a sampled frame keeps its backtest window whole: every row counts, see
+    ``jobs.features.RECENT_KEPT``)."""
     out: dict[str, float] = {}
     for i, h in enumerate(model.horizons):
         rows = observed(frame, h, label_cutoff=label_cutoff)
@@ -159,11 +187,11 @@ def train(
 ) -> dict[str, Any]:
     """Fit on the offline frame before the backtest window, report the window, register."""
     t0 = time.perf_counter()
-    frame = training_frame(settings)
+    offline = offline_node_frame(settings)
     feature_hash = offline_feature_hash(settings)
-    start = backtest_window(frame, backtest_days)
+    start = backtest_window(offline.last_ts, backtest_days)
     purge = max(horizons)
-    train_rows = frame.filter(pl.col("ts") < start - purge)
+    train_rows = offline.rows(pl.col("ts") < start - purge)
     if train_rows.height == 0:
         raise no_training_rows(start, purge, backtest_days)
     model = fit_model(
@@ -173,15 +201,22 @@ def train(
         params=params,
         feature_set_hash=feature_hash,
         label_cutoff=start,
+        sample_rate=offline.sample_rate,
     )
     fit_s = time.perf_counter() - t0
+    example = train_rows.select(model.base_features).head(5)
+    n_train = train_rows.height
+    del train_rows
     metrics = holdout_metrics(
-        model, frame.filter(pl.col("ts") >= start), label_cutoff=_cutoff(frame)
+        model,
+        offline.rows(pl.col("ts") >= start),
+        label_cutoff=offline.last_ts,
     )
     metrics["fit_seconds"] = fit_s
-    out = train_report(model, train_rows.height, metrics, start=start, purge=purge)
+    out = train_report(
+        model, n_train, metrics, start=start, purge=purge, sample_rate=offline.sample_rate
+    )
     if register:
-        example = train_rows.select(model.base_features).head(5)
         out["version"] = register_model(settings, model, metrics, start=start, example=example)
         out["alias"] = "challenger"
     out["seconds"] = round(time.perf_counter() - t0, 1)
@@ -196,9 +231,11 @@ def fit_model(
     params: dict[str, Any] | None,
     feature_set_hash: str,
     label_cutoff: datetime,
+    sample_rate: float,
 ) -> FailureModel:
-    """The production fit on training rows (``params`` over ``MODEL_PARAMS``): what the
-    local job and the Dask job (on a worker) both run."""
+    """The production fit on training rows (``params`` over ``MODEL_PARAMS``; the
+    offline frame's negative ``sample_rate``): what the local job and the Dask job (on a
+    worker) both run."""
     return train_failure_model(
         rows,
         feature_defs=node_model_defs(),
@@ -207,6 +244,7 @@ def fit_model(
         strategy=strategy,
         params={**MODEL_PARAMS, **(params or {})},
         label_cutoff=label_cutoff,
+        sample_rate=sample_rate,
     )
 
 
@@ -224,12 +262,14 @@ def train_report(
     *,
     start: datetime,
     purge: timedelta,
+    sample_rate: float,
 ) -> dict[str, Any]:
     """What ``predops train failure`` reports before registering."""
     return {
         "model": f"predops.{MODEL_NAME}",
         "feature_set_hash": model.feature_set_hash,
         "training_rows": rows,
+        "negative_sample_rate": sample_rate,
         "training_until": (start - purge).isoformat(),
         "backtest_from": start.isoformat(),
         "metrics": metrics,
@@ -309,11 +349,11 @@ def backtest_score(model_uri: str, *, settings: Settings, days: float = BACKTEST
 
     name, version = _parse_uri(model_uri)
     pyfunc_model, _, _ = registry.load(name, version, uri=settings.mlflow_uri)
-    frame = training_frame(settings)
+    offline = offline_node_frame(settings)
     rows = observed(
-        frame.filter(pl.col("ts") >= backtest_window(frame, days)),
+        offline.rows(pl.col("ts") >= backtest_window(offline.last_ts, days)),
         PRIMARY_HORIZON,
-        label_cutoff=_cutoff(frame),
+        label_cutoff=offline.last_ts,
     )
     lbl = label_name(PRIMARY_HORIZON)
     pred = pyfunc_model.predict(rows.to_pandas())

@@ -141,16 +141,25 @@ def plan_in_workspace(
     clock: Clock,
     why: str = "predops plan",
     policy: PolicySettings | None = None,
+    scored: tuple[list[FailureRisk], dict[str, Any]] | None = None,
+    forecasted: tuple[list[Forecast], dict[str, Any]] | None = None,
+    seen: dict[str, datetime] | None = None,
 ) -> dict[str, Any]:
     """Plan as of ``now`` from the workspace (see the module docstring); writes the plan
     file and one ``planned`` audit entry as ``who`` (stamped by ``clock``), changes
-    nothing in the cluster. Returns the plan's report."""
+    nothing in the cluster. Returns the plan's report.
+
+    A caller that has just scored and forecast at ``now`` (the incremental cycle,
+    :mod:`predops.pipelines.jobs.cycle`) hands in ``scored`` (:func:`failure_risk`'s
+    answer), ``forecasted`` (:func:`demand_forecasts`') and ``seen`` (each node's latest
+    telemetry time) instead of having them computed again."""
     started = time.perf_counter()
     policy = policy if policy is not None else PolicySettings()
     budgets, config = policy.budgets, policy.config
-    lake_fleet = fleet_from_lake(Lake(settings.lake_dir), now)
-    risks, risk_note = failure_risk(settings, now)
-    forecasts, forecast_note = demand_forecasts(settings)
+    lake_fleet = fleet_from_lake(Lake(settings.lake_dir), now, seen=seen)
+    risks, risk_note = scored if scored is not None else failure_risk(settings, now)
+    forecasts, forecast_note = forecasted if forecasted is not None else demand_forecasts(settings)
+    forecasts = list(forecasts)
     forecasts += node_demand_forecasts(forecasts, lake_fleet.demand_in_nodes)
     coverage = buy_forecast_coverage(
         lake_fleet.fleet.stock,

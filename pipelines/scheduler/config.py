@@ -42,6 +42,18 @@ Example::
     # ingest_deadline (default 15m), before the next fire
     options = { ingest_deadline = "10m", request_deadline = "1m" }
 
+    [jobs.lake_maintenance]      # retention, then compaction of settled day partitions
+    cron = "40 * * * *"
+
+    [lake]                       # optional: compaction knobs (these are the defaults)
+    compact_min_files = 8        # compact a day partition with this many small files
+    target_file_mb = 256         # smaller files are small; rewritten files close at it
+    settle = "1h"                # a day is compacted once it ended this long ago
+    keep_removed = "15m"         # replaced files stay on disk this long for readers
+
+    [lake.retention]             # optional: drop day partitions older than this
+    telemetry = "90d"            # tables not listed are kept whole
+
     [[policy.budgets]]           # optional: the plan step's budgets and policy knobs
     scope = "rack"
     max_nodes = 1
@@ -62,13 +74,19 @@ from predops.pipelines.workspace.config import (
     merge_env,
     read_toml,
 )
+from predops.pipelines.workspace.lake_maintenance import LakeSettings, parse_lake_settings
 from predops.pipelines.workspace.policy_config import PolicySettings, parse_policy
 
 SERVER_ENV_PREFIX = "PREDOPS_SERVER__"
 """The server's overrides (``serving.config``): not the scheduler's to read."""
-JOB_NAMES = ("pipeline", "retrain")
-"""The scheduled jobs: the frequent chain and the slower retrain + promote."""
-DEFAULT_CRON = {"pipeline": "*/15 * * * *", "retrain": "30 2 * * *"}
+JOB_NAMES = ("pipeline", "retrain", "lake_maintenance")
+"""The scheduled jobs: the frequent chain, the slower retrain + promote, and the lake's
+retention + compaction (``[lake]``)."""
+DEFAULT_CRON = {
+    "pipeline": "*/15 * * * *",
+    "retrain": "30 2 * * *",
+    "lake_maintenance": "40 * * * *",
+}
 ENGINES = ("local", "dask")
 DEMAND_CONFIGS = ("hourly", "weekly")
 
@@ -138,6 +156,8 @@ class ScheduleConfig:
     retrain: RetrainConfig = RetrainConfig()
     policy: PolicySettings = field(default_factory=PolicySettings)
     """The ``plan`` step's budgets and policy knobs (``[policy]``)."""
+    lake: LakeSettings = field(default_factory=LakeSettings)
+    """The ``lake_maintenance`` job's compaction knobs and retention (``[lake]``)."""
     origin: str = "defaults"
 
     @property
@@ -278,6 +298,7 @@ def parse_config(
     t.done()
     return ScheduleConfig(
         policy=parse_policy(raw, where, env_keys=env_keys),
+        lake=parse_lake_settings(raw, where),
         jobs=jobs,
         timezone=timezone,
         misfire_grace_time=grace,

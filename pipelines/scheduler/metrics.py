@@ -33,7 +33,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 from predops.pipelines.workspace.runs import ALREADY_DONE, DONE, FAILED, RunStore
 
-JOBS = ("pipeline", "retrain", "ingest")
+JOBS = ("pipeline", "retrain", "ingest", "lake_maintenance")
 UP_TO_DATE, SKIPPED = "up_to_date", "skipped"
 OUTCOMES = (DONE, UP_TO_DATE, SKIPPED, FAILED)
 SUCCESS = frozenset({DONE, UP_TO_DATE})

@@ -21,12 +21,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
 from predops.core.redaction import redact_url
 from predops.pipelines.scheduler.config import IngestConfig
 from predops.pipelines.scheduler.context import JobContext
 from predops.pipelines.scheduler.steps import (
+    LAKE_MAINTENANCE_STEPS,
     PIPELINE_STEPS,
     RETRAIN_STEPS,
     Step,
@@ -57,9 +56,7 @@ def data_cutoff(settings: Settings) -> datetime | None:
 
     lake = Lake(settings.lake_dir)
     for table in ("telemetry", "demand"):
-        if not lake.files(table):
-            continue
-        t = lake.scan(table).select(pl.col("ts").max()).collect().item()
+        t = lake.latest_time(table)  # reads the newest day partition only
         if isinstance(t, datetime):
             return t.astimezone(UTC)
     return None
@@ -237,8 +234,8 @@ def _ingest_one(
 
 # ---------------------------------------------------------------- jobs
 def run_job(job: str, ctx: JobContext) -> dict[str, Any]:
-    """Run ``job`` (``pipeline`` or ``retrain``) once now; returns what happened (and
-    counts it in the context's metrics)."""
+    """Run ``job`` (``pipeline``, ``retrain`` or ``lake_maintenance``) once now; returns
+    what happened (and counts it in the context's metrics)."""
     t0 = time.perf_counter()
     result: dict[str, Any] = {"job": job, "status": FAILED}  # what an escaping error counts as
     try:
@@ -255,8 +252,10 @@ def _run(job: str, ctx: JobContext) -> dict[str, Any]:
         steps = PIPELINE_STEPS
     elif job == "retrain":
         before, steps = [], RETRAIN_STEPS
+    elif job == "lake_maintenance":
+        before, steps = [], LAKE_MAINTENANCE_STEPS
     else:
-        raise KeyError(f"unknown job {job!r}; known: pipeline, retrain")
+        raise KeyError(f"unknown job {job!r}; known: pipeline, retrain, lake_maintenance")
     cutoff = data_cutoff(ctx.settings)
     if cutoff is None:
         return {

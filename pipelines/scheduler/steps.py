@@ -14,6 +14,9 @@ the new one, never half of either.
   simulator's own failures are there; ``[retrain] labels``) -> ``features_offline`` ->
   ``train_demand`` -> ``promote_demand`` ->
   ``train_failure`` -> ``promote_failure``
+- lake_maintenance: ``lake_maintenance`` (retention, compaction of settled day
+  partitions, deletion of replaced files; ``[lake]``, :mod:`predops.pipelines.workspace.
+  lake_maintenance`)
 """
 
 from __future__ import annotations
@@ -260,6 +263,27 @@ def promote_failure(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome
     return _promote(ctx, "node_failure")
 
 
+# ---------------------------------------------------------------- lake maintenance
+def lake_maintenance(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
+    """Drop partitions past ``[lake.retention]``, compact settled day partitions with
+    many small files, delete files replaced long enough ago; one lake commit each."""
+    from predops.pipelines.workspace.lake import Lake
+    from predops.pipelines.workspace.lake_maintenance import maintain
+
+    report = maintain(Lake(ctx.settings.lake_dir), ctx.config.lake, clock=ctx.clock)
+    rows = sum(int(c.get("rows", 0)) for c in report["compacted"]) + sum(
+        int(d.get("rows", 0)) for d in report["dropped"]
+    )
+    detail = {
+        "changed": report["changed"],
+        "compacted": len(report["compacted"]),
+        "files_replaced": sum(int(c.get("files_before", 0)) for c in report["compacted"]),
+        "dropped_partitions": sum(len(d.get("partitions", [])) for d in report["dropped"]),
+        "deleted": report["deleted"],
+    }
+    return StepOutcome(rows, detail)
+
+
 PIPELINE_STEPS: tuple[tuple[str, Step], ...] = (
     ("features", features_online),
     ("score", score),
@@ -274,3 +298,4 @@ RETRAIN_STEPS: tuple[tuple[str, Step], ...] = (
     ("train_failure", train_failure),
     ("promote_failure", promote_failure),
 )
+LAKE_MAINTENANCE_STEPS: tuple[tuple[str, Step], ...] = (("lake_maintenance", lake_maintenance),)

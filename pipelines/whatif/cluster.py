@@ -65,6 +65,9 @@ class Cluster:
         self.down_until = np.full(n, np.nan)
         self.maint_until = np.full(n, np.nan)
         self.cordon_owner: list[str | None] = [None] * n
+        self._cordoned = np.zeros(n, dtype=bool)
+        """``cordon_owner[row] is not None``, kept beside it by :meth:`cordon` /
+        :meth:`uncordon` (read several times a tick)."""
         self.cordoned_at = np.full(n, np.nan)
         self.uncordoned_at = np.full(n, np.nan)
         self.repaired_at = np.full(n, np.nan)
@@ -95,7 +98,7 @@ class Cluster:
     # ------------------------------------------------------------------ nodes
     @property
     def cordoned(self) -> np.ndarray:
-        return np.array([o is not None for o in self.cordon_owner])
+        return self._cordoned.copy()
 
     @property
     def under_repair(self) -> np.ndarray:
@@ -132,14 +135,18 @@ class Cluster:
             self.snapshot.set_schedulable(off, False)
 
     def busy(self) -> np.ndarray:
-        return np.array([len(s) > 0 for s in self.snapshot.pods_on[: len(self.gpus)]])
+        n = len(self.gpus)
+        out: np.ndarray = np.fromiter(map(len, self.snapshot.pods_on[:n]), np.intp, n) > 0
+        return out
 
     def cordon(self, row: int, owner: str, t: float) -> None:
         self.cordon_owner[row] = owner
+        self._cordoned[row] = True
         self.cordoned_at[row] = t
 
     def uncordon(self, row: int, t: float) -> None:
         self.cordon_owner[row] = None
+        self._cordoned[row] = False
         self.uncordoned_at[row] = t
 
     # ------------------------------------------------------------------ pods

@@ -161,6 +161,7 @@ class Loop:
         self._last_p: np.ndarray | None = None
         self._topo_key: bytes = b""
         self._topo: Topology | None = None
+        self._risk_tick: tuple[int, datetime, Provenance] | None = None
         self.row_of = {n: i for i, n in enumerate(world.node_ids)}
         self.scaler = PoolScaler(self.cluster, self.row_of, self.tally)
         self.autoscaler: NodeAutoscaler | None = None
@@ -187,10 +188,13 @@ class Loop:
         """Node-hours in service with a soft taint (``LoopConfig.soft_taint_p``)."""
 
     # ------------------------------------------------------------------ run
-    def run(self) -> Tally:
+    def run(self, on_tick: Callable[[int], object] | None = None) -> Tally:
+        """Every evaluated tick in order; ``on_tick(1)`` after each (a progress count)."""
         wc = self.world.cfg
         for k in range(wc.first_tick, wc.last_tick):
             self.tick(k)
+            if on_tick is not None:
+                on_tick(1)
             if (k - wc.first_tick) % 24 == 23:
                 t = self.tally
                 log.info(
@@ -396,9 +400,12 @@ class Loop:
 
     def _risk(self, row: int, p: float, k: int) -> FailureRisk:
         assert self.risk is not None
-        now = self.world.cfg.at(k)
-        v = int(self.risk.version[k - self.risk.first_tick])
-        prov = Provenance("node_failure", f"whatif-{self.cfg.policy}-{v}", FEATURE_HASH, now)
+        if self._risk_tick is None or self._risk_tick[0] != k:
+            now = self.world.cfg.at(k)
+            v = int(self.risk.version[k - self.risk.first_tick])
+            prov = Provenance("node_failure", f"whatif-{self.cfg.policy}-{v}", FEATURE_HASH, now)
+            self._risk_tick = (k, now, prov)  # one provenance per tick, shared
+        _, now, prov = self._risk_tick
         return FailureRisk(
             self.world.node_ids[row], now, self.cfg.horizon, min(max(p, 0.0), 1.0), (), prov
         )

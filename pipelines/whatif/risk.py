@@ -22,7 +22,6 @@ the horizon, else 0.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,7 +29,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from predops.features.definitions import FeatureDef, NodeFeatureSpec, node_feature_set
+from predops.features.definitions import (
+    FeatureDef,
+    NodeFeatureSpec,
+    gauge_name,
+    node_feature_set,
+)
 from predops.features.frames import finish_node_features, node_local_features
 from predops.features.labels import add_failure_labels
 from predops.models.failure.config import MODEL_PARAMS, PRIMARY_HORIZON, node_model_defs
@@ -86,30 +90,40 @@ def model_defs(spec: NodeFeatureSpec = HOURLY_SPEC) -> list[FeatureDef]:
 
 
 def node_frame(world: World, spec: NodeFeatureSpec = HOURLY_SPEC) -> pl.DataFrame:
-    """Hourly feature rows of every node over the whole simulated period."""
+    """Hourly feature rows of every node over the whole simulated period, float32.
+
+    Each block of nodes' own features is narrowed to float32 as it is collected, except
+    the peer gauges' sources (:func:`peer_sources`), which the cross-node medians read
+    at full precision and which are narrowed after them: the same frame as narrowing
+    the whole at the end (a cast is a cast), at half the memory of the node-local rows
+    (6.0 GB instead of 12 at 10,000 nodes x 44 days)."""
     sim = world.sim
     cutoff = world.cfg.at(world.cfg.last_tick)
     inventory = sim.inventory().lazy()
-    events = sim.events()
-
-    def blocks() -> Iterator[pl.DataFrame]:
-        yield from sim.telemetry_blocks()
-
-    parts = [
-        node_local_features(
-            b.lazy(),
-            inventory,
-            events.lazy(),
-            cutoff=cutoff,
-            spec=spec,
-            eval_every=timedelta(hours=1),
+    events = sim.events().lazy()
+    wide = peer_sources(spec)
+    parts = []
+    for b in sim.telemetry_blocks():
+        part = node_local_features(
+            b.lazy(), inventory, events, cutoff=cutoff, spec=spec, eval_every=timedelta(hours=1)
         ).collect()
-        for b in blocks()
-    ]
+        parts.append(_narrow(part, keep=wide))
     local = pl.concat(parts, how="vertical_relaxed")
+    del parts
     frame = finish_node_features(local.lazy(), spec).collect()
-    # Float32 halves the frame (3.5 M rows x 137 columns on 2,000 nodes x 74 days).
-    return frame.with_columns(pl.col(pl.Float64).cast(pl.Float32))
+    del local
+    return _narrow(frame, keep=frozenset())
+
+
+def peer_sources(spec: NodeFeatureSpec) -> frozenset[str]:
+    """The node-local columns the peer deviations are computed from."""
+    return frozenset(gauge_name(g, "mean", spec.short_window) for g in spec.peer_gauges)
+
+
+def _narrow(frame: pl.DataFrame, *, keep: frozenset[str]) -> pl.DataFrame:
+    """Float64 columns as float32, but those in ``keep``."""
+    wide = [n for n, t in frame.schema.items() if t == pl.Float64 and n not in keep]
+    return frame.with_columns(pl.col(wide).cast(pl.Float32)) if wide else frame
 
 
 def training_rows(frame: pl.DataFrame, cutoff: datetime, cfg: RiskConfig) -> pl.DataFrame:

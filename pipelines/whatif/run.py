@@ -16,10 +16,11 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import resource
+import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -165,10 +166,34 @@ def _loop_config(cfg: OpsConfig, policy: str) -> LoopConfig:
     )
 
 
-def _figures(loop: Loop, cfg: OpsConfig) -> dict[str, Any]:
+def progress_bar(label: str, hours: int, *, enabled: bool) -> Any:
+    """A tqdm line on stderr counting the simulated hours of one run (redrawn every 2 s
+    on a terminal, every 30 s into a file); a no-op when not ``enabled``."""
+    from tqdm import tqdm
+
+    return tqdm(
+        total=hours,
+        desc=label,
+        unit="h",
+        file=sys.stderr,
+        disable=not enabled,
+        mininterval=2.0 if sys.stderr.isatty() else 30.0,
+        ascii=not sys.stderr.isatty(),
+    )
+
+
+def _figures(loop: Loop, cfg: OpsConfig, progress: bool = False) -> dict[str, Any]:
     """Run ``loop``; its figures, with the soft-tainted node-hours when the option is on
-    (never for the reactive policy, which reads no risk)."""
-    out = loop.run().to_dict()
+    (never for the reactive policy, which reads no risk). ``progress``: a progress bar
+    on stderr."""
+    wc = loop.world.cfg
+    bar = progress_bar(
+        f"seed {wc.seed} {loop.cfg.policy}", wc.last_tick - wc.first_tick, enabled=progress
+    )
+    try:
+        out = loop.run(on_tick=bar.update if progress else None).to_dict()
+    finally:
+        bar.close()
     if cfg.soft_taint_p is not None and loop.cfg.policy != "reactive":
         out["soft_tainted_node_hours"] = loop.soft_tainted_node_hours
     if loop.autoscaler is not None:
@@ -182,6 +207,8 @@ def run_policy(
     policy: str,
     watch: Stopwatch,
     risks: dict[str, RiskTable] | None = None,
+    *,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Run ``policy`` on ``world``; ``risks`` keeps the failure model's table for the
     next predictive run on the same world (the models are refitted on the same past:
@@ -195,7 +222,7 @@ def run_policy(
         risk = risks["predictive"]
         demand = ModelForecasts(loop_demand(world), sim.calendar(), cfg.demand_retrain_every)
         with watch(f"loop_{policy}"):
-            out = _figures(Loop(world, _loop_config(cfg, policy), risk, demand.at), cfg)
+            out = _figures(Loop(world, _loop_config(cfg, policy), risk, demand.at), cfg, progress)
         out["failure_model_fits"] = risk.fits
         out["demand_model_fits"] = demand.fits
         return out
@@ -203,9 +230,9 @@ def run_policy(
         risk = oracle_risk(world, cfg.risk.horizon)
         truth = TrueForecasts(loop_demand(world))
         with watch("loop_oracle"):
-            return _figures(Loop(world, _loop_config(cfg, policy), risk, truth.at), cfg)
+            return _figures(Loop(world, _loop_config(cfg, policy), risk, truth.at), cfg, progress)
     with watch("loop_reactive"):
-        return _figures(Loop(world, _loop_config(cfg, policy)), cfg)
+        return _figures(Loop(world, _loop_config(cfg, policy)), cfg, progress)
 
 
 def _share(part: float, whole: float) -> float | None:
@@ -318,45 +345,148 @@ def compare_sizing(figures: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def _policy_in_process(
-    cfg: OpsConfig, policy: str, log_level: int
+    cfg: OpsConfig, policy: str, log_level: int, progress: bool = False
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """One policy in a process of its own: it draws the same world from the seed."""
-    logging.basicConfig(level=log_level, format=f"%(asctime)s [{policy}] %(message)s")
+    logging.basicConfig(
+        level=log_level, format=f"%(asctime)s [{cfg.world.seed} {policy}] %(message)s"
+    )
     watch = Stopwatch()
     with watch(f"world_{policy}"):
         world = build_world(cfg.world)
-    return run_policy(world, cfg, policy, watch), watch.stages, describe(world)
+    return run_policy(world, cfg, policy, watch, progress=progress), watch.stages, describe(world)
 
 
-def simulate_ops(cfg: OpsConfig, *, world: World | None = None, jobs: int = 1) -> dict[str, Any]:
-    """Run ``cfg``; with ``jobs`` > 1 the policies run in that many spawned processes
-    (each draws the same world from the seed; the figures are the same either way)."""
-    watch = Stopwatch()
-    policies = [p for p in RUNNABLE if p in cfg.policies]
-    if jobs > 1 and len(policies) > 1 and world is None:
-        ctx = multiprocessing.get_context("spawn")
-        level = logging.getLogger().getEffectiveLevel()
-        with ProcessPoolExecutor(min(jobs, len(policies)), mp_context=ctx) as pool:
-            futures = [pool.submit(_policy_in_process, cfg, p, level) for p in policies]
-            done = [f.result() for f in futures]
-        figures = {p: f for p, (f, _, _) in zip(policies, done, strict=True)}
-        for _, stages, _ in done:
-            watch.stages.update(stages)
-        world_figures = done[0][2]
-    else:
-        if world is None:
-            with watch("world"):
-                world = build_world(cfg.world)
-        risks: dict[str, RiskTable] = {}
-        figures = {p: run_policy(world, cfg, p, watch, risks) for p in policies}
-        world_figures = describe(world)
+ENGINES = ("local", "dask")
+
+
+def _result(
+    cfg: OpsConfig,
+    world_figures: dict[str, Any],
+    figures: dict[str, dict[str, Any]],
+    stages: dict[str, dict[str, float]],
+) -> dict[str, Any]:
     return {
         "config": cfg.to_dict(),
         "world": world_figures,
         "policies": figures,
         "comparison": compare(figures),
         "sizing_comparison": compare_sizing(figures),
-        "seconds": watch.stages,
+        "seconds": stages,
+    }
+
+
+def _seed_config(cfg: OpsConfig, seed: int) -> OpsConfig:
+    return replace(cfg, world=replace(cfg.world, seed=seed))
+
+
+def simulate_seeds(
+    cfg: OpsConfig,
+    seeds: Sequence[int],
+    *,
+    jobs: int = 1,
+    engine: str = "local",
+    scheduler: str | Any | None = None,
+    progress: bool = False,
+) -> dict[int, dict[str, Any]]:
+    """:func:`simulate_ops` for each of ``seeds`` (``cfg.world.seed`` replaced): one
+    task per (seed, policy), each drawing its world from the seed, so the figures are
+    the same however the tasks run. ``engine`` ``local``: ``jobs`` spawned processes
+    (1: one after the other, in this process); ``dask``: tasks on the Dask cluster at
+    ``scheduler`` (an address ``tcp://host:8786`` or a ``distributed.Client``)."""
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; use local or dask")
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct and at least one, got {list(seeds)}")
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
+    policies = [p for p in RUNNABLE if p in cfg.policies]
+    cfgs = {s: _seed_config(cfg, s) for s in seeds}
+    tasks = [(s, p) for s in seeds for p in policies]
+    level = logging.getLogger().getEffectiveLevel()
+    if engine == "dask":
+        if scheduler is None:
+            raise ValueError("--engine dask needs --scheduler tcp://host:port")
+        done = _on_dask(scheduler, [(cfgs[s], p, level) for s, p in tasks])
+    elif jobs > 1 and len(tasks) > 1:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=ctx) as pool:
+            futures = [
+                pool.submit(_policy_in_process, cfgs[s], p, level, progress) for s, p in tasks
+            ]
+            done = [f.result() for f in futures]
+    else:
+        return {s: simulate_ops(cfgs[s], progress=progress) for s in seeds}
+    out: dict[int, dict[str, Any]] = {}
+    for s in seeds:
+        mine = [d for (seed, _), d in zip(tasks, done, strict=True) if seed == s]
+        stages: dict[str, dict[str, float]] = {}
+        for _, st, _ in mine:
+            stages.update(st)
+        figures = {p: f for p, (f, _, _) in zip(policies, mine, strict=True)}
+        out[s] = _result(cfgs[s], mine[0][2], figures, stages)
+    return out
+
+
+def _on_dask(
+    scheduler: str | Any, calls: list[tuple[OpsConfig, str, int]]
+) -> list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]:
+    """Each call of :func:`_policy_in_process` as one Dask task (no progress bars: the
+    workers' stderr is not the caller's)."""
+    from distributed import Client
+
+    # distributed is untyped: keep the client as Any.
+    client: Any = scheduler if isinstance(scheduler, Client) else Client(scheduler)  # type: ignore[no-untyped-call]
+    try:
+        futures = [
+            client.submit(_policy_in_process, c, p, level, False, pure=False)
+            for c, p, level in calls
+        ]
+        return list(client.gather(futures))
+    finally:
+        if client is not scheduler:
+            client.close()
+
+
+def simulate_ops(
+    cfg: OpsConfig, *, world: World | None = None, jobs: int = 1, progress: bool = False
+) -> dict[str, Any]:
+    """Run ``cfg``; with ``jobs`` > 1 the policies run in that many spawned processes
+    (each draws the same world from the seed; the figures are the same either way).
+    ``progress``: a progress bar per policy on stderr."""
+    policies = [p for p in RUNNABLE if p in cfg.policies]
+    if jobs > 1 and len(policies) > 1 and world is None:
+        return simulate_seeds(cfg, [cfg.world.seed], jobs=jobs, progress=progress)[cfg.world.seed]
+    watch = Stopwatch()
+    if world is None:
+        with watch("world"):
+            world = build_world(cfg.world)
+    risks: dict[str, RiskTable] = {}
+    figures = {p: run_policy(world, cfg, p, watch, risks, progress=progress) for p in policies}
+    return _result(cfg, describe(world), figures, watch.stages)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``7,11,13`` -> ``[7, 11, 13]`` (a clear error naming the bad item)."""
+    out = []
+    for item in text.split(","):
+        try:
+            out.append(int(item.strip()))
+        except ValueError:
+            raise ValueError(f"--seeds: {item.strip()!r} is not an integer (in {text!r})") from None
+    return out
+
+
+def seeds_report(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Several worlds' results: each seed's, and the comparison of their sums
+    (:func:`pooled`)."""
+    seeds = list(runs)
+    return {
+        "seeds": {str(s): r for s, r in runs.items()},
+        "pooled": {
+            "seeds": seeds,
+            "comparison": compare(pooled([r["policies"] for r in runs.values()])),
+        },
     }
 
 

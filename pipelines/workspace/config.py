@@ -23,6 +23,7 @@ SECTIONS_BY_READER: Mapping[str, tuple[str, ...]] = {
     "scheduler": ("scheduler", "jobs", "ingest", "features", "retrain"),
     "server": ("server", "tokens"),
     "policy": ("policy",),
+    "lake": ("lake",),
 }
 """The top-level tables of a ``predops.toml`` and who validates each: one file may feed
 the scheduler, the server and the CLI. Each reader validates its own tables (unknown keys

@@ -89,7 +89,33 @@ class FeatureStore:
         )
         return path
 
-    def read_offline(self, name: str, as_of: datetime | None = None) -> pl.DataFrame:
+    def write_offline_lazy(
+        self,
+        name: str,
+        frame: pl.LazyFrame,
+        *,
+        as_of: datetime,
+        feature_set_hash: str,
+        extra_meta: dict[str, Any] | None = None,
+    ) -> Path:
+        """:meth:`write_offline` of a lazy frame, streamed to the file (never collected
+        whole: e.g. a scan of partition files). ``extra_meta`` goes into ``meta.json``."""
+        path = self.offline_path(name, as_of)
+        _atomic_write(path, lambda p: frame.sink_parquet(p, compression="zstd"))
+        written = pl.scan_parquet(path)
+        meta = {
+            "as_of": as_of.isoformat(),
+            "feature_set_hash": feature_set_hash,
+            "rows": int(written.select(pl.len()).collect().item()),
+            "columns": len(written.collect_schema()),
+            **(extra_meta or {}),
+        }
+        _atomic_write(
+            path.with_name("meta.json"), lambda p: p.write_text(json.dumps(meta, sort_keys=True))
+        )
+        return path
+
+    def _offline_file(self, name: str, as_of: datetime | None) -> Path:
         base = self.root / "offline" / name
         if as_of is not None:
             path = self.offline_path(name, as_of)
@@ -100,7 +126,19 @@ class FeatureStore:
             path = parts[-1]
         if not path.exists():
             raise FeatureStoreError(f"no offline frame {name!r} as of {as_of}")
-        return pl.read_parquet(path)
+        return path
+
+    def read_offline(self, name: str, as_of: datetime | None = None) -> pl.DataFrame:
+        return pl.read_parquet(self._offline_file(name, as_of))
+
+    def scan_offline(self, name: str, as_of: datetime | None = None) -> pl.LazyFrame:
+        """The offline frame as a lazy scan (filters and column choices read less)."""
+        return pl.scan_parquet(self._offline_file(name, as_of))
+
+    def offline_meta(self, name: str, as_of: datetime | None = None) -> dict[str, Any]:
+        """The ``meta.json`` beside the offline frame (``{}`` when it has none)."""
+        meta = self._offline_file(name, as_of).with_name("meta.json")
+        return dict(json.loads(meta.read_text())) if meta.exists() else {}
 
     # ------------------------------------------------------------------ online
     def materialise_online(
@@ -122,6 +160,31 @@ class FeatureStore:
         _atomic_write(
             data.with_suffix(".json"), lambda p: p.write_text(json.dumps(meta, sort_keys=True))
         )
+
+    def has_online(self, name: str, feature_set_hash: str) -> bool:
+        """Whether the online frame ``name`` exists with ``feature_set_hash``."""
+        data = self.root / "online" / f"{name}.arrow"
+        if not data.exists():
+            return False
+        meta = _embedded_meta(data)
+        return meta is not None and meta.get("feature_set_hash") == feature_set_hash
+
+    def restamp_online(self, name: str, *, as_of: datetime) -> int:
+        """Keep the online frame ``name``'s rows, move its ``as_of`` (its inputs did not
+        change since it was computed); returns its row count. Atomic like a rewrite."""
+        data = self.root / "online" / f"{name}.arrow"
+        meta = _embedded_meta(data)
+        if meta is None:
+            raise FeatureStoreError(f"no online frame {name!r} to restamp")
+        with pa.memory_map(str(data)) as source:
+            table = pa.ipc.open_file(source).read_all()
+        meta["as_of"] = as_of.isoformat()
+        table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True)})
+        _atomic_write(data, lambda p: feather.write_feather(table, p, compression="uncompressed"))
+        _atomic_write(
+            data.with_suffix(".json"), lambda p: p.write_text(json.dumps(meta, sort_keys=True))
+        )
+        return int(table.num_rows)
 
     def read_online(
         self,

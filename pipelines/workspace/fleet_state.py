@@ -92,25 +92,38 @@ def topology_at(lake: Lake, now: datetime) -> tuple[Topology, datetime]:
     return Topology.from_inventory(inv.select(INVENTORY.names)), inv["ts"].max()  # type: ignore[return-value]
 
 
-def _last_seen(lake: Lake, now: datetime) -> dict[str, datetime]:
-    if not _has(lake, "telemetry"):
-        return {}
-    seen = (
+def latest_per_node(lake: Lake, now: datetime) -> pl.DataFrame:
+    """``node_id``, ``ts``: each node's latest telemetry time at or before ``now``, by
+    node id (reads the whole telemetry table's two columns)."""
+    return (
         lake.scan("telemetry")
         .select("node_id", "ts")
         .filter(pl.col("ts") <= now)
         .group_by("node_id")
         .agg(pl.col("ts").max())
+        .sort("node_id")
         .collect()
     )
+
+
+def _last_seen(lake: Lake, now: datetime) -> dict[str, datetime]:
+    if not _has(lake, "telemetry"):
+        return {}
+    seen = latest_per_node(lake, now)
     return dict(zip(seen["node_id"].to_list(), seen["ts"].to_list(), strict=True))
 
 
 def node_states(
-    lake: Lake, topology: Topology, inventory_at: datetime, now: datetime
+    lake: Lake,
+    topology: Topology,
+    inventory_at: datetime,
+    now: datetime,
+    seen: dict[str, datetime] | None = None,
 ) -> dict[str, NodeState]:
-    """:class:`NodeState` per inventory node from events up to ``now``."""
-    seen = _last_seen(lake, now)
+    """:class:`NodeState` per inventory node from events up to ``now``; ``seen`` is each
+    node's latest telemetry time at or before ``now`` when the caller keeps it (read
+    from the lake otherwise)."""
+    seen = _last_seen(lake, now) if seen is None else seen
     acc: dict[str, dict[str, Any]] = {
         n.node_id: {"observed_at": seen.get(n.node_id, inventory_at)} for n in topology.nodes
     }
@@ -198,10 +211,13 @@ def snapshot_of(
     return snap, counts
 
 
-def fleet_from_lake(lake: Lake, now: datetime) -> LakeFleet:
-    """The fleet, snapshot and notes at ``now``; see the module docstring."""
+def fleet_from_lake(
+    lake: Lake, now: datetime, *, seen: dict[str, datetime] | None = None
+) -> LakeFleet:
+    """The fleet, snapshot and notes at ``now``; see the module docstring. ``seen``: as
+    :func:`node_states` takes it."""
     topology, inv_at = topology_at(lake, now)
-    states = node_states(lake, topology, inv_at, now)
+    states = node_states(lake, topology, inv_at, now, seen)
     pdbs: dict[str, PdbState] = {}
     if _has(lake, "pdbs"):
         pdbs = pdbs_from_frame(lake.scan("pdbs").filter(pl.col("ts") <= now).collect())

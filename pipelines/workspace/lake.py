@@ -20,6 +20,11 @@ that no reader sees and the next write removes. Writers hold the lake lock (wait
 most ``lock_timeout`` seconds). Re-writing rows whose key (the schema's ``key``) is
 already in the partition adds nothing, so re-ingesting the same input is a no-op.
 
+Reads may name a time window (``scan(table, start=, end=)``): only the ``date=`` folders it
+overlaps are listed and the filter goes into the scan (row groups are skipped by their
+statistics). Many small files per partition are merged, old partitions dropped and
+replaced files deleted by :mod:`.lake_maintenance`, through the same commits.
+
 A stored file that is not readable Parquet any more (truncated, overwritten: its footer
 does not parse) is moved aside into ``_quarantine/_files/`` the first time a read or a
 write lists it, with a warning naming it (logger ``predops.lake``) and a line in
@@ -41,7 +46,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -228,27 +233,35 @@ class Lake:
         # chunked writer of disjoint node ranges then never re-reads earlier chunks).
         first = schema.key[0]
         lo, hi = rows[first].min(), rows[first].max()
+        within = pl.col(first).is_between(pl.lit(lo), pl.lit(hi))
+        t = schema.time_column
+        if t in schema.key and t != first:
+            # The same for the time range: a partition's earlier ingests are skipped by
+            # their statistics, so an ingest every few minutes does not re-read the day.
+            within = within & pl.col(t).is_between(pl.lit(rows[t].min()), pl.lit(rows[t].max()))
         try:
-            stored = (
-                pl.scan_parquet(existing)
-                .select(list(schema.key))
-                .filter(pl.col(first).is_between(pl.lit(lo), pl.lit(hi)))
-                .collect()
-            )
+            stored = pl.scan_parquet(existing).select(list(schema.key)).filter(within).collect()
         except Exception as exc:  # a corrupt file must not be silently ignored
             raise LakeError(f"cannot read stored keys in {part_dir}: {exc}") from exc
         return rows.join(stored, on=list(schema.key), how="anti", nulls_equal=True)
 
-    def _visible(self, base: Path, pattern: str) -> list[Path]:
+    def _visible(
+        self, base: Path, pattern: str, days: tuple[date | None, date | None] | None = None
+    ) -> list[Path]:
         """Files under ``base`` matching ``pattern`` that readers may see: untagged ones,
-        committed ones and the open transaction's own (the commit log is read before the
-        directories, so a commit landing meanwhile is seen whole or not at all)."""
+        committed ones and the open transaction's own, less those a committed
+        transaction removed (the commit log is read before the directories, so a commit
+        landing meanwhile is seen whole or not at all). ``days``: only the
+        ``date=<day>`` folders within ``(first, last)`` are listed (None: unbounded)."""
         committed = self._commits.committed()
+        removed = self._commits.removed()
         own = self._tx.id if self._tx is not None else None
         out = []
-        for f in sorted(base.glob(pattern)):
+        for f in sorted(_glob_days(base, pattern, days)):
             tx = tx_of(f.name)
-            if tx is None or tx == own or tx in committed:
+            if (tx is None or tx == own or tx in committed) and (
+                not removed or str(f.relative_to(self.root)) not in removed
+            ):
                 out.append(f)
         return out
 
@@ -329,25 +342,68 @@ class Lake:
         return out
 
     # ------------------------------------------------------------------ reads
-    def files(self, table: str, source: str | None = None) -> list[Path]:
-        """The table's readable part files (corrupt ones are moved aside, see above)."""
+    def files(
+        self,
+        table: str,
+        source: str | None = None,
+        *,
+        start: datetime | None = None,
+        end: datetime | None = None,
+    ) -> list[Path]:
+        """The table's readable part files (corrupt ones are moved aside, see above);
+        with ``start`` / ``end`` only those of the day partitions the window overlaps."""
         base = self.table_dir(table)
-        return self._readable(self._visible(base, f"source={source or '*'}/date=*/part-*.parquet"))
+        days = None if start is None and end is None else (_utc_day(start), _utc_day(end))
+        pattern = f"source={source or '*'}/date=*/part-*.parquet"
+        return self._readable(self._visible(base, pattern, days))
 
     def quarantine_files(self, table: str) -> list[Path]:
         base = self.root / QUARANTINE_DIR / table
         return self._readable(self._visible(base, "source=*/date=*/part-*.parquet"))
 
-    def scan(self, table: str, source: str | None = None) -> pl.LazyFrame:
-        """All stored rows of ``table`` (optionally one source) with a ``source`` column."""
+    def scan(
+        self,
+        table: str,
+        source: str | None = None,
+        *,
+        start: datetime | None = None,
+        end: datetime | None = None,
+    ) -> pl.LazyFrame:
+        """The stored rows of ``table`` (optionally one source) with a ``source`` column.
+
+        ``start`` / ``end`` (inclusive, UTC-aware) bound the time column: only the day
+        partitions the window overlaps are listed, and the filter goes into the scan,
+        so row groups whose time statistics lie outside it are not read."""
         schema = schema_for(table)
-        files = self.files(table, source)
+        files = self.files(table, source, start=start, end=end)
         if not files:
-            return schema.empty().lazy().with_columns(pl.lit(None, pl.String).alias("source"))
-        lf = pl.scan_parquet(
-            files, hive_partitioning=True, hive_schema={"source": pl.String, "date": pl.Date}
-        )
-        return lf.drop("date")
+            lf = schema.empty().lazy().with_columns(pl.lit(None, pl.String).alias("source"))
+        else:
+            lf = pl.scan_parquet(
+                files, hive_partitioning=True, hive_schema={"source": pl.String, "date": pl.Date}
+            ).drop("date")
+        t = pl.col(schema.time_column)
+        if start is not None:
+            lf = lf.filter(t >= pl.lit(start).cast(schema.polars_schema()[schema.time_column]))
+        if end is not None:
+            lf = lf.filter(t <= pl.lit(end).cast(schema.polars_schema()[schema.time_column]))
+        return lf
+
+    def latest_time(self, table: str, source: str | None = None) -> datetime | None:
+        """The table's latest time-column value, read from the newest day partition that
+        has visible files only (not the whole history); None when the table is empty."""
+        schema = schema_for(table)
+        folders = self.table_dir(table).glob(f"source={source or '*'}/date=*")
+        days = sorted({d for d in map(partition_day, folders) if d is not None}, reverse=True)
+        for day in days:
+            start = datetime.combine(day, datetime.min.time(), tzinfo=UTC)
+            files = self.files(table, source, start=start, end=start)
+            if files:
+                t = pl.scan_parquet(files).select(pl.col(schema.time_column).max())
+                value = t.collect().item()
+                if isinstance(value, datetime):
+                    return value
+        return None
 
     def read_quarantine(self, table: str) -> pl.DataFrame:
         files = self.quarantine_files(table)
@@ -403,6 +459,40 @@ class Lake:
         return out
 
 
+def _utc_day(t: datetime | None) -> date | None:
+    if t is None:
+        return None
+    if t.tzinfo is None:
+        raise LakeError(f"lake read window: {t.isoformat()} must be UTC-aware")
+    return t.astimezone(UTC).date()
+
+
+def partition_day(folder: Path) -> date | None:
+    """The day of a ``date=<YYYY-MM-DD>`` folder (None when the name is not one)."""
+    try:
+        return date.fromisoformat(folder.name.removeprefix("date="))
+    except ValueError:
+        return None
+
+
+def _glob_days(
+    base: Path, pattern: str, days: tuple[date | None, date | None] | None
+) -> Iterator[Path]:
+    """``base.glob(pattern)``, listing only the ``date=`` folders within ``days``."""
+    if days is None:
+        yield from base.glob(pattern)
+        return
+    sources, _, rest = pattern.partition("/date=*/")
+    first, last = days
+    for folder in base.glob(f"{sources}/date=*"):
+        day = partition_day(folder)
+        if day is None or (first is not None and day < first):
+            continue
+        if last is not None and day > last:
+            continue
+        yield from folder.glob(rest)
+
+
 class LakeTransaction:
     """The writes of one commit (see :meth:`Lake.transaction`). The lake lock is taken
     at the first write, so an adapter still fetching its input holds nothing."""
@@ -412,8 +502,28 @@ class LakeTransaction:
         self.id = new_tx_id()
         self.pending = Pending(lake.root, self.id)
         self.ingest_entry: dict[str, Any] | None = None
+        self.maintenance: dict[str, Any] | None = None
+        """What a maintenance commit did (compaction, retention), kept in its line."""
+        self.removes: dict[str, list[str]] = {}
         self._lock: Any = None
         self._done = False
+
+    def remove(self, files: list[Path]) -> None:
+        """Stop showing ``files`` (stored files of this lake) at this commit: readers see
+        them until the commit line lands, and never after."""
+        self._begin()
+        for f in files:
+            rel = f.relative_to(self.lake.root)
+            self.removes.setdefault(str(rel.parent), []).append(rel.name)
+
+    def publish(self, staged: Path, part_dir: Path) -> Path:
+        """Link a complete staged file into ``part_dir`` (visible at the commit)."""
+        self._begin()
+        return self._publish(staged, part_dir)
+
+    def hold(self) -> None:
+        """Take the lake lock now (and recover a dead writer's transaction)."""
+        self._begin()
 
     def _begin(self) -> None:
         if self._lock is not None:
@@ -508,7 +618,12 @@ class LakeTransaction:
             self._done = True  # wrote nothing
             return
         self._begin()
-        self.lake._commits.commit(self.id, self.ingest_entry)
+        if self.maintenance is not None and not self.removes and not self.pending.files():
+            self._done = True  # a maintenance pass that changed nothing needs no line
+            return
+        self.lake._commits.commit(
+            self.id, self.ingest_entry, removes=self.removes, maintenance=self.maintenance
+        )
         self._done = True
         self.pending.forget()
         if self.ingest_entry is not None:

@@ -9,6 +9,13 @@ first and then the partitions, and skip a tagged file whose transaction is not i
 log, so they see a write whole or not at all (untagged ``part-<n>.parquet`` files are
 from before commits existed and always count).
 
+A commit may also remove files (a compaction replacing a partition's small files by
+one large one, a retention dropping old partitions): its line lists them under
+``"removes"`` (``{partition dir: [file names]}``), and from that line on readers skip
+them, so the new files and the removal become visible at the same instant. The removed
+files stay on disk until a later maintenance run deletes them (after a grace time, so a
+reader that listed them just before the commit can still read them).
+
 A writer killed mid-way leaves tagged files nobody reads and its pending list; the next
 writer (holding the lake lock, so no live writer can own them) deletes the files of every
 pending transaction that never committed. A torn last line of either log (a kill inside
@@ -105,6 +112,8 @@ class CommitLog:
         self.path = Path(root) / COMMIT_LOG
         self._sig: tuple[int, int] | None = None
         self._committed: frozenset[str] = frozenset()
+        self._removed: frozenset[str] = frozenset()
+        self._removals: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
         self._last: dict[str, Any] | None = None
 
     def _load(self) -> None:
@@ -112,12 +121,21 @@ class CommitLog:
             st = self.path.stat()
         except FileNotFoundError:
             self._sig, self._committed, self._last = None, frozenset(), None
+            self._removed, self._removals = frozenset(), ()
             return
         sig = (st.st_size, st.st_mtime_ns)
         if sig == self._sig:
             return
         lines = read_lines(self.path)
         self._committed = frozenset(str(e["tx"]) for e in lines if "tx" in e)
+        removals = []
+        for e in lines:
+            removes = e.get("removes")
+            if "tx" in e and isinstance(removes, dict):
+                for folder, names in removes.items():
+                    removals.append((str(e.get("at", "")), str(folder), tuple(map(str, names))))
+        self._removals = tuple(removals)
+        self._removed = frozenset(f"{d}/{n}" for _, d, names in removals for n in names)
         self._last = lines[-1] if lines else None
         self._sig = sig
 
@@ -125,14 +143,39 @@ class CommitLog:
         self._load()
         return self._committed
 
+    def removed(self) -> frozenset[str]:
+        """Files (paths relative to the lake root) a committed transaction removed."""
+        self._load()
+        return self._removed
+
+    def removals(self) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+        """``(commit time, partition dir, file names)`` of every committed removal."""
+        self._load()
+        return self._removals
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every complete line of the log, oldest first."""
+        return read_lines(self.path)
+
     def last(self) -> dict[str, Any] | None:
         self._load()
         return self._last
 
-    def commit(self, tx: str, ingest: dict[str, Any] | None) -> None:
+    def commit(
+        self,
+        tx: str,
+        ingest: dict[str, Any] | None,
+        *,
+        removes: dict[str, list[str]] | None = None,
+        maintenance: dict[str, Any] | None = None,
+    ) -> None:
         entry: dict[str, Any] = {"tx": tx, "at": datetime.now(UTC).isoformat()}
         if ingest is not None:
             entry["ingest"] = ingest
+        if removes:
+            entry["removes"] = removes
+        if maintenance is not None:
+            entry["maintenance"] = maintenance
         append_line(self.path, entry)
 
 

@@ -211,6 +211,11 @@ def _mlflow(uri: str | None) -> Iterator[Any]:
         with warnings.catch_warnings():
             # MLflow warns about its own internals (pydantic, setuptools) on import paths.
             warnings.simplefilter("ignore", category=FutureWarning)
+            # Logged at every registration: the signature is inferred from an example
+            # (log_and_register), which is deliberately not stored with the model.
+            warnings.filterwarnings(
+                "ignore", message=".*An input example was not provided", category=UserWarning
+            )
             yield MlflowClient(tracking_uri=resolved, registry_uri=resolved)
     except MlflowException as exc:
         raise _store_error(resolved, exc) from exc

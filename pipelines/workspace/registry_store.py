@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import warnings
 from functools import cache
 from pathlib import Path
 from urllib.parse import quote
@@ -91,8 +92,26 @@ class _DropExtraInputNotes(logging.Filter):
         return not str(record.msg).startswith("Found extra inputs in the model input")
 
 
+class _DropPickleNotes(logging.Filter):
+    """MLflow warns at every registration that a Python object is pickled; predops
+    models are pickled objects by design (loaded only from the workspace's own store)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Passing a Python object as `python_model`")
+
+
 @cache
 def quiet_mlflow_logs() -> None:
     """Install the filters above on MLflow's loggers (once per process)."""
-    logging.getLogger("mlflow.store.db.utils").addFilter(_DropDbErrorDumps())
+    db = logging.getLogger("mlflow.store.db.utils")
+    db.addFilter(_DropDbErrorDumps())
+    # "Creating initial MLflow database tables..." at a new workspace's first command: no
+    # news to whoever runs it (its warnings and errors still show).
+    db.setLevel(logging.WARNING)
     logging.getLogger("mlflow.models.utils").addFilter(_DropExtraInputNotes())
+    logging.getLogger("mlflow.pyfunc").addFilter(_DropPickleNotes())
+    # Raised when the wrapper class is built or loaded: its predict is typed by the
+    # signature, not by Python type hints (for the process: every load and log).
+    warnings.filterwarnings(
+        "ignore", message=".*Add type hints to the `predict` method", category=UserWarning
+    )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from itertools import pairwise
 from typing import Any
 
 from predops.serving.dashboards.fleet import RackCell
@@ -53,6 +54,51 @@ def _layout(title: str, **extra: Any) -> dict[str, Any]:
 def _iso(ts: Sequence[datetime]) -> list[str]:
     """UTC times as plotly reads them (it ignores offsets: every page is in UTC)."""
     return [t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") for t in ts]
+
+
+GAP_STEPS = 3.0
+"""A time gap longer than this many median sample steps is drawn as a gap, not a line."""
+
+UNITS: tuple[tuple[str, str, float], ...] = (
+    # (column suffix, unit shown, factor from the stored value)
+    ("_bytes", "GB", 1e-9),
+    ("_mib", "GiB", 1 / 1024),
+    ("_pct", "%", 1.0),
+    ("_c", "°C", 1.0),
+    ("_w", "W", 1.0),
+    ("_total", "count", 1.0),
+)
+"""Units of the telemetry columns by their names' suffix (``core.schemas.TELEMETRY``)."""
+
+
+def unit_of(column: str) -> tuple[str, float]:
+    """(unit, factor) of a raw telemetry column; ("", 1) when its name does not say."""
+    for suffix, unit, factor in UNITS:
+        if column.endswith(suffix):
+            return unit, factor
+    return "", 1.0
+
+
+def with_gaps(
+    ts: Sequence[datetime], values: Sequence[float | None]
+) -> tuple[list[str], list[float | None]]:
+    """Plotly x / y with a ``None`` inserted inside every time gap longer than
+    :data:`GAP_STEPS` median steps, so a stretch with no data is drawn as a gap (plotly
+    joins the points on either side of a missing stretch otherwise)."""
+    x, y = _iso(ts), list(values)
+    if len(ts) < 3:
+        return x, y
+    steps = sorted((b - a).total_seconds() for a, b in pairwise(ts))
+    limit = GAP_STEPS * max(steps[len(steps) // 2], 1.0)
+    out_x, out_y = [x[0]], [y[0]]
+    for i in range(1, len(ts)):
+        if (ts[i] - ts[i - 1]).total_seconds() > limit:
+            mid = ts[i - 1] + (ts[i] - ts[i - 1]) / 2
+            out_x.append(_iso([mid])[0])
+            out_y.append(None)
+        out_x.append(x[i])
+        out_y.append(y[i])
+    return out_x, out_y
 
 
 def rack_heatmap(cells: Sequence[RackCell]) -> Figure:
@@ -103,9 +149,14 @@ def rack_heatmap(cells: Sequence[RackCell]) -> Figure:
 
 
 def risk_over_time(
-    ts: Sequence[datetime], p: Sequence[float], *, trained_until: datetime | None, title: str
+    ts: Sequence[datetime],
+    p: Sequence[float | None],
+    *,
+    trained_until: datetime | None,
+    title: str,
 ) -> Figure:
-    """p_fail over time, with the model's training cutoff marked."""
+    """p_fail over time, with the model's training cutoff marked; a ``None`` (no fresh
+    telemetry behind the score) and a stretch with no rows are drawn as gaps."""
     layout = _layout(
         title, yaxis={"title": {"text": "p_fail"}, "tickformat": ".1%", "rangemode": "tozero"}
     )
@@ -136,35 +187,41 @@ def risk_over_time(
                 "font": {"size": 11, "color": "#57606a"},
             }
         ]
+    x, y = with_gaps(ts, p)
     trace = {
         "type": "scatter",
         "mode": "lines",
         "name": "p_fail",
-        "x": _iso(ts),
-        "y": list(p),
+        "x": x,
+        "y": y,
+        "connectgaps": False,
         "line": {"color": RED},
     }
     return {"data": [trace], "layout": layout}
 
 
 def telemetry_panels(ts: Sequence[datetime], series: dict[str, list[Any]], title: str) -> Figure:
-    """Raw telemetry, one small panel per column, sharing the time axis."""
+    """Raw telemetry, one small panel per column, sharing the time axis; each axis in its
+    column's unit (:func:`unit_of`: bytes as GB), gaps in the samples drawn as gaps."""
     names = list(series)
     n = max(1, len(names))
     gap = 0.04
     h = (1 - gap * (n - 1)) / n
     data, layout = [], _layout(title, height=max(260, 110 * n), showlegend=False)
-    x = _iso(ts)
     for k, name in enumerate(names):
         axis = "" if k == 0 else str(k + 1)
         top = 1 - k * (h + gap)
+        unit, factor = unit_of(name)
+        values = [None if v is None else v * factor for v in series[name]]
+        x, y = with_gaps(ts, values)
         data.append(
             {
                 "type": "scatter",
                 "mode": "lines",
                 "name": plot_text(name),
                 "x": x,
-                "y": series[name],
+                "y": y,
+                "connectgaps": False,
                 "xaxis": f"x{axis}" if axis else "x",
                 "yaxis": f"y{axis}" if axis else "y",
                 "line": {"width": 1.2, "color": BLUE},
@@ -172,7 +229,10 @@ def telemetry_panels(ts: Sequence[datetime], series: dict[str, list[Any]], title
         )
         layout[f"yaxis{axis}"] = {
             "domain": [max(0.0, top - h), top],
-            "title": _axis_title(name, size=10),
+            "title": _axis_title(f"{name} ({unit})" if unit else name, size=10),
+            "ticksuffix": "" if unit in ("", "count") else f" {unit}",
+            "exponentformat": "none",
+            "separatethousands": True,
             "automargin": True,
         }
         layout[f"xaxis{axis}"] = {

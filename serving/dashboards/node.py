@@ -36,6 +36,10 @@ def valid_node_id(node_id: str) -> bool:
     return bool(NODE_ID.match(node_id))
 
 
+STALE_COLUMN, STALE_MINUTES = "samples__minutes_since_last", 60.0
+"""A history row whose newest telemetry sample is older than this is drawn as a gap."""
+
+
 def risk_history(
     ctx: ServeContext, node_id: str, *, since: datetime, horizon: timedelta
 ) -> dict[str, Any]:
@@ -60,9 +64,15 @@ def risk_history(
     if horizon not in model.horizons:
         horizon = model.horizons[0]
     risks = model.predict_risk(rows, horizons=[horizon], reasons_for=0)
+    stale = (
+        rows[STALE_COLUMN].fill_null(float("inf")) > STALE_MINUTES
+        if STALE_COLUMN in rows.columns
+        else pl.Series([False] * rows.height)
+    ).to_list()
     return {
         "ts": [r.as_of for r in risks],
-        "p_fail": [r.p_fail for r in risks],
+        # A score over features with no telemetry behind them is no risk at all: a gap.
+        "p_fail": [None if gone else r.p_fail for r, gone in zip(risks, stale, strict=True)],
         "trained_until": loaded.provenance.data_cutoff,
         "model": f"{loaded.name} v{loaded.version}",
         "horizon_h": horizon.total_seconds() / 3600,

@@ -353,7 +353,7 @@ def test_example_configuration_validates(overlay: list[Obj]) -> None:
     cm = one(overlay, "ConfigMap", "predops-config")
     cfg = parse_config(tomllib.loads(cm["data"]["predops.toml"]), "configmap predops.toml")
     assert cfg.ingest is not None and cfg.ingest.source == "prometheus"
-    assert set(cfg.jobs) == {"pipeline", "retrain"}
+    assert set(cfg.jobs) == {"pipeline", "retrain", "lake_maintenance"}
 
 
 def test_server_and_scheduler_read_the_same_configuration(

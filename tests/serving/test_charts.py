@@ -102,3 +102,30 @@ def test_no_data_text_reaches_plotly_as_markup(name: str) -> None:
         for markup in OWN_MARKUP:
             text = text.replace(markup, "")
         assert "<" not in text and ">" not in text, (name, text)
+
+
+def test_gaps_in_time_are_drawn_as_gaps() -> None:
+    start = datetime(2026, 5, 1, tzinfo=UTC)
+    ts = [start + timedelta(minutes=5 * i) for i in range(4)]
+    ts += [ts[-1] + timedelta(days=3) + timedelta(minutes=5 * i) for i in range(3)]
+    fig = charts.risk_over_time(ts, [0.1] * 7, trained_until=None, title="t")
+    trace = fig["data"][0]
+    assert trace["connectgaps"] is False
+    assert trace["y"] == [0.1] * 4 + [None] + [0.1] * 3  # one break, inside the outage
+    assert trace["x"][3] < trace["x"][4] < trace["x"][5]
+    assert charts.with_gaps(ts[:4], [1.0, 2.0, 3.0, 4.0])[1] == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_telemetry_axes_carry_units_and_bytes_read_as_gigabytes() -> None:
+    fig = charts.telemetry_panels(
+        TS, {"mem_used_bytes": [8e11, 8e11, 8.1e11], "gpu_temp_c": [60.0, None, 62.0]}, "t"
+    )
+    mem, temp = fig["data"]
+    assert mem["y"] == [800.0, 800.0, 810.0]
+    assert fig["layout"]["yaxis"]["title"]["text"] == "mem_used_bytes (GB)"
+    assert fig["layout"]["yaxis"]["ticksuffix"] == " GB"
+    assert fig["layout"]["yaxis"]["exponentformat"] == "none"  # never "800B"
+    assert fig["layout"]["yaxis2"]["title"]["text"] == "gpu_temp_c (°C)"
+    assert temp["y"] == [60.0, None, 62.0] and temp["connectgaps"] is False
+    assert charts.unit_of("xid_errors_total") == ("count", 1.0)
+    assert charts.unit_of("something") == ("", 1.0)

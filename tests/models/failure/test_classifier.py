@@ -178,3 +178,33 @@ def test_linear_blend_weight_is_chosen_on_a_held_back_slice_and_explained() -> N
     p = clf.uncalibrated_proba(X.head(50))
     np.testing.assert_allclose(c.sum(axis=1), np.log(p / (1 - p)), rtol=1e-6, atol=1e-6)
     assert np.isfinite(clf.predict_proba(X.head(50))).all()
+
+
+@pytest.mark.parametrize("method", ["isotonic", "sigmoid"])
+def test_rows_sampled_before_fit_keep_probabilities_of_the_population(method: str) -> None:
+    # The node frame keeps 20 % of its negatives before it is stored; told so
+    # (prior_negative_rate), the classifier weighs the negatives of its later slices
+    # back up, so calibrated probabilities average to the population's failure rate.
+    X, y, t = failure_rows(np.random.default_rng(9), n=40000, base_rate=0.02)
+    fit_part, held = _later_half(len(X))
+    Xf, yf, tf = X.iloc[fit_part], y[fit_part], t[fit_part]
+    keep = (yf == 1) | (np.random.default_rng(1).random(len(yf)) < 0.2)
+    kw = {**FAST, "negative_rate": 0.2, "calibration": method}
+    told = NodeFailureClassifier(**kw, prior_negative_rate=0.2).fit(
+        Xf[keep], yf[keep], time=tf[keep]
+    )
+    untold = NodeFailureClassifier(**kw).fit(Xf[keep], yf[keep], time=tf[keep])
+    full = NodeFailureClassifier(**kw).fit(Xf, yf, time=tf)
+    rate = y[held].mean()
+    p_told = told.predict_proba(X.iloc[held])[:, 1]
+    assert told.negative_rate_ == 0.2 and told.log_odds_shift_ == pytest.approx(np.log(0.2))
+    assert p_told.mean() == pytest.approx(rate, rel=0.3)
+    assert untold.predict_proba(X.iloc[held])[:, 1].mean() > 2.5 * rate  # the bias it removes
+    p_full = full.predict_proba(X.iloc[held])[:, 1]
+    assert brier(y[held], p_told) == pytest.approx(brier(y[held], p_full), rel=0.05)
+
+
+def test_prior_negative_rate_must_be_a_share() -> None:
+    X, y, t = failure_rows(np.random.default_rng(2), n=2000)
+    with pytest.raises(ValueError, match="prior_negative_rate"):
+        NodeFailureClassifier(prior_negative_rate=0.0).fit(X, y, time=t)

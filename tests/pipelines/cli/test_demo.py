@@ -79,6 +79,9 @@ def test_demo_trains_scores_plans_then_serves(tmp_path: Path) -> None:
             assert label.startswith("skipped: the lake holds the simulator's own failure")
         assert {s["status"] for s in steps.values()} == {"done"}, steps
     assert report["jobs"]["pipeline"]["steps"]["score"]["rows"] == 30
+    stages = report["memory"]["stages"]  # wall, CPU and peak RSS of every stage
+    assert {"simulate", "features_offline", "train_failure", "plan"} <= set(stages)
+    assert all(s["peak_rss_mib"] > 0 and s["seconds"] >= 0 for s in stages.values()), stages
     plan_file = Path(report["jobs"]["pipeline"]["plan"]["plan_file"])
     assert plan_file.is_file() and plan_file.is_relative_to(ws)
     # Every pool is sized from the fresh forecast (a forecast stamped after the data's

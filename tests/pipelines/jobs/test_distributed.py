@@ -136,6 +136,7 @@ def test_training_over_max_rows_fits_whole_sampled_nodes(
         strategy="stacked",
         params={**MODEL_PARAMS, **FAST},
         label_cutoff=start,
+        sample_rate=fj.offline_node_frame(settings).sample_rate,
     )
     assert rep["params"] == local.params()
     held = frame.filter(pl.col("ts") >= start)

@@ -59,7 +59,7 @@ backtest_cutoffs = 0
 
 def test_no_file_means_defaults() -> None:
     cfg = load_config(None, {})
-    assert set(cfg.jobs) == {"pipeline", "retrain"}
+    assert set(cfg.jobs) == {"pipeline", "retrain", "lake_maintenance"}
     assert cfg.ingest is None
     assert cfg.origin == "configuration"
 

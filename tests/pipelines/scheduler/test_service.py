@@ -42,7 +42,7 @@ def test_jobs_carry_the_safety_options_and_persist(workspace: Path) -> None:
         jobs = {j.id: j for j in again.get_jobs()}
     finally:
         again.shutdown(wait=False)
-    assert set(jobs) == {"pipeline", "retrain"}
+    assert set(jobs) == {"pipeline", "retrain", "lake_maintenance"}
     for name, job in jobs.items():
         assert job.max_instances == 1
         assert job.coalesce is True
@@ -69,7 +69,7 @@ def test_disabled_jobs_are_removed_and_abandoned_jobs_fire_now(workspace: Path) 
         jobs = {j.id: j for j in sched.get_jobs()}
     finally:
         sched.shutdown(wait=False)
-    assert set(jobs) == {"pipeline"}
+    assert set(jobs) == {"pipeline", "lake_maintenance"}
     assert out["recovered"] == ["pipeline"]
     assert abs(jobs["pipeline"].next_run_time - now) < timedelta(seconds=1)
     assert ctx2.runs.runs("pipeline")[0]["status"] == "abandoned"

@@ -218,7 +218,7 @@ def test_cli_reports_one_json_object() -> None:
         ],
     )
     assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)  # progress lines go to stderr
     assert list(out["policies"]) == ["reactive"]
     assert out["policies"]["reactive"]["drains"] == 0
 

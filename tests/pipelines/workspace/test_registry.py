@@ -180,6 +180,13 @@ def test_cli_promote_list_rollback(
     assert decision["promoted"] is True and decision["metric"] == "abs_error"
     listed = json.loads(runner.invoke(main, [*ws, "models", "list", "--json"]).stdout)
     assert listed["models"][0]["aliases"]["champion"] == "2"
+    text = runner.invoke(main, [*ws, "models", "list"]).stdout  # text without --json
+    assert text.startswith("predops.toy:") and "{" not in text, text
+    rows = [line.split() for line in text.splitlines()[2:]]
+    assert [r[:3] for r in rows] == [
+        ["1", "-", "2026-05-01T12:00:00+00:00"],
+        ["2", "challenger,", "champion"],
+    ], text
     res = runner.invoke(main, [*ws, "models", "rollback", "toy", "--json"])
     assert json.loads(res.stdout)["champion_after"] == "1"
     res = runner.invoke(main, [*ws, "models", "rollback", "missing", "--json"])

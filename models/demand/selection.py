@@ -1,0 +1,536 @@
+"""``SelectedForecaster``: per series and horizon bucket, the served forecast is a
+weighted combination of the global LightGBM and classical methods (ETS, seasonal naive,
+Theta), weighted by what each did on that series' own recent backtest windows before
+the cutoff, with a p10 / p90 band recalibrated online on the served forecast's own
+residuals.
+Over 500 lines: one estimator whose fit (the windows, the weights) and predict (the
+online updates, the band) share the rolling state; splitting them would split that state.
+
+- **Windows before the cutoff.** ``fit`` on data ending at ``T`` places ``windows``
+  validation origins ``T - H - k * every`` (H the longest horizon, ``every`` the
+  config's ``backtest_every`` unless given), so every target they are scored on lies at
+  or before ``T``. The LightGBM's forecasts there come from its own held-out model
+  (trained only on targets before its latest calibration window, which holds the
+  origins; :meth:`DemandForecaster.heldout_predict`), so no extra fit; the classical
+  candidates forecast each origin's history with their final fit (seasonal naive has
+  no parameters, Theta re-estimates on that history, ETS filters it with the
+  parameters estimated on the fit data).
+- **Weights.** Per (series, bucket) the candidates' mean absolute error over the
+  scored rows in the window gives the weights (``weighting``): ``"inverse"``
+  (``w ~ MAE^-2``, normalised) or ``"best"`` (all weight on the smallest error). A
+  series or bucket with no scored row gets equal weights. The weights, the candidates'
+  errors and the windows are the forecast's provenance (:meth:`selection`).
+- **Band.** The served forecast's residuals on the windows, in units of the weighted
+  half-width of the candidates' own p10-p90 bands, per (series, bucket) (pooled over
+  series where a series has too few), give the band: p10 / p90 = p50 + the residual
+  quantiles x the half-width. Adaptive conformal inference moves the quantile levels:
+  each scored actual above p90 (below p10) lowers (raises) that side's level by
+  ``aci_gamma`` x (miss - 0.1), so a run of misses widens the band within hours.
+- **Online updates.** ``predict`` keeps the forecasts it issued (bounded: at most
+  ``MAX_PENDING_PER_SERIES`` x series rows); when a later ``predict`` sees their
+  targets in its history, each candidate's error and the served residual join rolling
+  windows of ``residual_window`` rows per (series, bucket), and the weights and the band
+  are recomputed from them. Between refits (the fit-once protocol, hourly forecasts
+  between nightly retrains) both follow the series. State lives in the fitted object
+  only; a model reloaded from the registry starts again from its fit windows.
+
+Pure: numpy / polars / LightGBM / statsmodels; no I/O, no clock, no environment.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import polars as pl
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from predops.features.demand import SERIES
+from predops.models.demand.baselines import (
+    ETSForecaster,
+    SeasonalNaiveForecaster,
+    ThetaForecaster,
+)
+from predops.models.demand.config import ForecastConfig, config_named
+from predops.models.demand.forecaster import DemandForecaster
+from predops.models.demand.grid import demand_columns, resample_grid
+from predops.models.demand.panel import forecast_frame, step_us
+
+CANDIDATES = ("lightgbm", "ets", "seasonal_naive", "theta")
+WEIGHTINGS = ("inverse", "best")
+METHOD = "selected"
+MIN_SERIES_RESIDUALS = 72
+"""Residuals a (series, bucket) needs for its own band, else the bucket's pool over
+every series: the fit windows give a series 18-36 per bucket from 3 origins, far too
+few (and too correlated) for its own 10 % tails, so a refit model bands from the pool
+and a series grows its own as the updates score its forecasts."""
+MAX_PENDING_PER_SERIES = 4096
+"""Issued forecasts kept per series awaiting their actuals (oldest dropped beyond)."""
+ALPHA = 0.1
+"""Nominal miss rate of each side of the p10-p90 band."""
+LEVEL_BOUNDS = (0.01, 0.3)
+"""Adaptive conformal levels stay in this range (never a zero-width or unbounded side)."""
+
+
+def candidate(name: str, config: ForecastConfig, seed: int = 0, n_jobs: int | None = None) -> Any:
+    """An unfitted candidate forecaster by name (see :data:`CANDIDATES`)."""
+    if name == "lightgbm":
+        return DemandForecaster(config, random_state=seed, n_jobs=n_jobs)
+    if name == "ets":
+        return ETSForecaster(config)
+    if name == "seasonal_naive":
+        return SeasonalNaiveForecaster(config)
+    if name == "theta":
+        return ThetaForecaster(config)
+    raise ValueError(f"unknown candidate {name!r}; known: {', '.join(CANDIDATES)}")
+
+
+def inverse_weights(mae: np.ndarray, weighting: str) -> np.ndarray:
+    """Weights per row of ``mae`` (rows x candidates; NaN = candidate not scored):
+    ``"inverse"`` MAE^-2 normalised, ``"best"`` one-hot on the smallest; a row with no
+    finite error gets equal weights over every candidate."""
+    mae = np.asarray(mae, dtype=np.float64)
+    ok = np.isfinite(mae)
+    out = np.zeros_like(mae)
+    none = ~ok.any(axis=1)
+    out[none] = 1.0 / mae.shape[1]
+    rows = np.flatnonzero(~none)
+    if rows.size == 0:
+        return out
+    m = np.where(ok[rows], mae[rows], np.inf)
+    if weighting == "best":
+        out[rows, np.argmin(m, axis=1)] = 1.0
+        return out
+    floor = np.maximum(np.min(m, axis=1, keepdims=True) * 1e-3, 1e-12)
+    inv = np.where(np.isfinite(m), 1.0 / np.maximum(m, floor) ** 2, 0.0)
+    out[rows] = inv / inv.sum(axis=1, keepdims=True)
+    return out
+
+
+class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
+    """Per-series, per-bucket combination of candidates (see the module docstring).
+
+    Parameters: ``config``; ``candidates`` (names of :data:`CANDIDATES`);
+    ``windows`` (validation origins before the cutoff) and ``window_every`` (steps
+    between them; None: the config's ``backtest_every``); ``weighting``
+    (:data:`WEIGHTINGS`); ``residual_window`` (rolling rows per series and bucket);
+    ``aci_gamma`` (adaptive conformal step; 0 = fixed levels); ``update`` (False:
+    weights and band stay as fitted, nothing learnt in ``predict``); ``random_state``,
+    ``n_jobs`` (LightGBM's). Chosen on validation windows (docs/demand.md)."""
+
+    def __init__(
+        self,
+        config: str | ForecastConfig = "hourly",
+        candidates: tuple[str, ...] = CANDIDATES,
+        windows: int = 3,
+        window_every: int | None = None,
+        weighting: str = "inverse",
+        residual_window: int = 720,
+        aci_gamma: float = 0.0,
+        update: bool = True,
+        random_state: int = 0,
+        n_jobs: int | None = None,
+    ):
+        self.config = config
+        self.candidates = candidates
+        self.windows = windows
+        self.window_every = window_every
+        self.weighting = weighting
+        self.residual_window = residual_window
+        self.aci_gamma = aci_gamma
+        self.update = update
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    # ------------------------------------------------------------------ fit
+    def _validate(self) -> ForecastConfig:
+        cfg = self.config if isinstance(self.config, ForecastConfig) else config_named(self.config)
+        if not self.candidates:
+            raise ValueError("need at least one candidate")
+        for c in self.candidates:
+            if c not in CANDIDATES:
+                raise ValueError(f"unknown candidate {c!r}; known: {', '.join(CANDIDATES)}")
+        if self.weighting not in WEIGHTINGS:
+            raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {self.weighting!r}")
+        if int(self.windows) < 1:
+            raise ValueError("windows must be >= 1")
+        if int(self.residual_window) < MIN_SERIES_RESIDUALS:
+            raise ValueError(f"residual_window must be >= {MIN_SERIES_RESIDUALS}")
+        if not 0.0 <= float(self.aci_gamma) < 0.5:
+            raise ValueError("aci_gamma must be in [0, 0.5)")
+        return cfg
+
+    def _make(self, name: str, cfg: ForecastConfig) -> Any:
+        return candidate(name, cfg, int(self.random_state), self.n_jobs)
+
+    def fit(
+        self,
+        X: pl.DataFrame | pl.LazyFrame,
+        y: None = None,
+        *,
+        calendar: pl.DataFrame | None = None,
+    ) -> SelectedForecaster:
+        """Score the candidates on the windows before the end of ``X``, then refit
+        each on all of ``X`` (see the module docstring)."""
+        cfg = self._validate()
+        df = demand_columns(X).collect()
+        self.config_ = cfg
+        self.buckets_ = [f"{a}-{b}" for a, b in cfg.buckets]
+        self._bucket_of = {h: cfg.bucket_of(h) for h in cfg.horizons}
+        end = df["ts"].max()
+        if not isinstance(end, datetime):
+            raise ValueError("demand frame has no timestamps")
+        self.data_cutoff_ = end
+        every = int(self.window_every or cfg.backtest_every)
+        origins = sorted(
+            end - cfg.freq * (cfg.max_horizon + k * every) for k in range(int(self.windows))
+        )
+        self.origins_ = origins
+        # errors[(series, bucket)] -> {candidate: rolling abs errors}; resid -> served
+        self.errors_: dict[tuple[str, str], dict[str, list[float]]] = {}
+        self.resid_: dict[tuple[str, str], list[float]] = {}
+        self.levels_: dict[tuple[str, str], list[float]] = {}
+        self.pending_: pl.DataFrame | None = None
+        self.models_: dict[str, Any] = {}
+        for name in self.candidates:
+            self.models_[name] = self._make(name, cfg).fit(df, calendar=calendar)
+        val = self._window_forecasts(df, origins, cfg, calendar)
+        if val is not None:
+            self._learn_windows(val)
+        self.fit_weights_ = self._weights_table()
+        return self
+
+    def _window_forecasts(
+        self,
+        df: pl.DataFrame,
+        origins: list[datetime],
+        cfg: ForecastConfig,
+        calendar: pl.DataFrame | None,
+    ) -> pl.DataFrame | None:
+        """Every candidate's forecasts from every validation origin (fit once at the
+        earliest, updated after), with the actuals (all at or before the cutoff)."""
+        if df.filter(pl.col("ts") <= origins[0]).height == 0:
+            return None
+        grid = resample_grid(df, cfg)
+        actual = pl.DataFrame(
+            {
+                SERIES: np.repeat(np.asarray(grid.series, dtype=object), np.diff(grid.starts)),
+                "valid_at": pl.Series(grid.ts_us, dtype=pl.Int64).cast(pl.Datetime("us", "UTC")),
+                "actual": grid.value,
+            }
+        ).with_columns(pl.col(SERIES).cast(pl.String))
+        frames: list[pl.DataFrame] = []
+        for name in self.candidates:
+            final = self.models_[name]
+            held = getattr(final, "heldout_predict", None)
+            own = held(df, origins, calendar=calendar) if held is not None else None
+            if own is not None:
+                # The LightGBM's own held-out model (trained on targets before its
+                # latest calibration window, which holds every origin): no extra fit.
+                frames.append(own.with_columns(pl.lit(name).alias("model")))
+                continue
+            if held is not None:
+                # No held-out model covers the windows (a short history, or horizons
+                # longer than its window): one fit on the data before them.
+                try:
+                    final = self._make(name, cfg).fit(
+                        df.filter(pl.col("ts") <= origins[0]), calendar=calendar
+                    )
+                except ValueError:
+                    continue
+            # The classical candidates forecast each origin's history with the final
+            # fit: seasonal naive has no parameters, Theta re-estimates on that
+            # history, ETS filters it with the parameters estimated on all of the fit
+            # data (no refit per window; every value involved is at or before the
+            # cutoff).
+            for o in origins:
+                hist = df.filter(pl.col("ts") <= o)
+                if hist.height == 0:
+                    continue
+                try:
+                    pred = final.predict(hist, calendar=calendar)
+                except ValueError:
+                    continue
+                frames.append(pred.with_columns(pl.lit(name).alias("model")))
+        if not frames:
+            return None
+        rows = pl.concat(frames).join(actual, on=[SERIES, "valid_at"], how="inner")
+        rows = rows.filter(
+            pl.col("actual").is_not_nan() & (pl.col("valid_at") <= self.data_cutoff_)
+        )
+        return self._wide(rows)
+
+    def _wide(self, rows: pl.DataFrame) -> pl.DataFrame | None:
+        """Long candidate rows (model, series, issued_at, horizon, p10/p50/p90[, actual])
+        -> one row per (series, issued_at, horizon) with a column triple per candidate."""
+        if rows.height == 0:
+            return None
+        keys = [SERIES, "issued_at", "valid_at", "horizon"]
+        extra = ["actual"] if "actual" in rows.columns else []
+        base = rows.select(*keys, *extra).unique(keys, keep="first")
+        for name in self.candidates:
+            part = rows.filter(pl.col("model") == name).select(
+                *keys,
+                pl.col("p10").alias(f"{name}__p10"),
+                pl.col("p50").alias(f"{name}__p50"),
+                pl.col("p90").alias(f"{name}__p90"),
+            )
+            base = base.join(part, on=keys, how="left")
+        return base.with_columns(
+            pl.col("horizon")
+            .replace_strict(self._bucket_of, default="other", return_dtype=pl.String)
+            .alias("bucket")
+        )
+
+    # ------------------------------------------------------------------ state
+    def _key_weights(self, key: tuple[str, str]) -> np.ndarray:
+        errs = self.errors_.get(key, {})
+        mae = np.array(
+            [np.mean(errs[c]) if errs.get(c) else np.nan for c in self.candidates], dtype=float
+        )
+        w: np.ndarray = inverse_weights(mae[None, :], self.weighting)[0]
+        return w
+
+    def _combine(self, wide: pl.DataFrame) -> pl.DataFrame:
+        """Served p50 and the weighted half-width of the candidates' bands per row."""
+        keys = list(zip(wide[SERIES].to_list(), wide["bucket"].to_list(), strict=True))
+        cache: dict[tuple[str, str], np.ndarray] = {}
+        w = np.stack([cache.setdefault(k, self._key_weights(k)) for k in keys]) if keys else None
+        n = wide.height
+        p50 = np.zeros(n)
+        half = np.zeros(n)
+        tot = np.zeros(n)
+        for j, name in enumerate(self.candidates):
+            c50 = wide[f"{name}__p50"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+            c10 = wide[f"{name}__p10"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+            c90 = wide[f"{name}__p90"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+            ok = np.isfinite(c50) & np.isfinite(c10) & np.isfinite(c90)
+            wj = np.where(ok, w[:, j] if w is not None else 0.0, 0.0)
+            # A candidate without a forecast for a row gives its weight to the others;
+            # a row no weighted candidate answered falls back to equal weights.
+            p50 += wj * np.nan_to_num(c50)
+            half += wj * np.nan_to_num(c90 - c10) / 2
+            tot += wj
+        missing = tot <= 0
+        if missing.any():
+            for name in self.candidates:
+                c50 = wide[f"{name}__p50"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+                c10 = wide[f"{name}__p10"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+                c90 = wide[f"{name}__p90"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+                ok = missing & np.isfinite(c50) & np.isfinite(c10) & np.isfinite(c90)
+                p50[ok] += c50[ok]
+                half[ok] += (c90[ok] - c10[ok]) / 2
+                tot[ok] += 1
+        tot = np.where(tot > 0, tot, np.nan)
+        p50 = p50 / tot
+        half = np.maximum(half / tot, 1e-6 * np.maximum(np.abs(p50), 1.0))
+        return wide.with_columns(pl.Series("p50", p50), pl.Series("half", half))
+
+    def _learn_windows(self, val: pl.DataFrame) -> None:
+        """The fit windows: every candidate's errors, and the served residuals of each
+        window under the weights the *other* windows give (leave one window out: the
+        weights chosen on a window would make its own residuals look too small)."""
+        issued = val["issued_at"].unique().sort().to_list()
+        if len(issued) < 2:
+            self._learn(val)
+            return
+        for t in issued:
+            self.errors_ = {}
+            self._learn(val.filter(pl.col("issued_at") != t), errors_only=True)
+            self._add_residuals(self._combine(val.filter(pl.col("issued_at") == t)), issued=False)
+        self.errors_ = {}
+        self._learn(val, errors_only=True)
+
+    def _learn(self, scored: pl.DataFrame, *, errors_only: bool = False) -> None:
+        """Add scored rows (wide, with actuals) to the rolling windows in issue order:
+        each candidate's error first, then the served residual (the p50 / p10 / p90 as
+        issued when the rows carry them, else the combination under the updated
+        weights: the fit windows), updating the adaptive levels."""
+        scored = scored.sort("issued_at", "horizon")
+        cap = int(self.residual_window)
+        act = scored["actual"].cast(pl.Float64).to_numpy()
+        keys = list(zip(scored[SERIES].to_list(), scored["bucket"].to_list(), strict=True))
+        for c in self.candidates:
+            c50 = scored[f"{c}__p50"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+            for i, key in enumerate(keys):
+                if np.isfinite(act[i]) and np.isfinite(c50[i]):
+                    lst = self.errors_.setdefault(key, {}).setdefault(c, [])
+                    lst.append(abs(act[i] - c50[i]))
+                    if len(lst) > cap:
+                        del lst[0]
+        if errors_only:
+            return
+        issued = "p90" in scored.columns
+        self._add_residuals(scored if issued else self._combine(scored), issued=issued)
+
+    def _add_residuals(self, scored: pl.DataFrame, *, issued: bool) -> None:
+        """The served residuals of ``scored`` (with p50 and half; p10 / p90 as issued
+        when ``issued``) into the rolling windows, updating the adaptive levels."""
+        scored = scored.sort("issued_at", "horizon")
+        cap = int(self.residual_window)
+        act = scored["actual"].cast(pl.Float64).to_numpy()
+        keys = list(zip(scored[SERIES].to_list(), scored["bucket"].to_list(), strict=True))
+        p50 = scored["p50"].to_numpy()
+        half = scored["half"].to_numpy()
+        p10 = scored["p10"].to_numpy() if issued else None
+        p90 = scored["p90"].to_numpy() if issued else None
+        gamma = float(self.aci_gamma)
+        for i, key in enumerate(keys):
+            if not (np.isfinite(act[i]) and np.isfinite(p50[i])):
+                continue
+            res = self.resid_.setdefault(key, [])
+            res.append(float((act[i] - p50[i]) / half[i]))
+            if len(res) > cap:
+                del res[0]
+            if p10 is not None and p90 is not None and gamma > 0:
+                lv = self.levels_.setdefault(key, [ALPHA, ALPHA])
+                miss_lo, miss_hi = float(act[i] < p10[i]), float(act[i] > p90[i])
+                lv[0] = float(np.clip(lv[0] + gamma * (ALPHA - miss_lo), *LEVEL_BOUNDS))
+                lv[1] = float(np.clip(lv[1] + gamma * (ALPHA - miss_hi), *LEVEL_BOUNDS))
+
+    def _band(self, wide: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """Lower / upper residual quantiles (half-width units) per row."""
+        pooled: dict[str, np.ndarray] = {}
+        for b in self.buckets_:
+            vals = [v for (_, bb), lst in self.resid_.items() if bb == b for v in lst]
+            pooled[b] = np.asarray(vals, dtype=float)
+        lo = np.empty(wide.height)
+        hi = np.empty(wide.height)
+        cache: dict[tuple[str, str], tuple[float, float]] = {}
+        for i, key in enumerate(zip(wide[SERIES].to_list(), wide["bucket"].to_list(), strict=True)):
+            if key not in cache:
+                own = np.asarray(self.resid_.get(key, []), dtype=float)
+                r: np.ndarray = own if own.size >= MIN_SERIES_RESIDUALS else pooled.get(key[1], own)
+                a_lo, a_hi = self.levels_.get(key, [ALPHA, ALPHA])
+                if r.size >= MIN_SERIES_RESIDUALS:
+                    q_lo = float(np.quantile(r, a_lo))
+                    q_hi = float(np.quantile(r, 1.0 - a_hi))
+                else:  # too little scored yet: the candidates' own band
+                    q_lo, q_hi = -1.0, 1.0
+                cache[key] = (min(q_lo, 0.0), max(q_hi, 0.0))
+            lo[i], hi[i] = cache[key]
+        return lo, hi
+
+    # ------------------------------------------------------------------ predict
+    def predict(
+        self, X: pl.DataFrame | pl.LazyFrame | None = None, *, calendar: pl.DataFrame | None = None
+    ) -> pl.DataFrame:
+        """The served forecasts from the end of every series in ``X``; first scores the
+        forecasts issued earlier whose targets ``X`` now holds (see the module
+        docstring). Columns as :func:`panel.forecast_frame` (method ``selected``)."""
+        check_is_fitted(self, "models_")
+        cfg = self.config_
+        parts = []
+        for name, model in self.models_.items():
+            try:
+                pred = model.predict(X, calendar=calendar)
+            except ValueError:
+                continue
+            parts.append(pred.with_columns(pl.lit(name).alias("model")))
+        if not parts:
+            raise ValueError("no candidate could forecast")
+        long = pl.concat(parts)
+        self.components_ = long
+        if X is not None and self.update:
+            self._score_pending(demand_columns(X).collect(), cfg)
+        wide = self._wide(long)
+        assert wide is not None
+        wide = self._combine(wide)
+        lo, hi = self._band(wide)
+        p50 = wide["p50"].to_numpy()
+        half = wide["half"].to_numpy()
+        out = forecast_frame(
+            wide[SERIES].to_list(),
+            wide["issued_at"].dt.epoch("us").to_numpy(),
+            wide["horizon"].to_numpy().astype(np.int64),
+            (p50 + lo * half, p50, p50 + hi * half),
+            [METHOD] * wide.height,
+            step_us(cfg),
+        ).sort(SERIES, "horizon")
+        issued = wide.drop("p50").join(
+            out.select(SERIES, "issued_at", "horizon", "p10", "p50", "p90"),
+            on=[SERIES, "issued_at", "horizon"],
+        )
+        if self.update:
+            self._remember(issued)
+        return out
+
+    def _remember(self, issued: pl.DataFrame) -> None:
+        pend = issued if self.pending_ is None else pl.concat([self.pending_, issued])
+        pend = pend.unique([SERIES, "issued_at", "horizon"], keep="last")
+        cap = MAX_PENDING_PER_SERIES
+        self.pending_ = (
+            pend.sort("issued_at", descending=True)
+            .filter(pl.int_range(pl.len()).over(SERIES) < cap)
+            .sort(SERIES, "issued_at", "horizon")
+        )
+
+    def _score_pending(self, df: pl.DataFrame, cfg: ForecastConfig) -> None:
+        if self.pending_ is None or self.pending_.height == 0:
+            return
+        end = df["ts"].max()
+        due = self.pending_.filter(pl.col("valid_at") <= end)
+        if due.height == 0:
+            return
+        grid = resample_grid(df.filter(pl.col(SERIES).is_in(due[SERIES].unique().implode())), cfg)
+        actual = pl.DataFrame(
+            {
+                SERIES: np.repeat(np.asarray(grid.series, dtype=object), np.diff(grid.starts)),
+                "valid_at": pl.Series(grid.ts_us, dtype=pl.Int64).cast(pl.Datetime("us", "UTC")),
+                "actual": grid.value,
+            }
+        ).with_columns(pl.col(SERIES).cast(pl.String))
+        scored = due.join(actual, on=[SERIES, "valid_at"], how="inner").filter(
+            pl.col("actual").is_not_nan()
+        )
+        if scored.height:
+            self._learn(scored)
+        self.pending_ = self.pending_.filter(pl.col("valid_at") > end)
+
+    # ------------------------------------------------------------------ provenance
+    def _weights_table(self) -> dict[str, dict[str, dict[str, float]]]:
+        out: dict[str, dict[str, dict[str, float]]] = {}
+        for sid, b in sorted(self.errors_):
+            w = self._key_weights((sid, b))
+            out.setdefault(sid, {})[b] = {
+                c: round(float(x), 4) for c, x in zip(self.candidates, w, strict=True)
+            }
+        return out
+
+    def selection(self) -> dict[str, Any]:
+        """What the served forecast is made of: the windows (origins and the last
+        target, all at or before the data cutoff), and per series and bucket the
+        candidates' weights now and at fit time."""
+        check_is_fitted(self, "models_")
+        return {
+            "method": METHOD,
+            "candidates": list(self.candidates),
+            "weighting": self.weighting,
+            "data_cutoff": self.data_cutoff_.isoformat(),
+            "window_origins": [o.isoformat() for o in self.origins_],
+            "window_last_target": self.data_cutoff_.isoformat(),
+            "weights_at_fit": self.fit_weights_,
+            "weights_now": self._weights_table(),
+        }
+
+    def component_forecasts(self) -> pl.DataFrame:
+        """The candidates' own forecasts of the last ``predict`` (column ``model``)."""
+        check_is_fitted(self, "components_")
+        m = min(self.config_.seasons)
+        out: pl.DataFrame = self.components_.with_columns(
+            pl.col("model").replace({"seasonal_naive": f"seasonal_naive_{m}"})
+        )
+        return out
+
+    @property
+    def lookback(self) -> int:
+        """Buckets of history ``predict`` needs: the longest of the candidates'."""
+        check_is_fitted(self, "models_")
+        m = self.models_.get("lightgbm")
+        lb = int(m.lookback) if m is not None and hasattr(m, "models_") else 0
+        return max(lb, 3 * max(self.config_.seasons))
+
+
+__all__ = ["CANDIDATES", "SelectedForecaster", "candidate", "inverse_weights"]

@@ -1,0 +1,172 @@
+"""The served combination (``models.demand.selection``): weights chosen on windows
+before the cutoff only, a band that follows drift under the fit-once protocol."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from predops.models.demand.backtest import rolling_origin
+from predops.models.demand.config import HOURLY_CONFIG
+from predops.models.demand.metrics import score
+from predops.models.demand.selection import SelectedForecaster, inverse_weights
+from predops.pipelines.jobs.demand import with_horizon
+
+from .factories import T0, series_frame
+
+CFG = with_horizon(HOURLY_CONFIG, 24)
+CHEAP = ("seasonal_naive", "theta")
+
+
+def _daily(
+    n: int, rng: np.random.Generator, level: float = 100.0, noise: float = 3.0
+) -> np.ndarray:
+    t = np.arange(n)
+    return level + 20 * np.sin(2 * np.pi * t / 24) + rng.normal(0, noise, n)
+
+
+def test_inverse_weights_rows_sum_to_one_and_favour_the_smaller_error() -> None:
+    mae = np.array([[1.0, 2.0, np.nan], [np.nan, np.nan, np.nan], [0.0, 1.0, 1.0]])
+    w = inverse_weights(mae, "inverse")
+    assert np.allclose(w.sum(axis=1), 1.0)
+    assert w[0, 0] == pytest.approx(0.8)  # 1 / 1^2 against 1 / 2^2
+    assert w[0, 2] == 0.0  # not scored: no weight
+    assert np.allclose(w[1], 1 / 3)  # nothing scored: equal weights
+    assert w[2, 0] > 0.99  # an exact candidate takes (nearly) everything
+    assert inverse_weights(mae, "best")[0].tolist() == [1.0, 0.0, 0.0]
+
+
+def test_a_trend_goes_to_theta_and_the_served_forecast_follows_it() -> None:
+    rng = np.random.default_rng(1)
+    n = 24 * 14
+    y = 50 + 0.5 * np.arange(n) + rng.normal(0, 0.5, n)  # seasonal naive lags 12 units
+    demand = series_frame("pool/gpus", y)
+    model = SelectedForecaster(CFG, candidates=CHEAP).fit(demand)
+    sel = model.selection()
+    for bucket, w in sel["weights_at_fit"]["pool/gpus"].items():
+        assert w["theta"] > 0.8, (bucket, w)
+    cut = max(demand["ts"])
+    assert all(o <= (cut - timedelta(hours=24)).isoformat() for o in sel["window_origins"])
+    fc = model.predict(demand)
+    assert fc["method"].unique().to_list() == ["selected"]
+    truth = 50 + 0.5 * (n - 1 + fc["horizon"].to_numpy())
+    assert np.abs(fc["p50"].to_numpy() - truth).mean() < 6.0  # seasonal naive: 12
+
+
+def _post_cutoff_perturbed(frame: pl.DataFrame, cutoff, shift: float, scale: float) -> pl.DataFrame:
+    late = pl.col("ts") > cutoff
+    return frame.with_columns(
+        pl.when(late)
+        .then(pl.col("value") * scale + shift)
+        .otherwise(pl.col("value"))
+        .alias("value")
+    )
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10_000),
+    days=st.integers(9, 14),
+    shift=st.floats(-40.0, 200.0),
+    scale=st.floats(0.2, 5.0),
+)
+def test_the_choice_at_a_cutoff_reads_nothing_after_it(
+    seed: int, days: int, shift: float, scale: float
+) -> None:
+    """Perturbing every value after a cutoff never changes what was served there:
+    neither the weights (in the forecasts) nor the windows recorded."""
+    rng = np.random.default_rng(seed)
+    n = 24 * days
+    demand = pl.concat(
+        [
+            series_frame("a/gpus", _daily(n, rng)),
+            series_frame("b/gpus", 30 + 0.2 * np.arange(n) + rng.normal(0, 1.0, n)),
+        ]
+    )
+    cutoff = T0 + timedelta(hours=n - 48)
+    perturbed = _post_cutoff_perturbed(demand, cutoff, shift, scale)
+    models = {"selected": lambda: SelectedForecaster(CFG, candidates=CHEAP)}
+    a = rolling_origin(demand, models, config=CFG, cutoffs=[cutoff]).rows
+    b = rolling_origin(perturbed, models, config=CFG, cutoffs=[cutoff]).rows
+    cols = ["model", "series_id", "horizon", "p10", "p50", "p90"]
+    assert a.select(cols).sort(cols[:3]).equals(b.select(cols).sort(cols[:3]))
+    fitted = SelectedForecaster(CFG, candidates=CHEAP).fit(demand.filter(pl.col("ts") <= cutoff))
+    sel = fitted.selection()
+    assert sel["window_last_target"] <= cutoff.isoformat()
+    assert max(sel["window_origins"]) <= (cutoff - timedelta(hours=24)).isoformat()
+
+
+def _fit_once(values: np.ndarray, fit_hours: int, **params: object) -> pl.DataFrame:
+    """Fit once on the first ``fit_hours``, then forecast every 3 hours across the rest,
+    never refit (the Philly protocol); scored rows per horizon bucket."""
+    demand = series_frame("pool/gpus", values)
+    n = values.size
+    cuts = [T0 + timedelta(hours=h) for h in range(fit_hours, n - 24 + 1, 3)]
+    models = {"selected": lambda: SelectedForecaster(CFG, candidates=CHEAP, **params)}
+    rows = rolling_origin(demand, models, config=CFG, cutoffs=cuts, refit=False).rows
+    late = rows.filter(pl.col("cutoff") >= T0 + timedelta(hours=fit_hours + 48))
+    return score(late, CFG)
+
+
+def _coverage(table: pl.DataFrame, model: str = "selected") -> dict[str, float]:
+    t = table.filter(pl.col("model") == model)
+    return dict(zip(t["bucket"].to_list(), t["coverage"].to_list(), strict=True))
+
+
+@pytest.mark.parametrize("drift", ["level_shift", "variance_change"])
+def test_recalibrated_band_under_drift_per_bucket(drift: str) -> None:
+    rng = np.random.default_rng(7)
+    fit_hours, n = 24 * 14, 24 * 28
+    y = _daily(n, rng, noise=2.0)
+    if drift == "level_shift":
+        y[fit_hours + 12 :] += 60.0  # half a day after the fit, demand jumps 60 %
+    else:
+        y[fit_hours:] += rng.normal(0, 8.0, n - fit_hours)  # noise x ~4 after the fit
+    table = _fit_once(y, fit_hours).filter(pl.col("model") == "selected")
+    updated = _coverage(table)
+    under = dict(zip(table["bucket"].to_list(), table["under_provisioning"].to_list(), strict=True))
+    if drift == "level_shift":
+        for bucket in ("1-6", "7-12", "13-24"):
+            assert 0.70 <= updated[bucket] <= 0.90, (drift, bucket, updated)
+        # Without the online recalibration the band is the candidates' own, rescaled
+        # as fitted before the drift: further from 80 % (too wide here: the refit
+        # Theta's variance grows with the shift).
+        frozen = _coverage(_fit_once(y, fit_hours, update=False))
+        assert abs(frozen["all"] - 0.8) > abs(updated["all"] - 0.8) + 0.05, (frozen, updated)
+    else:
+        # Four times the noise after the fit: the band widens with it and errs on the
+        # wide side (coverage ~0.91, docs/demand.md), never short at p90.
+        for bucket in ("1-6", "7-12", "13-24"):
+            assert 0.75 <= updated[bucket] <= 0.95, (drift, bucket, updated)
+            assert under[bucket] <= 0.10, (drift, bucket, under)
+
+
+def test_a_backtest_reports_the_components_and_what_each_refit_chose() -> None:
+    rng = np.random.default_rng(3)
+    n = 24 * 10
+    demand = series_frame("a/gpus", _daily(n, rng))
+    cuts = [T0 + timedelta(hours=n - 48), T0 + timedelta(hours=n - 24)]
+    models = {"selected": lambda: SelectedForecaster(CFG, candidates=CHEAP)}
+    res = rolling_origin(demand, models, config=CFG, cutoffs=cuts)
+    assert sorted(res.rows["model"].unique().to_list()) == [
+        "seasonal_naive_24",
+        "selected",
+        "theta",
+    ]
+    # The components are those the combination served from: each row's p50 lies
+    # between its components' p50s.
+    wide = res.rows.pivot(on="model", index=["cutoff", "series_id", "horizon"], values="p50")
+    lo = np.minimum(wide["seasonal_naive_24"], wide["theta"]) - 1e-9
+    hi = np.maximum(wide["seasonal_naive_24"], wide["theta"]) + 1e-9
+    assert ((wide["selected"] >= lo) & (wide["selected"] <= hi)).all()
+    chosen = res.selections["selected"]
+    assert [c["data_cutoff"] for c in chosen] == [c.isoformat() for c in cuts]
+    for c in chosen:
+        w = c["weights_at_fit"]["a/gpus"]
+        assert set(w) == {"1-6", "7-12", "13-24"}
+        assert all(abs(sum(x.values()) - 1) < 1e-3 for x in w.values())

@@ -1,0 +1,162 @@
+"""The node training frame built by partitions of nodes equals the one built whole, and
+the negative-sampling rule keeps exactly the rows it states; a model trained from the
+partitioned frame predicts what one trained from the whole frame predicts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from predops.core.clock import FixedClock
+from predops.features.definitions import NodeFeatureSpec
+from predops.features.labels import label_name
+from predops.features.sampling import SAMPLE_U, NegativeSampling, sample_u
+from predops.pipelines.jobs import failure as fj
+from predops.pipelines.jobs.features import NODE_TRAINING, build_features, sampling_rule
+from predops.pipelines.jobs.node_frame import partition_nodes
+from predops.pipelines.synthetic.run import SimConfig, simulate_to_lake
+from predops.pipelines.workspace.feature_store import FeatureStore
+from predops.pipelines.workspace.lake import Lake
+from predops.pipelines.workspace.settings import Settings
+
+START = datetime(2026, 2, 2, tzinfo=UTC)
+INTERVAL = timedelta(minutes=15)
+SPEC = NodeFeatureSpec(sample_interval=INTERVAL)
+LABELS = [label_name(h) for h in (timedelta(hours=6), timedelta(hours=24), timedelta(hours=72))]
+FAST = {"n_estimators": 200, "learning_rate": 0.1, "early_stopping_rounds": 30, "n_jobs": 1}
+CELLS = 15 * 14 * 96  # about 15 nodes of 14 days of 15-minute buckets: 4 partitions
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> tuple[Lake, datetime]:
+    ws = tmp_path_factory.mktemp("lake")
+    cfg = SimConfig(
+        nodes=60, days=14, interval=INTERVAL, seed=5, start=START, failure_rate_scale=20.0
+    )
+    lk = Lake(ws / "lake")
+    simulate_to_lake(lk, cfg, clock=FixedClock(cfg.end), progress=False)
+    return lk, cfg.end
+
+
+def _build(lake: Lake, root: Path, as_of: datetime, **kw: Any) -> tuple[pl.DataFrame, dict]:
+    store = FeatureStore(root / "features")
+    rep = build_features(lake, store, as_of=as_of, spec=SPEC, **kw)
+    return store.read_offline(NODE_TRAINING), rep
+
+
+def _key(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.sort("node_id", "ts")
+
+
+@pytest.mark.parametrize("since_days", [None, 9])
+def test_partitions_build_the_frame_built_whole(
+    lake: tuple[Lake, datetime], tmp_path: Path, since_days: int | None
+) -> None:
+    lk, end = lake
+    since = None if since_days is None else START + timedelta(days=since_days)
+    whole, _ = _build(lk, tmp_path / "a", end, since=since, negative_rate=1.0, partitioned=False)
+    parts, rep = _build(lk, tmp_path / "b", end, since=since, negative_rate=1.0, grid_cells=CELLS)
+    assert rep["nodes"]["partitioning"]["partitions"] >= 2
+    assert whole.height == parts.height == rep["nodes"]["rows"] > 0
+    assert_frame_equal(_key(parts), _key(whole))
+
+
+def test_sampling_keeps_exactly_the_rows_of_the_rule(
+    lake: tuple[Lake, datetime], tmp_path: Path
+) -> None:
+    lk, end = lake
+    whole, _ = _build(lk, tmp_path / "a", end, negative_rate=1.0, partitioned=False)
+    sampled, rep = _build(lk, tmp_path / "b", end, negative_rate=0.3, grid_cells=CELLS)
+    keep_from = end - timedelta(days=9)
+    assert rep["nodes"]["negative_sampling"]["rate"] == 0.3
+    u = pl.Series(SAMPLE_U, sample_u(whole["node_id"], whole["ts"], 0))
+    positive = pl.any_horizontal([(pl.col(c) == 1).fill_null(False) for c in LABELS])
+    expected = whole.with_columns(u).filter(
+        (pl.col(SAMPLE_U) < 0.3) | positive | (pl.col("ts") >= keep_from)
+    )
+    assert_frame_equal(_key(sampled), _key(expected))
+    old = sampled.filter(pl.col("ts") < keep_from)
+    negatives = whole.filter(pl.col("ts") < keep_from, ~positive)
+    kept = old.filter(~positive).height / negatives.height
+    assert 0.2 < kept < 0.4  # about the stated rate, not a truncation
+    assert old.filter(positive).height == whole.filter(pl.col("ts") < keep_from, positive).height
+
+
+def test_u_depends_only_on_the_row() -> None:
+    ids = pl.Series([f"n{i % 500:04d}" for i in range(100_000)])
+    ts = pl.Series(
+        [START + timedelta(hours=i // 500) for i in range(100_000)], dtype=pl.Datetime("us", "UTC")
+    )
+    u = sample_u(ids, ts, 7)
+    assert ((u >= 0) & (u < 1)).all()
+    assert abs((u < 0.3).mean() - 0.3) < 0.01
+    # The same rows in another order (another partition) get the same numbers.
+    rev = sample_u(ids.reverse(), ts.reverse(), 7)
+    assert (rev[::-1] == u).all()
+    assert (sample_u(ids, ts, 8) != u).mean() > 0.99  # the seed matters
+
+
+def test_default_rule_samples_only_large_frames(lake: tuple[Lake, datetime]) -> None:
+    lk, end = lake
+    small = sampling_rule(lk, as_of=end, since=None, eval_every=timedelta(hours=1))
+    assert small.rate == 1.0  # 60 nodes x 14 days: every row
+    big = sampling_rule(lk, as_of=end, since=None, eval_every=timedelta(seconds=20))
+    assert big.rate == 0.2  # 60 nodes x 14 days every 20 s is over 2,000,000 rows
+    with pytest.raises(ValueError, match="rate must be in"):
+        NegativeSampling(0.0)
+
+
+def test_partition_sizes_bound_the_grid() -> None:
+    ids = [f"n{i}" for i in range(1000)]
+    chunks, p = partition_nodes(
+        ids,
+        first=START,
+        cutoff=START + timedelta(days=10),
+        bucket=timedelta(minutes=15),
+        grid_cells=100_000,
+    )
+    assert p.buckets == 961 and p.nodes_per_partition == 104
+    assert sum(len(c) for c in chunks) == 1000 and max(len(c) for c in chunks) * 961 <= 100_000
+
+
+def test_training_from_partitions_equals_training_from_the_whole_frame(
+    lake: tuple[Lake, datetime], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lk, end = lake
+    monkeypatch.setattr(fj, "BACKTEST_DAYS", 3.0)
+    out = []
+    for name, kw in (("a", {"partitioned": False}), ("b", {"grid_cells": CELLS})):
+        _build(lk, tmp_path / name, end, negative_rate=1.0, **kw)
+        settings = Settings(workspace=tmp_path / name, shared_data=tmp_path)
+        out.append(fj.train(settings, params=FAST, backtest_days=3.0, register=False))
+    a, b = out
+    assert a["training_rows"] == b["training_rows"] > 0
+    assert a["params"]["best_iterations"] == b["params"]["best_iterations"]
+    assert a["metrics"]["positives_24h"] == b["metrics"]["positives_24h"] > 0
+    for k, v in a["metrics"].items():
+        if k != "fit_seconds":
+            assert b["metrics"][k] == pytest.approx(v, rel=1e-9, abs=1e-12), k
+
+
+def test_training_from_a_sampled_frame_states_its_rate(
+    lake: tuple[Lake, datetime], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lk, end = lake
+    monkeypatch.setattr(fj, "BACKTEST_DAYS", 3.0)
+    out = {}
+    for rate in (1.0, 0.3):
+        name = f"r{rate}"
+        _build(lk, tmp_path / name, end, negative_rate=rate, grid_cells=CELLS)
+        settings = Settings(workspace=tmp_path / name, shared_data=tmp_path)
+        out[rate] = fj.train(settings, params=FAST, backtest_days=3.0, register=False)
+    full, sampled = out[1.0], out[0.3]
+    assert sampled["negative_sample_rate"] == 0.3 and full["negative_sample_rate"] == 1.0
+    assert sampled["params"]["clf.prior_negative_rate"] == 0.3
+    assert 0 < sampled["training_rows"] < full["training_rows"]
+    # The backtest window is kept whole: both models are judged on the same rows.
+    assert sampled["metrics"]["positives_24h"] == full["metrics"]["positives_24h"] > 0

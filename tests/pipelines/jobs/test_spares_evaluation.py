@@ -1,0 +1,89 @@
+"""``predops eval spares`` end to end: windows in order, knobs from validation only."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from predops.pipelines.jobs import spares_evaluation as se
+
+
+def _alpine(path: Path, weeks: int, seed: int, burst_week: int | None = None) -> Path:
+    rng = np.random.default_rng(seed)
+    t0 = datetime(2019, 1, 7, 12, tzinfo=UTC)  # a Monday
+    lines = [
+        ",Timestamp,SSC,SSU,Enclosure,Slot,Seagate slot,Rack unit,Unique enclosure,Rack id,"
+        "slot bin hor,slot bin ver"
+    ]
+    events = [
+        (w, int(rng.integers(0, 100))) for w in range(weeks) for _ in range(int(rng.poisson(5)))
+    ]
+    if burst_week is not None:  # appended: the other weeks keep their draws
+        events += [(burst_week, h) for h in range(40)]
+    for i, (w, h) in enumerate(sorted(events)):
+        ts = (t0 + timedelta(weeks=w, hours=h)).strftime("%Y-%m-%dT%H:%M:%S+0000")
+        lines.append(f"{i},{ts},{1 + i % 4},a,{1 + i % 3},{1 + i % 50},0,1,1,1,1,1")
+    f = path / "alpine_formatted_data.csv"
+    f.write_text("\n".join(lines) + "\n")
+    return f
+
+
+def test_windows_and_rules(tmp_path: Path) -> None:
+    f = _alpine(tmp_path, 130, seed=1)
+    r = se.evaluate_spares("olcf-disk", str(f), lead_weeks=3, test_weeks=40)
+    assert r["selection"]["window"]["to"] == r["test"]["from"]
+    assert r["selection"]["window"]["from"] < r["test"]["from"]
+    assert set(r["test"]["totals"]) == {"forecast", "poisson", "fixed", "forecast_reference"}
+    assert r["installed_base"]["fixed_share"] == 0.05
+    fixed = r["test"]["per_group"]["alpine"]["fixed"]
+    # 12 enclosures (4 SSC x 3 enclosures) x 50 slots, 5 % -> 30 units, constant.
+    assert fixed["level_mean"] == 30.0
+    assert r["input"]["rows"] == sum(1 for _ in f.open()) - 1
+
+
+def test_choice_ignores_the_test_window(tmp_path: Path) -> None:
+    """A burst inside the test window changes test figures, never the chosen knobs."""
+    a = se.evaluate_spares("olcf-disk", str(_alpine(tmp_path, 130, seed=2)), test_weeks=40)
+    burst = tmp_path / "b"
+    burst.mkdir()
+    b = se.evaluate_spares(
+        "olcf-disk", str(_alpine(burst, 130, seed=2, burst_week=120)), test_weeks=40
+    )
+    assert a["rules"] == b["rules"]
+    assert a["selection"] == b["selection"]
+    assert b["test"]["demand"] == a["test"]["demand"] + 40
+
+
+def test_too_short(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="too few"):
+        se.evaluate_spares("olcf-disk", str(_alpine(tmp_path, 60, seed=3)), test_weeks=20)
+
+
+def test_real_sources_report_every_rule(shared_data: Path) -> None:
+    r = se.evaluate_spares("olcf-disk", str(shared_data / "hpc-disk-failures"))
+    assert r["input"]["rows"] == 3766 and r["input"]["quarantined"]["rows"] == 0
+    for name in ("forecast", "poisson", "fixed"):
+        tot = r["test"]["totals"][name]
+        assert tot["stock_out_weeks"] >= 0 and tot["spares_held_mean"] >= 0
+    assert isinstance(r["bar"]["met"], bool)
+
+
+def test_cli_json_and_clear_error(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from predops.pipelines.cli.main import main
+
+    f = _alpine(tmp_path, 130, seed=4)
+    args = ["--workspace", str(tmp_path / "ws"), "eval", "spares", "--source", "olcf-disk"]
+    res = CliRunner().invoke(main, [*args, "--path", str(f), "--test-weeks", "40", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["lead_weeks"] == 4 and set(out["bar"]) >= {"met"}
+    bad = CliRunner().invoke(main, [*args, "--path", str(tmp_path / "nothing"), "--json"])
+    assert bad.exit_code != 0
+    assert "no such file" in bad.output
