@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from predops.pipelines.cli.engine import engine_client, engine_options
 from predops.pipelines.cli.support import (
     current_settings,
     emit,
@@ -61,6 +62,7 @@ def _summary(report: dict[str, Any]) -> str:
     default=None,
     help="Validation: cut DURATION off the end of each trace first (e.g. 5d).",
 )
+@engine_options
 @json_option
 @reports
 def eval_demand(
@@ -75,6 +77,9 @@ def eval_demand(
     seed: int,
     days: float | None,
     drop_last: str | None,
+    engine: str,
+    scheduler: str | None,
+    workers: int,
     as_json: bool,
 ) -> None:
     """Backtest the demand model and the baselines on SOURCE data at PATH."""
@@ -90,16 +95,18 @@ def eval_demand(
     data = load_source(source, path, clock=SystemClock(), synthetic=synthetic)
     default_h = 24 if config_name == "hourly" else None
     config = with_horizon(config_named(config_name), horizon or default_h)
-    report = evaluate(
-        data,
-        config=config,
-        cutoffs=cutoffs,
-        every=parse_duration(every) if every else None,
-        holdout=parse_duration(holdout) if holdout else None,
-        models=tuple(m.strip() for m in models.split(",")) if models else None,
-        seed=seed,
-        drop_last=parse_duration(drop_last) if drop_last else None,
-    )
+    with engine_client(engine, scheduler, workers) as client:
+        report = evaluate(
+            data,
+            config=config,
+            cutoffs=cutoffs,
+            every=parse_duration(every) if every else None,
+            holdout=parse_duration(holdout) if holdout else None,
+            models=tuple(m.strip() for m in models.split(",")) if models else None,
+            seed=seed,
+            drop_last=parse_duration(drop_last) if drop_last else None,
+            client=client,
+        )
     report = {"source": source, "path": path, **report}
     emit(report, as_json, _summary)
 

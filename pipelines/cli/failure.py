@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from predops.pipelines.cli.engine import engine_client, engine_options
 from predops.pipelines.cli.support import (
     current_settings,
     emit,
@@ -135,9 +136,25 @@ def eval_failure(
 @click.command("failure")
 @click.option("--strategy", type=click.Choice(("per_horizon", "stacked")), default=None)
 @click.option("--backtest-days", type=click.FloatRange(min=1), default=7, show_default=True)
+@engine_options
+@click.option(
+    "--max-rows",
+    type=click.IntRange(1),
+    default=None,
+    help="Dask: fit on whole nodes (chosen by a stable hash) whose training rows fit N; "
+    "the report says how many nodes and rows were kept.",
+)
 @json_option
 @reports
-def train_failure(strategy: str | None, backtest_days: float, as_json: bool) -> None:
+def train_failure(
+    strategy: str | None,
+    backtest_days: float,
+    engine: str,
+    scheduler: str | None,
+    workers: int,
+    max_rows: int | None,
+    as_json: bool,
+) -> None:
     """Fit on the node training frame, log and register predops.node_failure."""
     lightgbm_env()
     from predops.models.failure.config import STRATEGY
@@ -146,7 +163,21 @@ def train_failure(strategy: str | None, backtest_days: float, as_json: bool) -> 
 
     settings = current_settings()
     registry.check_store(settings.mlflow_uri)  # fail before fitting, not after
-    report = fj.train(settings, strategy=strategy or STRATEGY, backtest_days=backtest_days)
+    if max_rows is not None and engine != "dask":
+        raise click.BadParameter("--max-rows needs --engine dask", param_hint="--max-rows")
+    with engine_client(engine, scheduler, workers) as client:
+        if client is None:
+            report = fj.train(settings, strategy=strategy or STRATEGY, backtest_days=backtest_days)
+        else:
+            from predops.pipelines.jobs.distributed import train_failure as train_dask
+
+            report = train_dask(
+                settings,
+                client,
+                strategy=strategy or STRATEGY,
+                backtest_days=backtest_days,
+                max_rows=max_rows,
+            )
     emit(_finite(report), as_json, _human)
 
 
@@ -161,17 +192,28 @@ def train_failure(strategy: str | None, backtest_days: float, as_json: bool) -> 
     help="Explain the N riskiest nodes per horizon (TreeSHAP costs ~1 ms per node and "
     "horizon); 0 = none; at least the node count = every node.",
 )
+@engine_options
 @json_option
 @reports
-def score_failure(as_of: str, max_age: str, reasons_for: int, as_json: bool) -> None:
+def score_failure(
+    as_of: str,
+    max_age: str,
+    reasons_for: int,
+    engine: str,
+    scheduler: str | None,
+    workers: int,
+    as_json: bool,
+) -> None:
     """Failure risk (with reasons) for every node from the champion."""
     lightgbm_env()
     from predops.pipelines.jobs import failure as fj
 
-    report = fj.score(
-        current_settings(),
-        as_of=parse_time(as_of),
-        max_age=parse_duration(max_age),
-        reasons_for=reasons_for,
-    )
+    with engine_client(engine, scheduler, workers) as client:
+        report = fj.score(
+            current_settings(),
+            as_of=parse_time(as_of),
+            max_age=parse_duration(max_age),
+            reasons_for=reasons_for,
+            client=client,
+        )
     emit(_finite(report), as_json, _human)

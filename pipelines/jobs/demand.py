@@ -51,6 +51,7 @@ from predops.models.demand.config import ForecastConfig
 from predops.models.demand.forecaster import DemandForecaster
 from predops.models.demand.metrics import as_nested, score
 from predops.models.demand.selection import SelectedForecaster
+from predops.pipelines.jobs.distributed import BacktestJob, rolling_origin_jobs
 from predops.pipelines.workspace.registry import Backtest
 from predops.pipelines.workspace.settings import Settings
 
@@ -267,8 +268,11 @@ def evaluate(
     models: tuple[str, ...] | None = None,
     seed: int = 0,
     drop_last: timedelta | None = None,
+    client: Any = None,
 ) -> dict[str, Any]:
-    """Backtest report (see :func:`rolling_origin`).
+    """Backtest report (see :func:`rolling_origin`); ``client`` (a ``distributed.Client``)
+    runs the backtests on its workers with the same result
+    (:func:`predops.pipelines.jobs.distributed.rolling_origin_jobs`).
 
     ``drop_last`` cuts that much off the end of every end group first: a validation
     run, as if the data had ended earlier, to choose settings on cutoffs that are not
@@ -285,7 +289,7 @@ def evaluate(
         known = model_factories(config, seed=seed)
         models = tuple(m for m in DEFAULT_EVAL_MODELS if m in known)
     factories = model_factories(config, models, seed=seed)
-    results: list[BacktestResult] = []
+    jobs: list[BacktestJob] = []
     for group in end_groups(demand, config):
         if drop_last is not None:
             group = group.filter(pl.col("ts") <= pl.col("ts").max() - drop_last)
@@ -300,11 +304,10 @@ def evaluate(
         else:
             cuts = cutoffs_before_end(group, config, n=cutoffs, every=every)
             refit = True
-        results.append(
-            rolling_origin(
-                group, factories, config=config, cutoffs=cuts, calendar=data.calendar, refit=refit
-            )
-        )
+        jobs.append(BacktestJob(group, cuts, refit))
+    results = rolling_origin_jobs(
+        jobs, factories, config=config, calendar=data.calendar, client=client
+    )
     result = BacktestResult(
         rows=pl.concat([r.rows for r in results]),
         cutoffs=tuple(c for r in results for c in r.cutoffs),

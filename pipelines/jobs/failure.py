@@ -1,4 +1,8 @@
 """Node failure jobs: train + register, score from the champion, and the promotion backtest.
+Over 500 lines: one job. Training, the promotion backtest and scoring share the offline
+frame, the backtest window, the report and the registry entry (the Dask paths in
+:mod:`predops.pipelines.jobs.distributed` reuse them), and splitting them would scatter one
+contract over modules.
 
 - :func:`train`: the node training frame from the feature store (``predops features
   build`` writes it from the lake; built here when missing), a :class:`FailureModel`
@@ -156,13 +160,19 @@ def holdout_metrics(
         y = rows[label_name(h)].to_numpy().astype(np.float64)
         if y.size == 0 or y.sum() == 0:
             continue
-        p = model.predict_proba(rows)[:, i]
-        tag = f"{h.total_seconds() / 3600:g}h"
-        out[f"pr_auc_{tag}"] = M.pr_auc(y, p)
-        out[f"brier_{tag}"] = M.brier(y, p)
-        out[f"recall_at_fpr_0.005_{tag}"] = M.at_fpr(y, p, 0.005)["recall"]
-        out[f"positives_{tag}"] = float(y.sum())
+        out.update(horizon_metrics(h, y, model.predict_proba(rows)[:, i]))
     return out
+
+
+def horizon_metrics(h: timedelta, y: np.ndarray, p: np.ndarray) -> dict[str, float]:
+    """The :func:`holdout_metrics` of one horizon from its labels and probabilities."""
+    tag = f"{h.total_seconds() / 3600:g}h"
+    return {
+        f"pr_auc_{tag}": M.pr_auc(y, p),
+        f"brier_{tag}": M.brier(y, p),
+        f"recall_at_fpr_0.005_{tag}": M.at_fpr(y, p, 0.005)["recall"],
+        f"positives_{tag}": float(y.sum()),
+    }
 
 
 # ---------------------------------------------------------------- train
@@ -176,8 +186,6 @@ def train(
     register: bool = True,
 ) -> dict[str, Any]:
     """Fit on the offline frame before the backtest window, report the window, register."""
-    from predops.pipelines.workspace import registry
-
     t0 = time.perf_counter()
     offline = offline_node_frame(settings)
     feature_hash = offline_feature_hash(settings)
@@ -185,22 +193,18 @@ def train(
     purge = max(horizons)
     train_rows = offline.rows(pl.col("ts") < start - purge)
     if train_rows.height == 0:
-        raise ValueError(
-            f"no training rows before {start - purge} (backtest window {backtest_days} d "
-            f"+ {purge} purge); build features over a longer period"
-        )
-    model = train_failure_model(
+        raise no_training_rows(start, purge, backtest_days)
+    model = fit_model(
         train_rows,
-        feature_defs=node_model_defs(),
         horizons=horizons,
-        feature_set_hash=feature_hash,
         strategy=strategy,
-        params={**MODEL_PARAMS, **(params or {})},
+        params=params,
+        feature_set_hash=feature_hash,
         label_cutoff=start,
         sample_rate=offline.sample_rate,
     )
     fit_s = time.perf_counter() - t0
-    example = train_rows.select(model.base_features).head(5).to_pandas()
+    example = train_rows.select(model.base_features).head(5)
     n_train = train_rows.height
     del train_rows
     metrics = holdout_metrics(
@@ -209,39 +213,102 @@ def train(
         label_cutoff=offline.last_ts,
     )
     metrics["fit_seconds"] = fit_s
-    out: dict[str, Any] = {
+    out = train_report(
+        model, n_train, metrics, start=start, purge=purge, sample_rate=offline.sample_rate
+    )
+    if register:
+        out["version"] = register_model(settings, model, metrics, start=start, example=example)
+        out["alias"] = "challenger"
+    out["seconds"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
+def fit_model(
+    rows: pl.DataFrame,
+    *,
+    horizons: tuple[timedelta, ...],
+    strategy: str,
+    params: dict[str, Any] | None,
+    feature_set_hash: str,
+    label_cutoff: datetime,
+    sample_rate: float,
+) -> FailureModel:
+    """The production fit on training rows (``params`` over ``MODEL_PARAMS``; the
+    offline frame's negative ``sample_rate``): what the local job and the Dask job (on a
+    worker) both run."""
+    return train_failure_model(
+        rows,
+        feature_defs=node_model_defs(),
+        horizons=horizons,
+        feature_set_hash=feature_set_hash,
+        strategy=strategy,
+        params={**MODEL_PARAMS, **(params or {})},
+        label_cutoff=label_cutoff,
+        sample_rate=sample_rate,
+    )
+
+
+def no_training_rows(start: datetime, purge: timedelta, backtest_days: float) -> ValueError:
+    return ValueError(
+        f"no training rows before {start - purge} (backtest window {backtest_days} d "
+        f"+ {purge} purge); build features over a longer period"
+    )
+
+
+def train_report(
+    model: FailureModel,
+    rows: int,
+    metrics: dict[str, float],
+    *,
+    start: datetime,
+    purge: timedelta,
+    sample_rate: float,
+) -> dict[str, Any]:
+    """What ``predops train failure`` reports before registering."""
+    return {
         "model": f"predops.{MODEL_NAME}",
-        "feature_set_hash": feature_hash,
-        "training_rows": n_train,
-        "negative_sample_rate": offline.sample_rate,
+        "feature_set_hash": model.feature_set_hash,
+        "training_rows": rows,
+        "negative_sample_rate": sample_rate,
         "training_until": (start - purge).isoformat(),
         "backtest_from": start.isoformat(),
         "metrics": metrics,
         "params": model.params(),
     }
-    if register:
-        version = registry.log_and_register(
-            MODEL_NAME,
-            model,
-            predict=pyfunc_predict,
-            params=model.params(),
-            metrics=metrics,
-            feature_set_hash=feature_hash,
-            data_cutoff=start,
-            pip_requirements=PIP_REQUIREMENTS,
-            # The signature names the features the model reads (other columns are ignored).
-            input_example=example,
-            extra_tags={
-                "predops.backtest_from": start.isoformat(),
-                "predops.horizons_h": ",".join(f"{h.total_seconds() / 3600:g}" for h in horizons),
-                "predops.strategy": strategy,
-            },
-            uri=settings.mlflow_uri,
-        )
-        out["version"] = version
-        out["alias"] = "challenger"
-    out["seconds"] = round(time.perf_counter() - t0, 1)
-    return out
+
+
+def register_model(
+    settings: Settings,
+    model: FailureModel,
+    metrics: dict[str, float],
+    *,
+    start: datetime,
+    example: pl.DataFrame,
+) -> str:
+    """Log and register a trained model as ``predops.node_failure`` (alias
+    ``challenger``); ``start`` is its backtest window's start, ``example`` a few of its
+    training rows' features. Every trainer (local or Dask) registers through here, so
+    serving sees one artefact."""
+    from predops.pipelines.workspace import registry
+
+    return registry.log_and_register(
+        MODEL_NAME,
+        model,
+        predict=pyfunc_predict,
+        params=model.params(),
+        metrics=metrics,
+        feature_set_hash=model.feature_set_hash,
+        data_cutoff=start,
+        pip_requirements=PIP_REQUIREMENTS,
+        # The signature names the features the model reads (other columns are ignored).
+        input_example=example.to_pandas(),
+        extra_tags={
+            "predops.backtest_from": start.isoformat(),
+            "predops.horizons_h": ",".join(f"{h.total_seconds() / 3600:g}" for h in model.horizons),
+            "predops.strategy": model.strategy,
+        },
+        uri=settings.mlflow_uri,
+    )
 
 
 # ---------------------------------------------------------------- load
@@ -342,6 +409,7 @@ def score_online(
     reasons_for: int | None = None,
     horizons: Sequence[timedelta] | None = None,
     model: tuple[FailureModel, Provenance] | None = None,
+    client: Any = None,
 ) -> OnlineScores:
     """Score the online store's fresh nodes at ``as_of`` with the champion (or ``model``).
 
@@ -350,7 +418,9 @@ def score_online(
     with ``data_cutoff`` = the oldest last sample among the scored nodes: the data the
     risk relies on, which is what the policy's stale-data guard judges (the model's own
     training cutoff stays on its registry version). ``reasons_for``: reasons for that
-    many riskiest nodes per horizon (None: every node)."""
+    many riskiest nodes per horizon (None: every node). ``client`` (a
+    ``distributed.Client``) scores partitions of the nodes on its workers, with the
+    same risks (:func:`predops.pipelines.jobs.partitioned.predict_risk`)."""
     t0 = time.perf_counter()
     fm, prov = model or load_model(settings)
     t_load = time.perf_counter() - t0
@@ -376,9 +446,18 @@ def score_online(
         oldest = fresh[LAST_SAMPLE].min()
         assert isinstance(oldest, datetime)
         used = replace(prov, data_cutoff=oldest)
-        risks = fm.predict_risk(
-            fresh, as_of=as_of, horizons=horizons, provenance=used, reasons_for=reasons_for
-        )
+        kw: dict[str, Any] = {
+            "as_of": as_of,
+            "horizons": horizons,
+            "provenance": used,
+            "reasons_for": reasons_for,
+        }
+        if client is None:
+            risks = fm.predict_risk(fresh, **kw)
+        else:
+            from predops.pipelines.jobs.partitioned import predict_risk
+
+            risks = predict_risk(client, fm, fresh, **kw)
     return OnlineScores(
         risks=risks,
         model_provenance=prov,
@@ -399,10 +478,18 @@ def score(
     max_age: timedelta = SCORE_MAX_AGE,
     reasons_for: int | None = None,
     model: tuple[FailureModel, Provenance] | None = None,
+    client: Any = None,
 ) -> dict[str, Any]:
     """Risk of every fresh node in the online store at ``as_of`` from the champion, every
-    horizon, as the JSON report of ``predops score failure``."""
-    s = score_online(settings, as_of=as_of, max_age=max_age, reasons_for=reasons_for, model=model)
+    horizon, as the JSON report of ``predops score failure`` (``client``: on Dask)."""
+    s = score_online(
+        settings,
+        as_of=as_of,
+        max_age=max_age,
+        reasons_for=reasons_for,
+        model=model,
+        client=client,
+    )
     return {
         "as_of": as_of.isoformat(),
         "model": s.model_provenance.to_dict(),
