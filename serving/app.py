@@ -16,6 +16,7 @@ from predops.serving.config import ServeConfig
 from predops.serving.context import ServeContext
 from predops.serving.dashboards import login
 from predops.serving.dashboards import router as dashboards
+from predops.serving.dashboards.router import error_page
 from predops.serving.errors import BodyLimit, install_error_handlers
 from predops.serving.metrics import RequestMetrics, ServerMetrics
 from predops.serving.models import demand_slot, failure_slot
@@ -64,7 +65,7 @@ def create_app(
     )
     app.state.ctx = ctx
     app.state.metrics = ServerMetrics()
-    install_error_handlers(app)
+    install_error_handlers(app, page_error=error_page)
 
     async def to_login(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, LoginRequired)

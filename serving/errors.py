@@ -18,7 +18,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from predops.pipelines.workspace.errors import (
@@ -87,8 +87,21 @@ def _loc(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(str(p) for p in loc)
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    """Register the handlers that give every error the one body."""
+PageError = Callable[[Request, int, str], Response]
+"""Renders an error as a dashboard page: (request, status, message) -> HTML response."""
+
+
+def wants_page(request: Request) -> bool:
+    """A browser asking for a page (not the API, not a static file): an HTML error."""
+    path = request.url.path
+    if path.startswith(("/v1/", "/static/", "/metrics", "/openapi.json", "/healthz", "/readyz")):
+        return False
+    return "text/html" in request.headers.get("accept", "")
+
+
+def install_error_handlers(app: FastAPI, page_error: PageError | None = None) -> None:
+    """Register the handlers that give every error the one body (an API error as JSON;
+    with ``page_error``, a browser's failed page request as a page)."""
 
     async def api_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
@@ -104,9 +117,11 @@ def install_error_handlers(app: FastAPI) -> None:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         return error_response(422, msg + more, _loc(tuple(first.get("loc", ()))) or None)
 
-    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+    async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         headers = dict(exc.headers) if exc.headers else None
+        if page_error is not None and wants_page(request) and exc.status_code in (404, 422):
+            return page_error(request, exc.status_code, str(exc.detail))
         if exc.status_code == 400:  # FastAPI could not read the body (e.g. not UTF-8)
             return error_response(422, f"body cannot be read as JSON: {exc.detail}", "body")
         return error_response(exc.status_code, str(exc.detail), None, headers)

@@ -110,6 +110,23 @@ def _page(request: Request, name: str, active: str, **context: Any) -> HTMLRespo
     )
 
 
+def error_page(request: Request, status: int, message: str) -> HTMLResponse:
+    """A failed page request (an unknown node, a malformed id) as a page with the
+    navigation, not the API's JSON error body."""
+    heading = {404: "Not found", 422: "Not a valid request"}.get(status, "Error")
+    response = _page(
+        request,
+        "error.html",
+        "",
+        status=status,
+        heading=heading,
+        message=message,
+        path=request.url.path,
+    )
+    response.status_code = status
+    return response
+
+
 pages = APIRouter(include_in_schema=False, dependencies=[Depends(page_access)])
 """Every page showing fleet data: behind a sign-in when reads are protected."""
 
