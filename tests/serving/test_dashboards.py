@@ -134,6 +134,9 @@ def test_models_page_metrics_and_calibration(client: TestClient) -> None:
     assert len(rel["x"]) >= 2 and all(0 <= y <= 1 for y in rel["y"])
     assert "pr_auc_24h" in html and "predops.demand" in html
     assert "no scheduler has run in this workspace yet" in html
+    # The served workspace's first versions are champion and challenger at once: the
+    # page says there is no challenger rather than showing v1 twice.
+    assert "challenger: <b>none</b> (v1 is the champion" in html
 
 
 def test_empty_workspace_pages_say_why(tmp_path: Path, shared_data: Path) -> None:
