@@ -93,7 +93,28 @@ def simulate(nodes: int, days: float, interval: str, seed: int, start: str, as_j
 
 
 # ---------------------------------------------------------------- ingest
-@main.command()
+class IngestCommand(click.Command):
+    """``ingest --help`` ends with every source: the PATH it expects, an example and
+    the -o keys the adapter itself declares (read from the adapter, so they never drift)."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from predops.core.schemas import SCHEMAS
+        from predops.pipelines.ingest.registry import ADAPTERS, USAGE, option_keys
+
+        with formatter.section("Sources (SOURCE: the PATH it expects)"):
+            for name in ADAPTERS:
+                what, example = USAGE[name]
+                formatter.write_text(f"{name}: {what}")
+                with formatter.indentation():
+                    keys = option_keys(name)
+                    if name == "files":
+                        formatter.write_text(f"--table: {', '.join(sorted(SCHEMAS))}")
+                    if keys:
+                        formatter.write_text(f"-o keys: {', '.join(keys)}")
+                    formatter.write_text(f"e.g. {example}")
+
+
+@main.command(cls=IngestCommand)
 @click.argument("source")
 @click.argument("path")
 @click.option("--table", default=None, help="Table the input holds (files source).")
@@ -130,8 +151,7 @@ def ingest(
 ) -> None:
     """Validate SOURCE at PATH (file, directory or URL) and write it to the lake.
 
-    Sources: files, prometheus, kubernetes, openb, backblaze-daily, backblaze-hds,
-    nab, helios, philly, datacenter, azure-vm.
+    Each source, the PATH it expects and its -o options are listed below.
 
     Prometheus limits: -o request_deadline=2m (one request's whole answer; at
     least twice -o timeout), -o ingest_deadline=15m (all requests of this ingest

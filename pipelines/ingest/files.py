@@ -196,7 +196,10 @@ def read_parquet_batches(path: Path, table: str) -> Iterator[Batch]:
 def read(path: str, options: IngestOptions) -> Iterator[Batch]:
     table = options.table
     if table is None:
-        raise IngestError("files: say which table the files hold with --table")
+        raise IngestError(
+            "files: say which table the files hold with --table; tables: "
+            + ", ".join(sorted(SCHEMAS))
+        )
     if table not in SCHEMAS:
         raise IngestError(f"files: unknown table {table!r}; known: {', '.join(sorted(SCHEMAS))}")
     files = input_files(Path(path))

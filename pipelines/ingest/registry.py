@@ -98,6 +98,66 @@ ADAPTERS: dict[str, Callable[[], ModuleType]] = {
 """Source name -> the function that imports its adapter module (imported when used)."""
 
 
+USAGE: dict[str, tuple[str, str]] = {
+    "files": (
+        "a Parquet or CSV file, or a folder of them, in one table's contract columns",
+        "predops ingest files ./telemetry.parquet --table telemetry",
+    ),
+    "prometheus": (
+        "the server's base URL (query_range over --start/--end/--step)",
+        "predops ingest prometheus http://prometheus:9090 --start 2026-11-30T00:00Z "
+        "--end 2026-12-01T00:00Z --step 5m",
+    ),
+    "kubernetes": (
+        "a kubeconfig file, or 'in-cluster' inside a pod",
+        "predops ingest kubernetes ~/.kube/config -o pool_label=node-pool",
+    ),
+    "openb": (
+        "an openb_node_list_*.csv, an openb_pod_list_*.csv or a folder holding them",
+        "predops ingest openb ./cluster-trace-gpu-v2023/csv -o epoch=2023-01-01",
+    ),
+    "backblaze-daily": (
+        "a daily drive-stats CSV (YYYY-MM-DD.csv) or a folder of them",
+        "predops ingest backblaze-daily ./data_Q1_2024/",
+    ),
+    "backblaze-hds": (
+        "the dynamichazard start-stop table (hds.csv)",
+        "predops ingest backblaze-hds ./hds.csv",
+    ),
+    "nab": (
+        "the NAB root, its data/ folder, a category folder or one series CSV; "
+        "-o labels=combined_windows.json",
+        "predops ingest nab ./NAB/data/realKnownCause",
+    ),
+    "helios": (
+        "one cluster_sequence_vc.csv[.gz], a VC folder, or a folder of them (Earth_vcs/)",
+        "predops ingest helios ./Earth_vcs/",
+    ),
+    "philly": (
+        "philly_node_sequence.csv[.gz] (time, active, total) or a folder holding it",
+        "predops ingest philly ./philly_node_sequence.csv.gz",
+    ),
+    "datacenter": (
+        "one of the publisher's CSV files or a folder of them (searched recursively); "
+        "-o epoch= or -o <trace>_epoch=",
+        "predops ingest datacenter ./datacenter-traces/",
+    ),
+    "azure-vm": (
+        "one wide CSV (microsoft_avg_100.csv.gz, ...) or a folder of them; -o epoch=",
+        "predops ingest azure-vm ./microsoft_avg_100.csv.gz",
+    ),
+}
+"""Per source: what PATH it expects, and an example (``predops ingest --help``)."""
+
+
+def option_keys(name: str) -> list[str]:
+    """The ``-o`` keys an adapter knows, where it declares them (``OPTION_KEYS``, or the
+    keys of its ``DEFAULTS``); empty when it takes none beyond its USAGE line."""
+    module = ADAPTERS[name]()
+    keys = getattr(module, "OPTION_KEYS", None) or getattr(module, "DEFAULTS", None) or ()
+    return sorted(keys)
+
+
 def adapter(name: str) -> AdapterModule:
     try:
         load = ADAPTERS[name]
