@@ -114,3 +114,32 @@ def no_buy_reason(plan: dict[str, Any]) -> str:
     if forecasts.get("status") not in (None, "ok"):
         parts.append(f"demand forecasts: {forecasts.get('note', forecasts.get('status'))}")
     return "; ".join(parts) + "."
+
+
+SKIPS_SHOWN = 50
+"""Rows shown per skip group (the rest are counted): a 10,000-node plan stays a page."""
+
+
+def skip_groups(
+    plan: dict[str, Any], p_fail: dict[str, float], shown: int = SKIPS_SHOWN
+) -> list[dict[str, Any]]:
+    """The plan's skips grouped by (kind, reason), largest group first; within a group
+    the closest calls first: node candidates by the node's current p_fail (highest
+    first), the rest by target. Each group: ``kind``, ``reason``, ``count``, ``rows``
+    (at most ``shown``, each with ``p_fail`` or None) and ``more`` (rows not shown)."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for s in plan.get("skips", []):
+        groups.setdefault((s["kind"], s["reason"]), []).append(s)
+    out = []
+    for (kind, reason), rows in groups.items():
+        ranked = sorted(rows, key=lambda s: (-p_fail.get(s["target"], -1.0), s["target"]))
+        out.append(
+            {
+                "kind": kind,
+                "reason": reason,
+                "count": len(rows),
+                "rows": [{**s, "p_fail": p_fail.get(s["target"])} for s in ranked[:shown]],
+                "more": max(0, len(rows) - shown),
+            }
+        )
+    return sorted(out, key=lambda g: (-g["count"], g["kind"], g["reason"]))

@@ -383,17 +383,15 @@ def plan_page(request: Request, ctx: Ctx, plan_id: str) -> HTMLResponse:
 
 def _plan_page(request: Request, ctx: Any, plan_id: str, ids: list[str]) -> HTMLResponse:
     plan = _plan_or_404(ctx, plan_id)
-    skips_by_reason: dict[str, int] = {}
-    for s in plan.get("skips", []):
-        key = f"{s['kind']}: {s['reason']}"
-        skips_by_reason[key] = skips_by_reason.get(key, 0) + 1
+    risk = fleet_risk(ctx)
+    p_fail = {r.node_id: r.p_fail for r in risk.risks}
     return _page(
         request,
         "plan.html",
         "/plans/latest",
         plan=plan,
         ids=ids[:20],
-        skips_by_reason=sorted(skips_by_reason.items(), key=lambda kv: -kv[1]),
+        skip_groups=plans.skip_groups(plan, p_fail),
         audit=plans.audit_trail(ctx.settings.audit_log, plan_id),
     )
 

@@ -1,0 +1,27 @@
+"""The plan page's skips: grouped by reason, closest calls first, bounded per group."""
+
+from __future__ import annotations
+
+from predops.serving.dashboards.plans import skip_groups
+
+
+def _skip(kind: str, target: str, reason: str) -> dict[str, str]:
+    return {"kind": kind, "target": target, "reason": reason, "detail": ""}
+
+
+def test_groups_largest_first_closest_calls_first_and_bounded() -> None:
+    skips = [_skip("drain", f"n{i:05d}", "no_benefit") for i in range(10_000)]
+    skips += [_skip("drain", "n00003", "budget_exhausted"), _skip("buy", "a100@eu", "no_forecast")]
+    p_fail = {f"n{i:05d}": i / 20_000 for i in range(10_000)}  # n09999 is the riskiest
+    groups = skip_groups({"skips": skips}, p_fail, shown=50)
+    assert [(g["kind"], g["reason"], g["count"]) for g in groups] == [
+        ("drain", "no_benefit", 10_000),
+        ("buy", "no_forecast", 1),
+        ("drain", "budget_exhausted", 1),
+    ]
+    top = groups[0]
+    assert len(top["rows"]) == 50 and top["more"] == 9_950
+    assert [r["target"] for r in top["rows"][:3]] == ["n09999", "n09998", "n09997"]
+    assert top["rows"][0]["p_fail"] == 9_999 / 20_000
+    assert groups[1]["rows"][0]["p_fail"] is None  # not a node: no risk to rank by
+    assert sum(g["count"] for g in groups) == len(skips)  # nothing dropped from the counts
