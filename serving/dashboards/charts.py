@@ -101,10 +101,39 @@ def with_gaps(
     return out_x, out_y
 
 
-def rack_heatmap(cells: Sequence[RackCell]) -> Figure:
+def risk_colorscale(base_rate: float | None, act_at: float | None) -> list[list[Any]]:
+    """A colour scale over log10(p_fail) in [log10(FLOOR), 0] anchored on the fleet's base
+    rate and the risk at which the plan acts: grey up to the base rate (no news), yellow to
+    orange between the two, red from the action threshold up. Without anchors: yellow to
+    red over the whole range."""
+    lo = math.log10(FLOOR)
+
+    def at(p: float) -> float:
+        return min(1.0, max(0.0, (math.log10(max(p, FLOOR)) - lo) / -lo))
+
+    if base_rate is None:
+        return [[0.0, "#ffffcc"], [0.5, "#fd8d3c"], [1.0, "#800026"]]
+    b = at(base_rate)
+    t = at(act_at) if act_at is not None and act_at > base_rate else min(1.0, at(base_rate * 10))
+    t = max(t, b)
+    return [
+        [0.0, "#d0d7de"],
+        [b, "#d0d7de"],
+        [b, "#fff3b0"],
+        [t, "#fd8d3c"],
+        [t, "#e03131"],
+        [1.0, "#67000d"],
+    ]
+
+
+def rack_heatmap(
+    cells: Sequence[RackCell], *, base_rate: float | None = None, act_at: float | None = None
+) -> Figure:
     """Max p_fail per rack: one row per spine, one column per rack position. Colour is
     log10(p_fail) — failure probabilities span orders of magnitude, and on a linear scale
-    one bad node would wash every other rack out; hover shows the probability itself."""
+    one bad node would wash every other rack out; hover shows the probability itself. The
+    colours are anchored (:func:`risk_colorscale`): a rack at the fleet's base rate is grey,
+    not orange; red means a node there is as risky as the ones the plan acts on."""
     spines = sorted({c.spine for c in cells})
     positions = sorted({c.position for c in cells})
     z: list[list[float | None]] = [[None] * len(positions) for _ in spines]
@@ -117,6 +146,11 @@ def rack_heatmap(cells: Sequence[RackCell]) -> Figure:
         lines = (c.rack, f"pools: {c.pools}", f"{c.scored}/{c.nodes} nodes scored")
         text[i][j] = "<br>".join([*_texts(lines), f"max p_fail {top}", f"mean p_fail {mean}"])
     ticks = [t for t in TICKS if FLOOR <= t <= 1.0]
+    anchors = [(p, name) for p, name in ((base_rate, "fleet mean"), (act_at, "plan acts")) if p]
+    tickvals = [math.log10(t) for t in ticks] + [math.log10(max(p, FLOOR)) for p, _ in anchors]
+    ticktext = [f"{t:.1%}".replace(".0%", "%") for t in ticks] + [
+        f"{name} {p:.2%}" for p, name in anchors
+    ]
     trace = {
         "type": "heatmap",
         "x": _texts(positions),
@@ -124,14 +158,13 @@ def rack_heatmap(cells: Sequence[RackCell]) -> Figure:
         "z": z,
         "text": text,
         "hovertemplate": "%{text}<extra></extra>",
-        "colorscale": "YlOrRd",
-        "reversescale": True,
+        "colorscale": risk_colorscale(base_rate, act_at),
         "zmin": math.log10(FLOOR),
         "zmax": 0,
         "colorbar": {
             "title": {"text": "max p_fail", "side": "right"},
-            "tickvals": [math.log10(t) for t in ticks],
-            "ticktext": [f"{t:.1%}".replace(".0%", "%") for t in ticks],
+            "tickvals": tickvals,
+            "ticktext": ticktext,
         },
         "xgap": 2,
         "ygap": 2,

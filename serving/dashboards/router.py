@@ -151,7 +151,12 @@ def fleet_board(request: Request, ctx: Ctx) -> HTMLResponse:
     risk = fleet_risk(ctx)
     inventory = fleet.inventory_at(ctx.settings.lake_dir, ctx.clock.now())
     cells = fleet.rack_cells(inventory, risk)
-    figure = charts.rack_heatmap(cells) if risk.risks and cells else None
+    base_rate, act_at = _risk_anchors(ctx, risk)
+    figure = (
+        charts.rack_heatmap(cells, base_rate=base_rate, act_at=act_at)
+        if risk.risks and cells
+        else None
+    )
     return _page(
         request,
         "fleet.html",
@@ -162,6 +167,21 @@ def fleet_board(request: Request, ctx: Ctx) -> HTMLResponse:
         nodes=inventory.height,
         horizon_h=risk.horizon.total_seconds() / 3600,
     )
+
+
+def _risk_anchors(ctx: Any, risk: Any) -> tuple[float | None, float | None]:
+    """The fleet's mean p_fail now, and the lowest p_fail of a node the newest plan
+    cordons or drains (None when it acts on none)."""
+    p = {r.node_id: r.p_fail for r in risk.risks}
+    base = sum(p.values()) / len(p) if p else None
+    ids = plans.plan_ids(ctx.settings.plans_dir)
+    latest = plans.read_plan_dict(ctx.settings.plans_dir, ids[0]) if ids else None
+    acted = [
+        p[a["target"]]
+        for a in (latest or {}).get("actions", [])
+        if a.get("kind") in ("cordon", "drain") and a.get("target") in p
+    ]
+    return base, (min(acted) if acted else None)
 
 
 @pages.get("/nodes/{node_id}", response_class=HTMLResponse)

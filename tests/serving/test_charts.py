@@ -5,6 +5,7 @@ so a rack named ``<a href=...>`` must reach it as entities, never as markup."""
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -129,3 +130,22 @@ def test_telemetry_axes_carry_units_and_bytes_read_as_gigabytes() -> None:
     assert temp["y"] == [60.0, None, 62.0] and temp["connectgaps"] is False
     assert charts.unit_of("xid_errors_total") == ("count", 1.0)
     assert charts.unit_of("something") == ("", 1.0)
+
+
+def test_risk_colours_are_anchored_on_the_base_rate_and_the_action_threshold() -> None:
+    scale = charts.risk_colorscale(base_rate=0.01, act_at=0.2)
+    stops = [pos for pos, _ in scale]
+    assert stops == sorted(stops) and stops[0] == 0.0 and stops[-1] == 1.0
+    lo = math.log10(charts.FLOOR)
+
+    def colour_at(p: float) -> str:
+        z = (math.log10(p) - lo) / -lo
+        return [c for pos, c in scale if pos <= z + 1e-12][-1]
+
+    assert colour_at(0.001) == colour_at(0.0099) == "#d0d7de"  # at or below the mean: grey
+    assert colour_at(0.05) == "#fff3b0"  # above the mean, below where the plan acts
+    assert colour_at(0.3) == "#e03131"  # as risky as the nodes the plan drains: red
+    fig = charts.rack_heatmap([_cell("sp01")], base_rate=0.01, act_at=0.2)
+    bar = fig["data"][0]["colorbar"]
+    assert "fleet mean 1.00%" in bar["ticktext"] and "plan acts 20.00%" in bar["ticktext"]
+    assert charts.risk_colorscale(None, None)[0][0] == 0.0  # no anchors: a plain scale
