@@ -143,3 +143,40 @@ def skip_groups(
             }
         )
     return sorted(out, key=lambda g: (-g["count"], g["kind"], g["reason"]))
+
+
+_ISO = re.compile(r"(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})(?::\d{2}(?:\.\d+)?)?(?:\+00:00|Z)")
+
+ADVICE = (
+    (
+        "failure risk:",
+        "No risk was fresh enough to act on, so no node was cordoned or drained. Check the "
+        "scheduler's pipeline job (Models page, scheduled runs) or run "
+        "`predops score failure`.",
+    ),
+    (
+        "demand forecast:",
+        "Pools were not resized and nothing was bought. Check the pipeline job's forecast "
+        "step or run `predops forecast demand`; `predops models list` shows whether a "
+        "demand model is served.",
+    ),
+    (
+        "buy ",
+        "Buys need forecasts that reach the SKU's lead time; train the weekly demand model "
+        "(`predops train demand --config weekly`) or shorten the review period.",
+    ),
+    (
+        "storm breaker:",
+        "Open the pool's nodes on the risk board: many nodes crossing at once is more often "
+        "a data or exporter fault, or one bad job, than real hardware failures.",
+    ),
+)
+"""What to do about an alert, by how its text starts."""
+
+
+def alert_view(text: str) -> dict[str, str]:
+    """A plan alert for people: times as ``YYYY-MM-DD HH:MM UTC`` (not raw ISO with
+    ``+00:00``) and the advice for its kind (empty when none applies)."""
+    words = _ISO.sub(lambda m: f"{m.group(1)} {m.group(2)} UTC", text)
+    advice = next((a for prefix, a in ADVICE if text.startswith(prefix)), "")
+    return {"text": words, "advice": advice}

@@ -412,6 +412,7 @@ def _plan_page(request: Request, ctx: Any, plan_id: str, ids: list[str]) -> HTML
         plan=plan,
         ids=ids[:20],
         skip_groups=plans.skip_groups(plan, p_fail),
+        alerts=[plans.alert_view(a) for a in plan.get("alerts", [])],
         audit=plans.audit_trail(ctx.settings.audit_log, plan_id),
     )
 

@@ -25,3 +25,13 @@ def test_groups_largest_first_closest_calls_first_and_bounded() -> None:
     assert top["rows"][0]["p_fail"] == 9_999 / 20_000
     assert groups[1]["rows"][0]["p_fail"] is None  # not a node: no risk to rank by
     assert sum(g["count"] for g in groups) == len(skips)  # nothing dropped from the counts
+
+
+def test_alerts_read_in_words_with_what_to_do() -> None:
+    from predops.serving.dashboards.plans import alert_view
+
+    a = alert_view("failure risk: scored at 2026-05-01T12:00:00+00:00, 3 h old — planned")
+    assert a["text"] == "failure risk: scored at 2026-05-01 12:00 UTC, 3 h old — planned"
+    assert "predops score failure" in a["advice"]
+    assert "+00:00" not in alert_view("buy a100@eu: forecasts reach 2026-05-03T00:00Z")["text"]
+    assert alert_view("something new")["advice"] == ""
