@@ -35,6 +35,8 @@ STATIC = {
     "approve.js": (HERE / "static" / "approve.js", "text/javascript"),
     "plotly.min.js": (PLOTLY_JS, "text/javascript"),
 }
+TOP_NODES = 25
+"""Riskiest in-service nodes listed on the board (out-of-service ones apart)."""
 NODE_HISTORY = timedelta(days=3)
 DEMAND_HISTORY = timedelta(days=3)
 SIZING_HISTORY = timedelta(hours=24)
@@ -152,6 +154,9 @@ def fleet_board(request: Request, ctx: Ctx) -> HTMLResponse:
     inventory = fleet.inventory_at(ctx.settings.lake_dir, ctx.clock.now())
     cells = fleet.rack_cells(inventory, risk)
     base_rate, act_at = _risk_anchors(ctx, risk)
+    riskiest = [r.node_id for r in risk.risks[: 2 * TOP_NODES]]
+    states = fleet.node_states(ctx.settings.lake_dir, riskiest, ctx.clock.now())
+    top = fleet.top_nodes(inventory, risk, n=2 * TOP_NODES, states=states)
     figure = (
         charts.rack_heatmap(cells, base_rate=base_rate, act_at=act_at)
         if risk.risks and cells
@@ -163,7 +168,8 @@ def fleet_board(request: Request, ctx: Ctx) -> HTMLResponse:
         "/",
         risk=risk,
         figure=figure,
-        top=fleet.top_nodes(inventory, risk),
+        top=[r for r in top if r["state"] == "ready"],
+        out_of_service=[r for r in top if r["state"] != "ready"],
         nodes=inventory.height,
         horizon_h=risk.horizon.total_seconds() / 3600,
     )
