@@ -138,8 +138,10 @@ def rack_heatmap(
     positions = sorted({c.position for c in cells})
     z: list[list[float | None]] = [[None] * len(positions) for _ in spines]
     text: list[list[str]] = [[""] * len(positions) for _ in spines]
+    racks: list[list[str | None]] = [[None] * len(positions) for _ in spines]
     for c in cells:
         i, j = spines.index(c.spine), positions.index(c.position)
+        racks[i][j] = c.rack
         z[i][j] = math.log10(max(c.p_max, FLOOR)) if c.p_max is not None else None
         top = f"{c.p_max:.2%}" if c.p_max is not None else "n/a"
         mean = f"{c.p_mean:.2%}" if c.p_mean is not None else "n/a"
@@ -157,7 +159,8 @@ def rack_heatmap(
         "y": _texts(spines),
         "z": z,
         "text": text,
-        "hovertemplate": "%{text}<extra></extra>",
+        "customdata": racks,  # a click filters the board to the rack (charts.js)
+        "hovertemplate": "%{text}<br>(click to show this rack)<extra></extra>",
         "colorscale": risk_colorscale(base_rate, act_at),
         "zmin": math.log10(FLOOR),
         "zmax": 0,
@@ -175,6 +178,7 @@ def rack_heatmap(
         "layout": _layout(
             "Highest node failure probability per rack",
             height=height,
+            meta={"link": "rack"},
             xaxis={"title": {"text": "rack"}, "type": "category"},
             yaxis={"title": {"text": "spine"}, "type": "category", "automargin": True},
         ),

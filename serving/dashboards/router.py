@@ -10,12 +10,14 @@ Templates autoescape everything; ids from URLs are validated before use.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import plotly
+import polars as pl
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
@@ -147,31 +149,64 @@ def favicon() -> Response:
     return Response(status_code=204)
 
 
+BOARD_FILTERS = ("pool", "spine", "rack", "gpu_model")
+"""Inventory columns the risk board filters on (query parameters, so a view is a URL)."""
+MAX_CHOICES = 1000
+"""Values offered per filter (a 10,000-node fleet has a few hundred racks)."""
+
+
 @pages.get("/", response_class=HTMLResponse)
-def fleet_board(request: Request, ctx: Ctx) -> HTMLResponse:
-    """Fleet risk board: heat map of p_fail per rack and spine, riskiest nodes."""
-    risk = fleet_risk(ctx)
-    inventory = fleet.inventory_at(ctx.settings.lake_dir, ctx.clock.now())
-    cells = fleet.rack_cells(inventory, risk)
-    base_rate, act_at = _risk_anchors(ctx, risk)
-    riskiest = [r.node_id for r in risk.risks[: 2 * TOP_NODES]]
+def fleet_board(
+    request: Request,
+    ctx: Ctx,
+    pool: str | None = None,
+    spine: str | None = None,
+    rack: str | None = None,
+    gpu_model: str | None = None,
+    horizon_h: float | None = None,
+) -> HTMLResponse:
+    """Fleet risk board: heat map of p_fail per rack and spine, riskiest nodes; filtered
+    by pool, spine, rack and GPU model, at a horizon (all kept in the URL)."""
+    loaded = ctx.failure.current
+    horizons = [h.total_seconds() / 3600 for h in loaded.model.horizons] if loaded else []
+    horizon = timedelta(hours=horizon_h) if horizon_h and horizon_h in horizons else None
+    risk = fleet_risk(ctx) if horizon is None else fleet_risk(ctx, horizon=horizon)
+    everything = fleet.inventory_at(ctx.settings.lake_dir, ctx.clock.now())
+    chosen = {"pool": pool, "spine": spine, "rack": rack, "gpu_model": gpu_model}
+    chosen = {k: v for k, v in chosen.items() if v and k in everything.columns}
+    inventory = everything
+    for column, value in chosen.items():
+        inventory = inventory.filter(pl.col(column).cast(pl.String) == value)
+    shown = set(inventory["node_id"].to_list())
+    view = replace(risk, risks=tuple(r for r in risk.risks if r.node_id in shown))
+    choices = {
+        c: sorted(str(v) for v in everything[c].drop_nulls().unique().to_list())[:MAX_CHOICES]
+        for c in BOARD_FILTERS
+        if c in everything.columns
+    }
+    cells = fleet.rack_cells(inventory, view)
+    base_rate, act_at = _risk_anchors(ctx, risk)  # the whole fleet's, whatever is shown
+    riskiest = [r.node_id for r in view.risks[: 2 * TOP_NODES]]
     states = fleet.node_states(ctx.settings.lake_dir, riskiest, ctx.clock.now())
-    top = fleet.top_nodes(inventory, risk, n=2 * TOP_NODES, states=states)
+    top = fleet.top_nodes(inventory, view, n=2 * TOP_NODES, states=states)
     figure = (
         charts.rack_heatmap(cells, base_rate=base_rate, act_at=act_at)
-        if risk.risks and cells
+        if view.risks and cells
         else None
     )
     return _page(
         request,
         "fleet.html",
         "/",
-        risk=risk,
+        risk=view,
         figure=figure,
         top=[r for r in top if r["state"] == "ready"],
         out_of_service=[r for r in top if r["state"] != "ready"],
         nodes=inventory.height,
-        horizon_h=risk.horizon.total_seconds() / 3600,
+        horizon_h=view.horizon.total_seconds() / 3600,
+        horizons=horizons,
+        choices=choices,
+        chosen=chosen,
     )
 
 

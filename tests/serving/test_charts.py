@@ -66,10 +66,16 @@ BUILDERS: dict[str, Callable[[str], charts.Figure]] = {
 
 
 def _strings(value: Any) -> Iterator[str]:
+    """Every string plotly may draw. ``customdata`` is not drawn (a click's URL value,
+    see charts.js), unless a template names it: that is checked here too."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
         for k, v in value.items():
+            if k == "customdata":
+                templates = [value.get("hovertemplate", ""), value.get("texttemplate", "")]
+                assert not any("customdata" in str(t) for t in templates), value
+                continue
             yield from _strings(k)
             yield from _strings(v)
     elif isinstance(value, list | tuple):

@@ -60,8 +60,27 @@ def test_fleet_board_scores_every_fresh_node(client: TestClient) -> None:
     cells = [z for row in heat["z"] for z in row if z is not None]
     assert heat["type"] == "heatmap" and len(cells) >= 4
     assert "60 of 60 nodes scored" in html
-    rows = re.findall(r'<a href="/nodes/([^"]+)">', html)
+    table = html.split('id="top-nodes"', 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r'<a href="/nodes/([^"]+)">', table)
     assert len(rows) == 25
+
+
+def test_fleet_board_filters_are_in_the_url(client: TestClient) -> None:
+    html = client.get("/").text
+    pools = re.findall(r'<select name="pool"[^>]*>(.*?)</select>', html, re.S)[0]
+    pool = re.findall(r'<option value="([^"]+)"', pools)[0]
+    filtered = client.get("/", params={"pool": pool}).text
+    assert f'<option value="{pool}" selected>' in filtered and 'href="/">clear filters' in filtered
+    table = filtered.split('id="top-nodes"', 1)[1].split("</table>", 1)[0]
+    cells = re.findall(
+        r"<tr><td>\d+</td><td><a[^>]+>[^<]+</a></td>\s*<td[^>]*>[^<]+</td><td>([^<]+)</td>", table
+    )
+    assert cells and set(cells) == {pool}, cells
+    heat = _figures(filtered)["rack-heatmap"]["data"][0]
+    assert all(pool in t for row in heat["text"] for t in row if t)
+    assert _figures(filtered)["rack-heatmap"]["layout"]["meta"] == {"link": "rack"}
+    none = client.get("/", params={"pool": "no-such-pool"}).text
+    assert "0 of 0 nodes scored" in none
 
 
 def test_node_page_and_id_validation(client: TestClient) -> None:
