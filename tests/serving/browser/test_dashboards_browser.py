@@ -9,6 +9,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -73,6 +74,40 @@ def test_fleet_board_heat_map_and_top_nodes(page: Any, artifacts: Path) -> None:
     first.click()
     page.wait_for_load_state("networkidle")
     assert page.url.endswith(f"/nodes/{node_id}")
+
+
+FIRST_CELL = """() => {
+  const d = document.getElementById('rack-heatmap');
+  const xa = d._fullLayout.xaxis, ya = d._fullLayout.yaxis, t = d.data[0];
+  for (let i = 0; i < t.z.length; i++) for (let j = 0; j < t.z[i].length; j++)
+    if (t.z[i][j] !== null) return {x: xa._offset + xa.l2p(j), y: ya._offset + ya.l2p(i),
+                                    rack: t.customdata[i][j]};
+  return null;
+}"""
+
+
+def test_heat_map_cell_and_filters_narrow_the_board(page: Any, artifacts: Path) -> None:
+    _open(page, "/", artifacts / "fleet_all.png")
+    cell = page.evaluate(FIRST_CELL)
+    assert cell and cell["rack"]
+    box = page.locator("#rack-heatmap").bounding_box()
+    page.mouse.click(box["x"] + cell["x"], box["y"] + cell["y"])  # a real click on the cell
+    page.wait_for_url(lambda url: "rack=" in url, timeout=30_000)
+    assert parse_qs(urlsplit(page.url).query) == {"rack": [cell["rack"]]}
+    page.wait_for_load_state("networkidle")
+    page.screenshot(path=str(artifacts / "fleet_rack.png"), full_page=True)
+    texts = page.evaluate("() => document.getElementById('rack-heatmap').data[0].customdata")
+    assert {r for row in texts for r in row if r} == {cell["rack"]}  # only that rack drawn
+    assert page.locator("select[name=rack]").input_value() == cell["rack"]
+    # a filter chosen in the form lands in the URL too
+    page.goto("/")
+    pool = page.locator("select[name=pool] option").nth(1).get_attribute("value")
+    page.select_option("select[name=pool]", pool)
+    page.wait_for_url(lambda url: "pool=" in url, timeout=30_000)
+    assert parse_qs(urlsplit(page.url).query)["pool"] == [pool]  # blank filters stay out
+    pools = page.locator("#top-nodes tbody tr td:nth-child(4)").all_inner_texts()
+    assert pools and set(pools) == {pool}
+    assert page.errors == []
 
 
 def test_node_page_risk_telemetry_and_history(page: Any, artifacts: Path) -> None:
