@@ -27,7 +27,14 @@ from predops.pipelines.workspace.lake_maintenance import (
 from tests.pipelines.workspace.lake_ingests import ingest_every
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
-NOW = datetime.now(UTC) + timedelta(minutes=5)  # the commit log holds wall-clock times
+
+
+def _clock() -> FixedClock:
+    """Five minutes from now, read when a test runs (not at collection: in a long suite
+    the commits a test makes come later). The commit log holds wall-clock times."""
+    return FixedClock(datetime.now(UTC) + timedelta(minutes=5))
+
+
 NODES = 6
 EVERY = timedelta(minutes=30)
 SETTINGS = LakeSettings(min_files=4, keep_removed=timedelta(0))
@@ -47,7 +54,7 @@ def test_compaction_keeps_every_row_and_a_second_run_does_nothing(three_days: La
     lake = three_days
     before = rows(lake)
     assert len(lake.files("telemetry")) == 3 * 48
-    report = maintain(lake, SETTINGS, clock=FixedClock(NOW))
+    report = maintain(lake, SETTINGS, clock=_clock())
     assert [c["files_before"] for c in report["compacted"]] == [48, 48, 48]
     assert [c["files_after"] for c in report["compacted"]] == [1, 1, 1]
     assert report["deleted"]["files_deleted"] == 3 * 48
@@ -60,7 +67,7 @@ def test_compaction_keeps_every_row_and_a_second_run_does_nothing(three_days: La
     one = pl.read_parquet(files[0])
     hour = one["ts"].dt.truncate("1h")
     assert one.with_columns(hour=hour).sort("hour", "node_id", "ts").drop("hour").equals(one)
-    again = maintain(Lake(lake.root), SETTINGS, clock=FixedClock(NOW))
+    again = maintain(Lake(lake.root), SETTINGS, clock=_clock())
     assert again["changed"] == 0 and again["compacted"] == []
     assert len((lake.root / "_commits.jsonl").read_text().splitlines()) == 3 * 48 + 3
 
@@ -69,7 +76,7 @@ def test_slices_bound_memory_and_row_groups_span_an_hour(three_days: Lake) -> No
     lake = three_days
     before = rows(lake)
     sliced = LakeSettings(min_files=4, keep_removed=timedelta(0), bucket_rows=12)
-    maintain(lake, sliced, clock=FixedClock(NOW), tables=["telemetry"])
+    maintain(lake, sliced, clock=_clock(), tables=["telemetry"])
     files = lake.files("telemetry")
     md = pq.read_metadata(files[0])
     assert md.num_rows == NODES * 48 and md.num_row_groups == 24  # one slice an hour
@@ -82,7 +89,7 @@ def test_slices_bound_memory_and_row_groups_span_an_hour(three_days: Lake) -> No
     # One slice for the whole day: the same order, so the same file contents.
     other = Lake(lake.root.parent / "other")
     ingest_every(other, nodes=NODES, start=T0, end=T0 + timedelta(days=1), every=EVERY)
-    maintain(other, SETTINGS, clock=FixedClock(NOW))
+    maintain(other, SETTINGS, clock=_clock())
     (whole,) = other.files("telemetry")
     assert pq.read_metadata(whole).num_row_groups == 1
     assert pl.read_parquet(whole).equals(pl.read_parquet(files[0]))
@@ -127,9 +134,7 @@ def test_retention_drops_exactly_the_expired_partitions_and_says_so(three_days: 
     assert last["maintenance"]["action"] == "drop" and "retention" in last["maintenance"]["why"]
     assert (lake.root / "telemetry/source=prometheus/date=2026-03-01").is_dir()
     assert status(lake)["removed_files_on_disk"] == 48
-    gone = maintain(
-        lake, LakeSettings(keep_removed=timedelta(0), min_files=1000), clock=FixedClock(NOW)
-    )
+    gone = maintain(lake, LakeSettings(keep_removed=timedelta(0), min_files=1000), clock=_clock())
     assert gone["deleted"]["files_deleted"] == 48
     assert not (lake.root / "telemetry/source=prometheus/date=2026-03-01").exists()
     assert rows(lake).equals(left)
@@ -139,9 +144,7 @@ def test_a_reader_that_listed_files_before_the_commit_still_reads_them(three_day
     lake = three_days
     before = rows(lake)
     planned = Lake(lake.root).scan("telemetry")  # lists the small files now
-    maintain(
-        lake, LakeSettings(min_files=4), clock=FixedClock(NOW)
-    )  # keep_removed: the default 15 min
+    maintain(lake, LakeSettings(min_files=4), clock=_clock())  # keep_removed: the default 15 min
     assert planned.collect().sort("node_id", "ts").equals(before)
     assert rows(lake).equals(before)
 
@@ -173,8 +176,8 @@ def test_compaction_waits_for_the_lake_lock_a_bounded_time(three_days: Lake) -> 
     with open(lake.root / ".lake.lock", "a+") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         with pytest.raises(LockHeld, match="lake lock"):
-            maintain(lake, SETTINGS, clock=FixedClock(NOW))
-    assert maintain(lake, SETTINGS, clock=FixedClock(NOW))["changed"] == 3
+            maintain(lake, SETTINGS, clock=_clock())
+    assert maintain(lake, SETTINGS, clock=_clock())["changed"] == 3
 
 
 def test_reads_list_only_the_days_of_their_window_and_push_the_filter_down(
@@ -214,7 +217,7 @@ def test_the_latest_time_is_read_from_the_newest_day_only(three_days: Lake) -> N
     assert lake.latest_time("telemetry") == last
     assert lake.latest_time("telemetry", "nobody") is None
     # A newest day whose files were all dropped does not count.
-    maintain(lake, LakeSettings(retention={"telemetry": timedelta(days=1)}), clock=FixedClock(NOW))
+    maintain(lake, LakeSettings(retention={"telemetry": timedelta(days=1)}), clock=_clock())
     assert lake.latest_time("telemetry") is None
 
 
@@ -224,9 +227,9 @@ def test_a_file_reaching_the_target_size_is_closed_and_left_alone_after(lake: La
     small = LakeSettings(
         min_files=4, keep_removed=timedelta(0), target_file_mb=1, bucket_rows=10_000
     )
-    (done,) = maintain(lake, small, clock=FixedClock(NOW))["compacted"]
+    (done,) = maintain(lake, small, clock=_clock())["compacted"]
     sizes = [f.stat().st_size for f in lake.files("telemetry")]
     assert done["files_after"] == len(sizes) >= 2
     assert all(s >= 1 << 20 for s in sizes[:-1])  # all but the last reached the target
     assert rows(lake).equals(before)
-    assert maintain(lake, small, clock=FixedClock(NOW))["changed"] == 0
+    assert maintain(lake, small, clock=_clock())["changed"] == 0
