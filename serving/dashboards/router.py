@@ -81,13 +81,23 @@ def _num(x: Any, digits: int = 1) -> str:
     return f"{x:,}" if isinstance(x, int) else str(x)
 
 
+def _sig(x: float) -> str:
+    """A measured number as people read it: an integral value as an integer, large ones
+    with separators, small ones to three significant digits (never 0.00 for 0.004)."""
+    if x != x:
+        return "—"
+    if float(x).is_integer():
+        return f"{int(x):,}"
+    return f"{x:,.1f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 _env = Environment(
     loader=FileSystemLoader(HERE / "templates"),
     autoescape=select_autoescape(default=True, default_for_string=True),
     trim_blocks=True,
     lstrip_blocks=True,
 )
-_env.filters.update(pct=_pct, when=_when, age=_age, num=_num)
+_env.filters.update(pct=_pct, when=_when, age=_age, num=_num, sig=_sig)
 templates = Jinja2Templates(env=_env)
 
 NAV = (

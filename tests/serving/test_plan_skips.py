@@ -35,3 +35,13 @@ def test_alerts_read_in_words_with_what_to_do() -> None:
     assert "predops score failure" in a["advice"]
     assert "+00:00" not in alert_view("buy a100@eu: forecasts reach 2026-05-03T00:00Z")["text"]
     assert alert_view("something new")["advice"] == ""
+
+
+def test_evidence_numbers_read_as_numbers_with_cost_units() -> None:
+    from predops.serving.dashboards.router import _env
+
+    html = _env.from_string('{% from "macros.html" import evidence %}{{ evidence(ev) }}').render(
+        ev={"expected_cost": 200.6412, "p_fail": 0.004123, "nodes": 864.0}
+    )
+    assert "200.6 <span" in html and "GPU-h equivalent" in html
+    assert ">0.00412<" in html and ">864<" in html and "864.0" not in html
