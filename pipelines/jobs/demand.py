@@ -510,7 +510,8 @@ def train(
     est = DemandForecaster(config, random_state=seed).fit(data.demand, calendar=data.calendar)
     fit_s = time.perf_counter() - t0
     metrics: dict[str, float] = {"fit_seconds": fit_s, "train_rows": float(est.n_train_rows_)}
-    if backtest_cutoffs:
+    backtest = backtest_room(data.demand, config, backtest_cutoffs)
+    if backtest_cutoffs and backtest == "run":
         bt = _backtest_metrics(data, lambda: clone(est), config, backtest_cutoffs)
         metrics.update({f"backtest_{k}": v for k, v in bt.items()})
     params = {k: v for k, v in est.get_params().items() if k != "config"}
@@ -534,6 +535,7 @@ def train(
             "predops.calibration": est.calibration_,
             "predops.series": str(est.n_series_),
             "predops.lake_source": source or "all",
+            "predops.backtest": backtest,
         },
         uri=settings.mlflow_uri,
     )
@@ -545,7 +547,28 @@ def train(
         "series": est.n_series_,
         "rows": data.demand.height,
         "metrics": metrics,
+        "backtest": backtest,
     }
+
+
+def backtest_room(demand: pl.DataFrame, config: ForecastConfig, cutoffs: int) -> str:
+    """``"run"`` when ``demand`` spans ``cutoffs`` rolling origins, each with
+    ``min_history`` buckets before it and the full horizon after it; else why not (the
+    weekly model on a few weeks of history: it is registered, forecasts by its short
+    series fallback, and says so, but has nothing to be backtested on)."""
+    if not cutoffs:
+        return "skipped: 0 cutoffs asked"
+    first, last = demand["ts"].min(), demand["ts"].max()
+    if not isinstance(first, datetime) or not isinstance(last, datetime):
+        return "skipped: no demand rows"
+    have = int((last - first) / config.freq) + 1
+    need = config.min_history + config.max_horizon + (cutoffs - 1) * config.backtest_every
+    if have < need:
+        return (
+            f"skipped: {have} {config.name} buckets of history, {cutoffs} origins need "
+            f"{need} ({config.min_history} to fit, {config.max_horizon} to score)"
+        )
+    return "run"
 
 
 @dataclass(frozen=True, slots=True)
