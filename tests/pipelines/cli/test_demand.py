@@ -4,6 +4,7 @@ synthetic lake, a real MLflow on SQLite in the workspace."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -78,9 +79,15 @@ def test_forecast_without_a_model_is_a_clear_error(workspace: Path) -> None:
 
 def test_both_horizons_register_side_by_side(workspace: Path) -> None:
     hourly = run(workspace, "train", "demand", "--backtest-cutoffs", "0")
-    weekly = run(workspace, "train", "demand", "--config", "weekly", "--backtest-cutoffs", "0")
+    weekly = run(workspace, "train", "demand", "--config", "weekly", "--backtest-cutoffs", "3")
     assert (hourly["model"], hourly["version"]) == ("predops.demand.hourly", "1")
     assert (weekly["model"], weekly["version"]) == ("predops.demand.weekly", "1")
+    # Nine days hold 2 or 3 weekly buckets; 3 origins need 16 to fit and 26 to score.
+    assert re.fullmatch(
+        r"skipped: [23] weekly buckets of history, 3 origins need 50 \(16 to fit, 26 to score\)",
+        weekly["backtest"],
+    ), weekly["backtest"]
+    assert not any(k.startswith("backtest_") for k in weekly["metrics"])
     models = {m["name"]: m for m in run(workspace, "models", "list")["models"]}
     assert {"predops.demand.hourly", "predops.demand.weekly"} <= models.keys()
     assert models["predops.demand.weekly"]["versions"][0]["tags"]["predops.config"] == "weekly"
