@@ -140,8 +140,10 @@ def demand_slot(settings: Settings, clock: Clock) -> ModelSlot:
     """The hourly demand model's champion (``predops.demand.hourly``, or the legacy
     single ``predops.demand`` when that is all the registry holds, see
     :func:`predops.pipelines.jobs.demand.resolve_name`), chosen when the server starts:
-    the demand pages forecast hours ahead. The model is the pyfunc model (its
-    ``predict`` takes ``{"demand": frame, "calendar": frame | None}``)."""
+    the demand pages forecast hours ahead. The slot keeps the name ``demand`` (the key
+    of ``/readyz`` and the ``model`` label of ``/metrics``); the provenance of what it
+    loaded names the registered model. The model is the pyfunc model (its ``predict``
+    takes ``{"demand": frame, "calendar": frame | None}``)."""
     from predops.pipelines.jobs import demand as demand_jobs
     from predops.pipelines.workspace import registry
     from predops.pipelines.workspace.errors import RegistryError
@@ -156,7 +158,7 @@ def demand_slot(settings: Settings, clock: Clock) -> ModelSlot:
         return model, prov
 
     return ModelSlot(
-        name,
+        demand_jobs.MODEL_NAME,
         lambda: registry.alias_state(name, CHAMPION, uri=settings.mlflow_uri),
         load,
         clock,
