@@ -159,6 +159,7 @@ class InventoryBuyPolicy:
             "demand_p10": f.p10,
             "demand_p50": f.p50,
             "demand_p90": f.p90,
+            "forecast_method": f.method,
             "shortage_cost": cu,
             "idle_cost": co,
             "critical_ratio": round(ratio, 4),

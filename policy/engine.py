@@ -43,8 +43,12 @@ def plan(
     budgets: Budgets,
     clock: Clock,
     config: PolicyConfig | None = None,
+    buy_forecast: Sequence[Forecast] | None = None,
 ) -> Plan:
-    """One planning run at ``clock.now()``; see the module docstring."""
+    """One planning run at ``clock.now()``; see the module docstring. ``forecast``
+    feeds drains and pool sizing (hours ahead); ``buy_forecast``, when given, feeds the
+    buys instead (weeks ahead: the procurement model's forecasts), else ``forecast``
+    does."""
     cfg = config or PolicyConfig()
     now = clock.now()
     drains = CordonDrainPolicy(cfg.disruption, budgets).decide(
@@ -55,7 +59,9 @@ def plan(
         drains,
         SoftTaintPolicy(cfg.disruption).decide(latest_risk(risk), inventory, drained, now),
         PoolSizingPolicy(cfg.sizing).decide(forecast, risk, snapshot, inventory, now),
-        InventoryBuyPolicy(cfg.buy).decide(forecast, risk, inventory, now),
+        InventoryBuyPolicy(cfg.buy).decide(
+            forecast if buy_forecast is None else buy_forecast, risk, inventory, now
+        ),
     ]
     actions = tuple(a for p in parts for a in p.actions)
     skips = tuple(s for p in parts for s in p.skips)

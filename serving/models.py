@@ -137,18 +137,29 @@ def failure_slot(settings: Settings, clock: Clock) -> ModelSlot:
 
 
 def demand_slot(settings: Settings, clock: Clock) -> ModelSlot:
-    """``predops.demand@champion``: the model is the pyfunc model (its ``predict`` takes
-    ``{"demand": frame, "calendar": frame | None}``)."""
+    """The hourly demand model's champion (``predops.demand.hourly``, or the legacy
+    single ``predops.demand`` when that is all the registry holds, see
+    :func:`predops.pipelines.jobs.demand.resolve_name`), chosen when the server starts:
+    the demand pages forecast hours ahead. The slot keeps the name ``demand`` (the key
+    of ``/readyz`` and the ``model`` label of ``/metrics``); the provenance of what it
+    loaded names the registered model. The model is the pyfunc model (its ``predict``
+    takes ``{"demand": frame, "calendar": frame | None}``)."""
     from predops.pipelines.jobs import demand as demand_jobs
     from predops.pipelines.workspace import registry
+    from predops.pipelines.workspace.errors import RegistryError
+
+    try:
+        name = demand_jobs.resolve_name(settings, "hourly")
+    except RegistryError:  # no store yet: the slot says so when asked
+        name = demand_jobs.model_name("hourly")
 
     def load(version: str) -> tuple[Any, Provenance]:
-        model, _, prov = registry.load(demand_jobs.MODEL_NAME, version, uri=settings.mlflow_uri)
+        model, _, prov = registry.load(name, version, uri=settings.mlflow_uri)
         return model, prov
 
     return ModelSlot(
         demand_jobs.MODEL_NAME,
-        lambda: registry.alias_state(demand_jobs.MODEL_NAME, CHAMPION, uri=settings.mlflow_uri),
+        lambda: registry.alias_state(name, CHAMPION, uri=settings.mlflow_uri),
         load,
         clock,
     )

@@ -5,10 +5,11 @@
   ``../shared/data`` (read through the ingest adapter and validated; no lake needed),
   metrics per horizon bucket. ``--holdout 14d`` instead fits once before the last 14
   days and forecasts across them (the Philly protocol).
-- ``predops train demand --json``: fit on the lake's ``demand`` table, backtest, log and
-  register ``predops.demand`` in MLflow.
-- ``predops forecast demand --json``: Forecasts (p10/p50/p90 per series and horizon) from
-  the champion, each with its provenance.
+- ``predops train demand --config hourly|weekly --json``: fit on the lake's ``demand``
+  table, backtest, log and register ``predops.demand.hourly`` (pool sizing) or
+  ``predops.demand.weekly`` (procurement) in MLflow.
+- ``predops forecast demand --config hourly|weekly --json``: Forecasts (p10/p50/p90 per
+  series and horizon) from that model's champion, each with its provenance.
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def eval_demand(
 def train_demand(
     config_name: str, lake_source: str | None, backtest_cutoffs: int, seed: int, as_json: bool
 ) -> None:
-    """Fit on the lake's demand, backtest, log and register predops.demand."""
+    """Fit on the lake's demand, backtest, log and register predops.demand.<config>."""
     lightgbm_env()
     from predops.models.demand.config import config_named
     from predops.pipelines.jobs.demand import train
@@ -141,15 +142,16 @@ def train_demand(
 
 @click.command("demand")
 @click.option("--alias", default="champion", show_default=True, help="Alias or version.")
+@click.option("--config", "config_name", type=click.Choice(("hourly", "weekly")), default="hourly")
 @click.option("--source", "lake_source", default=None, help="Only this lake source.")
 @json_option
 @reports
-def forecast_demand(alias: str, lake_source: str | None, as_json: bool) -> None:
-    """Forecasts with provenance from the champion (or --alias) of predops.demand."""
+def forecast_demand(alias: str, config_name: str, lake_source: str | None, as_json: bool) -> None:
+    """Forecasts with provenance from the champion (or --alias) of predops.demand.<config>."""
     lightgbm_env()
     from predops.pipelines.jobs.demand import forecast
 
-    out = forecast(current_settings(), alias=alias, source=lake_source)
+    out = forecast(current_settings(), alias=alias, source=lake_source, horizon=config_name)
 
     def human(o: dict[str, Any]) -> str:
         head = (

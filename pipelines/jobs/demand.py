@@ -11,9 +11,12 @@ factories and the frame conversions; each is short.
 - :func:`evaluate` runs the rolling-origin backtest of the model and every baseline
   and reports the metrics per horizon bucket, plus the issue's targets.
 - :func:`train` fits on the lake's ``demand`` table and logs + registers the model
-  (``predops.demand``); :func:`issue_forecasts` loads the champion and issues
-  :class:`core.contracts.Forecast` objects with its provenance (:func:`forecast`: the
-  same as a report).
+  under its horizon's name (``predops.demand.hourly``: pool sizing, 1-48 h;
+  ``predops.demand.weekly``: procurement, 4-26 weeks); :func:`issue_forecasts` loads
+  that horizon's champion and issues :class:`core.contracts.Forecast` objects with its
+  provenance (:func:`forecast`: the same as a report). A registry holding only the
+  single ``predops.demand`` of earlier releases keeps working: that model answers for
+  the horizon its configuration is (:func:`resolve_name`).
 """
 
 from __future__ import annotations
@@ -59,6 +62,38 @@ log = logging.getLogger(__name__)
 
 SOURCES = ("synthetic", "helios", "philly", "datacenter", "azure-vm", "openb")
 MODEL_NAME = "demand"
+"""The single demand model of earlier releases (one configuration, hourly or weekly)."""
+HORIZONS = ("hourly", "weekly")
+"""The demand models registered side by side, by configuration name."""
+
+
+def model_name(config_name: str) -> str:
+    """``"hourly"`` -> ``"demand.hourly"``: the registered name of that horizon's model."""
+    if config_name not in HORIZONS:
+        raise ValueError(f"unknown demand horizon {config_name!r}; known: {list(HORIZONS)}")
+    return f"{MODEL_NAME}.{config_name}"
+
+
+def resolve_name(settings: Settings, config_name: str) -> str:
+    """The registered model that answers for horizon ``config_name``: its own
+    (``demand.<config>``) when registered, else the legacy single ``demand`` model when
+    that one was trained with this configuration (its ``predops.config`` tag; a legacy
+    model without the tag counts as hourly), else its own name (whose load then says it
+    is missing)."""
+    from predops.pipelines.workspace import registry
+
+    own = model_name(config_name)
+    by_name = {m["name"]: m for m in registry.list_models(uri=settings.mlflow_uri)}
+    if registry.registered_name(own) in by_name:
+        return own
+    legacy = by_name.get(registry.registered_name(MODEL_NAME))
+    if legacy is not None:
+        configs = {v["tags"].get("predops.config", "hourly") for v in legacy["versions"]}
+        if config_name in configs:
+            return MODEL_NAME
+    return own
+
+
 PIP_REQUIREMENTS = [
     "lightgbm>=4.3,<5",
     "polars>=1.20,<3",
@@ -468,8 +503,9 @@ def train(
     seed: int = 0,
 ) -> dict[str, Any]:
     """Fit on the lake's demand, backtest the same configuration (``backtest_cutoffs``
-    rolling origins, 0 to skip), log the run and register a new ``predops.demand``
-    version (alias ``challenger``; ``champion`` too if it is the first)."""
+    rolling origins, 0 to skip), log the run and register a new version of
+    ``predops.demand.<config>`` (alias ``challenger``; ``champion`` too if it is the
+    first)."""
     from predops.pipelines.workspace import registry
 
     data = lake_demand(settings, source=source)
@@ -477,14 +513,16 @@ def train(
     est = DemandForecaster(config, random_state=seed).fit(data.demand, calendar=data.calendar)
     fit_s = time.perf_counter() - t0
     metrics: dict[str, float] = {"fit_seconds": fit_s, "train_rows": float(est.n_train_rows_)}
-    if backtest_cutoffs:
+    backtest = backtest_room(data.demand, config, backtest_cutoffs)
+    if backtest_cutoffs and backtest == "run":
         bt = _backtest_metrics(data, lambda: clone(est), config, backtest_cutoffs)
         metrics.update({f"backtest_{k}": v for k, v in bt.items()})
     params = {k: v for k, v in est.get_params().items() if k != "config"}
     params["config"] = config.name
     params["horizons"] = f"{min(config.horizons)}-{max(config.horizons)}"
+    name = model_name(config.name)
     version = registry.log_and_register(
-        MODEL_NAME,
+        name,
         est,
         predict=predict_forecasts,
         params=params,
@@ -500,18 +538,40 @@ def train(
             "predops.calibration": est.calibration_,
             "predops.series": str(est.n_series_),
             "predops.lake_source": source or "all",
+            "predops.backtest": backtest,
         },
         uri=settings.mlflow_uri,
     )
     return {
-        "model": registry.registered_name(MODEL_NAME),
+        "model": registry.registered_name(name),
         "version": version,
         "config": config.name,
         "data_cutoff": est.data_cutoff_.isoformat(),
         "series": est.n_series_,
         "rows": data.demand.height,
         "metrics": metrics,
+        "backtest": backtest,
     }
+
+
+def backtest_room(demand: pl.DataFrame, config: ForecastConfig, cutoffs: int) -> str:
+    """``"run"`` when ``demand`` spans ``cutoffs`` rolling origins, each with
+    ``min_history`` buckets before it and the full horizon after it; else why not (the
+    weekly model on a few weeks of history: it is registered, forecasts by its short
+    series fallback, and says so, but has nothing to be backtested on)."""
+    if not cutoffs:
+        return "skipped: 0 cutoffs asked"
+    first, last = demand["ts"].min(), demand["ts"].max()
+    if not isinstance(first, datetime) or not isinstance(last, datetime):
+        return "skipped: no demand rows"
+    have = int((last - first) / config.freq) + 1
+    need = config.min_history + config.max_horizon + (cutoffs - 1) * config.backtest_every
+    if have < need:
+        return (
+            f"skipped: {have} {config.name} buckets of history, {cutoffs} origins need "
+            f"{need} ({config.min_history} to fit, {config.max_horizon} to score)"
+        )
+    return "run"
 
 
 @dataclass(frozen=True, slots=True)
@@ -539,15 +599,19 @@ def issue_forecasts(
     alias: str = "champion",
     source: str | None = None,
     loaded: tuple[Any, str, Provenance] | None = None,
+    horizon: str = "hourly",
 ) -> DemandForecasts:
-    """Forecasts of every lake series from the ``alias`` version, with its provenance.
+    """Forecasts of every lake series from the ``alias`` version of the ``horizon``
+    model (:func:`resolve_name`), with its provenance.
     ``loaded``: an already loaded ``(pyfunc model, version, provenance)`` to use instead
     (the server's champion). The forecaster inside the registered model is called on
     the lake's polars frames directly (its pyfunc face, :func:`predict_forecasts`, is
     the same call behind a pandas round trip)."""
     from predops.pipelines.workspace import registry
 
-    model, version, prov = loaded or registry.load(MODEL_NAME, alias, uri=settings.mlflow_uri)
+    if loaded is None:
+        loaded = registry.load(resolve_name(settings, horizon), alias, uri=settings.mlflow_uri)
+    model, version, prov = loaded
     forecaster: DemandForecaster = registry.python_object(model)
     data = lake_demand(settings, source=source)
     end = data.demand["ts"].max()
@@ -565,9 +629,11 @@ def forecast(
     alias: str = "champion",
     source: str | None = None,
     loaded: tuple[Any, str, Provenance] | None = None,
+    horizon: str = "hourly",
 ) -> dict[str, Any]:
     """:func:`issue_forecasts` as the report :meth:`DemandForecasts.to_dict` gives."""
-    return issue_forecasts(settings, alias=alias, source=source, loaded=loaded).to_dict()
+    out = issue_forecasts(settings, alias=alias, source=source, loaded=loaded, horizon=horizon)
+    return out.to_dict()
 
 
 def forecasts_from_frame(frame: pl.DataFrame, provenance: Provenance | None) -> list[Forecast]:
@@ -590,7 +656,8 @@ def forecasts_from_frame(frame: pl.DataFrame, provenance: Provenance | None) -> 
 
 
 def backtest_for_registry(settings: Settings) -> Backtest:
-    """The promotion backtest of ``predops.demand``: each candidate's configuration is
+    """The promotion backtest of a demand model (either horizon, or the legacy single
+    ``predops.demand``): each candidate's configuration is
     refit at the last :data:`REGISTRY_BACKTEST_CUTOFFS` rolling origins of the lake's
     demand (as production would), and scored by the weighted quantile loss over every
     horizon (lower is better). Refitting — rather than scoring the stored fits — keeps a
@@ -611,6 +678,7 @@ def backtest_for_registry(settings: Settings) -> Backtest:
 
 
 __all__ = [
+    "HORIZONS",
     "SOURCES",
     "DemandForecasts",
     "SourceData",
@@ -620,5 +688,7 @@ __all__ = [
     "issue_forecasts",
     "load_source",
     "model_factories",
+    "model_name",
+    "resolve_name",
     "train",
 ]

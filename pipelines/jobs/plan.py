@@ -8,8 +8,11 @@ Every face calls these as plain functions: ``predops plan`` / ``predops apply``
 :func:`plan_in_workspace` builds the fleet from the workspace — inventory, node states
 from the lake's events, PDBs (``pdbs`` table), the running pods as the allocator's
 snapshot (:mod:`predops.pipelines.workspace.fleet_state`) — adds the failure risk of the
-champion ``node_failure`` model and the champion ``demand`` model's forecasts when those
-exist (plus each stock position's node demand derived from its series), runs
+champion ``node_failure`` model and the demand forecasts when those exist — the champion
+``demand.hourly`` model's for drains and pool sizing, the champion ``demand.weekly``
+model's for the buys (lead times of weeks); a registry holding only the single
+``demand`` model of earlier releases answers for the horizon it was trained for — plus
+each stock position's node demand derived from its series, runs
 :func:`predops.policy.engine.plan`, writes the plan to ``<workspace>/plans/<plan_id>.json``
 (atomically) with one ``planned`` entry in the audit log, and returns the report: the
 plan (actions with reason, evidence and idempotency key; skips with their typed reason),
@@ -102,16 +105,24 @@ def failure_risk(settings: Settings, now: datetime) -> tuple[list[FailureRisk], 
     return risks, {"status": "ok", "nodes_scored": len({r.node_id for r in risks})}
 
 
-def demand_forecasts(settings: Settings) -> tuple[list[Forecast], dict[str, Any]]:
-    """The champion demand model's forecasts of the lake's series, or none and why."""
+def demand_forecasts(
+    settings: Settings, horizon: str = "hourly"
+) -> tuple[list[Forecast], dict[str, Any]]:
+    """The ``horizon`` demand model's champion forecasts of the lake's series (``hourly``:
+    pool sizing; ``weekly``: buys), or none and why."""
     if not _has_registry(settings):
         return [], {"status": "missing", "note": "no model registry in the workspace yet"}
     try:
-        out = demand_jobs.issue_forecasts(settings)
+        out = demand_jobs.issue_forecasts(settings, horizon=horizon)
     except RegistryError as exc:
-        return [], {"status": "missing", "note": f"no champion demand model: {exc}"}
+        return [], {"status": "missing", "note": f"no champion {horizon} demand model: {exc}"}
     series = len({f.series_id for f in out.forecasts})
-    return list(out.forecasts), {"status": "ok", "series": series, "version": out.version}
+    return list(out.forecasts), {
+        "status": "ok",
+        "model": out.provenance.model_name,
+        "series": series,
+        "version": out.version,
+    }
 
 
 def summary(plan: Plan) -> dict[str, Any]:
@@ -144,6 +155,7 @@ def plan_in_workspace(
     scored: tuple[list[FailureRisk], dict[str, Any]] | None = None,
     forecasted: tuple[list[Forecast], dict[str, Any]] | None = None,
     seen: dict[str, datetime] | None = None,
+    buy_forecasted: tuple[list[Forecast], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Plan as of ``now`` from the workspace (see the module docstring); writes the plan
     file and one ``planned`` audit entry as ``who`` (stamped by ``clock``), changes
@@ -151,8 +163,9 @@ def plan_in_workspace(
 
     A caller that has just scored and forecast at ``now`` (the incremental cycle,
     :mod:`predops.pipelines.jobs.cycle`) hands in ``scored`` (:func:`failure_risk`'s
-    answer), ``forecasted`` (:func:`demand_forecasts`') and ``seen`` (each node's latest
-    telemetry time) instead of having them computed again."""
+    answer), ``forecasted`` (:func:`demand_forecasts`' hourly answer),
+    ``buy_forecasted`` (its weekly answer) and ``seen`` (each node's latest telemetry
+    time) instead of having them computed again."""
     started = time.perf_counter()
     policy = policy if policy is not None else PolicySettings()
     budgets, config = policy.budgets, policy.config
@@ -161,10 +174,15 @@ def plan_in_workspace(
     forecasts, forecast_note = forecasted if forecasted is not None else demand_forecasts(settings)
     forecasts = list(forecasts)
     forecasts += node_demand_forecasts(forecasts, lake_fleet.demand_in_nodes)
+    buy_forecasts, buy_note = (
+        buy_forecasted if buy_forecasted is not None else demand_forecasts(settings, "weekly")
+    )
+    buy_forecasts = list(buy_forecasts)
+    buy_forecasts += node_demand_forecasts(buy_forecasts, lake_fleet.demand_in_nodes)
     coverage = buy_forecast_coverage(
         lake_fleet.fleet.stock,
         lake_fleet.demand_in_nodes,
-        forecasts,
+        buy_forecasts,
         now,
         config.buy.review_period,
     )
@@ -176,19 +194,26 @@ def plan_in_workspace(
         budgets,
         FixedClock(now),
         config,
+        buy_forecast=buy_forecasts,
+    )
+    notes = (
+        ("failure risk", risk_note),
+        ("demand forecast", forecast_note),
+        ("buy forecast", buy_note),
     )
     alerts = [
         f"{what}: {note['note']} — planned without it"
-        for what, note in (("failure risk", risk_note), ("demand forecast", forecast_note))
+        for what, note in notes
         if note["status"] != "ok"
     ]
-    if forecast_note["status"] == "ok":  # else the alert above says why there are none
+    if buy_note["status"] == "ok":  # else the alert above says why there are none
         alerts += [f"buy {k}: {c['note']}" for k, c in coverage.items() if not c["covered"]]
     plan = replace(plan, alerts=plan.alerts + tuple(alerts))
     inputs = {
         "fleet": lake_fleet.notes,
         "failure_risk": risk_note,
         "forecasts": forecast_note,
+        "buy_forecast_model": buy_note,
         "buy_forecasts": coverage,
         "policy": policy_settings_dict(policy),
     }

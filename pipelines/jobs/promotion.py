@@ -22,15 +22,19 @@ from predops.pipelines.workspace.registry import Backtest
 from predops.pipelines.workspace.settings import Settings
 
 BACKTESTS: dict[str, Callable[[Settings], Backtest]] = {
-    "demand": demand_jobs.backtest_for_registry,
+    "demand": demand_jobs.backtest_for_registry,  # the legacy single demand model
+    "demand.hourly": demand_jobs.backtest_for_registry,
+    "demand.weekly": demand_jobs.backtest_for_registry,
     "node_failure": failure_jobs.backtest_for_registry,
 }
 """Per-model backtest factories: ``factory(settings)`` gives the :class:`Backtest` (or a
-plain ``callable(model_uri) -> float``, lower is better) a challenger must win."""
+plain ``callable(model_uri) -> float``, lower is better) a challenger must win. Each
+demand horizon is its own gate: a challenger of ``demand.weekly`` is refit and scored on
+the weekly configuration's rolling origins against the weekly champion only."""
 
 
 def backtest_for(name: str, settings: Settings) -> Backtest:
-    """The promotion backtest of model ``name`` (``demand``, ``node_failure``)."""
+    """The promotion backtest of model ``name`` (``demand.hourly``, ``node_failure``, ...)."""
     short = registry.registered_name(name).removeprefix(registry.PREFIX)
     factory = BACKTESTS.get(short)
     if factory is None:

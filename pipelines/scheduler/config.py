@@ -88,7 +88,7 @@ DEFAULT_CRON = {
     "lake_maintenance": "40 * * * *",
 }
 ENGINES = ("local", "dask")
-DEMAND_CONFIGS = ("hourly", "weekly")
+DEMAND_CONFIGS = ("both", "hourly", "weekly")
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,9 +132,11 @@ LABEL_MODES = ("auto", "labeller", "off")
 
 @dataclass(frozen=True, slots=True)
 class RetrainConfig:
-    """Which demand configuration to train, and the backtest that goes with it."""
+    """Which demand configurations to train, and the backtest that goes with them."""
 
-    demand_config: str = "hourly"
+    demand_config: str = "both"
+    """``both``: the hourly model (pool sizing) and the weekly one (procurement), each
+    registered under its own name; ``hourly`` / ``weekly``: only that one."""
     backtest_cutoffs: int = 3
     seed: int = 0
     labels: str = "auto"
@@ -290,7 +292,7 @@ def parse_config(
 
     t = ConfigTable(raw.get("retrain", {}), where, "retrain")
     retrain = RetrainConfig(
-        demand_config=t.choice("demand_config", "hourly", DEMAND_CONFIGS),
+        demand_config=t.choice("demand_config", "both", DEMAND_CONFIGS),
         backtest_cutoffs=t.integer("backtest_cutoffs", 3, 0),
         seed=t.integer("seed", 0, 0),
         labels=t.choice("labels", "auto", LABEL_MODES),
@@ -307,3 +309,10 @@ def parse_config(
         features=features,
         retrain=retrain,
     )
+
+
+def demand_configs(retrain: RetrainConfig) -> tuple[str, ...]:
+    """The demand configurations ``retrain`` trains, in order (hourly first)."""
+    if retrain.demand_config == "both":
+        return ("hourly", "weekly")
+    return (retrain.demand_config,)

@@ -200,23 +200,31 @@ def _registered_for(ctx: JobContext, model: str, data_cutoff: str) -> str | None
 
 
 def train_demand(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
-    """Fit and register ``predops.demand`` on the lake's demand (once per data cutoff)."""
+    """Fit and register each configured demand model (``predops.demand.hourly`` and
+    ``predops.demand.weekly`` by default) on the lake's demand, once per data cutoff."""
 
     from predops.models.demand.config import config_named
     from predops.pipelines.jobs import demand as demand_jobs
+    from predops.pipelines.scheduler.config import demand_configs
 
     last = _last_demand(ctx)
-    existing = _registered_for(ctx, demand_jobs.MODEL_NAME, last.isoformat())
-    if existing is not None:
-        return StepOutcome(0, {"version": existing, "note": "already registered"})
     r = ctx.config.retrain
-    report = demand_jobs.train(
-        ctx.settings,
-        config=config_named(r.demand_config),
-        backtest_cutoffs=r.backtest_cutoffs,
-        seed=r.seed,
-    )
-    return StepOutcome(int(report["rows"]), report)
+    detail: dict[str, Any] = {}
+    rows = 0
+    for name in demand_configs(r):
+        existing = _registered_for(ctx, demand_jobs.model_name(name), last.isoformat())
+        if existing is not None:
+            detail[name] = {"version": existing, "note": "already registered"}
+            continue
+        report = demand_jobs.train(
+            ctx.settings,
+            config=config_named(name),
+            backtest_cutoffs=r.backtest_cutoffs,
+            seed=r.seed,
+        )
+        rows = max(rows, int(report["rows"]))
+        detail[name] = report
+    return StepOutcome(rows, detail)
 
 
 def _last_demand(ctx: JobContext) -> datetime:
@@ -245,9 +253,21 @@ def _promote(ctx: JobContext, model: str) -> StepOutcome:
 
 
 def promote_demand(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
-    """Backtest challenger vs champion of ``predops.demand``; promote only if better."""
+    """Backtest challenger vs champion of each configured demand model, each against its
+    own champion; promote only a better one."""
+    from predops.pipelines.jobs import demand as demand_jobs
+    from predops.pipelines.scheduler.config import demand_configs
+
     _last_demand(ctx)
-    return _promote(ctx, "demand")
+    detail: dict[str, Any] = {}
+    for name in demand_configs(ctx.config.retrain):
+        try:
+            detail[name] = _promote(ctx, demand_jobs.model_name(name)).detail
+        except StepSkipped as exc:
+            detail[name] = {"skipped": str(exc)}
+    if all("skipped" in d for d in detail.values()):
+        raise StepSkipped("; ".join(f"{k}: {d['skipped']}" for k, d in detail.items()))
+    return StepOutcome(0, detail)
 
 
 def train_failure(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:

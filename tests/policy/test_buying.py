@@ -115,3 +115,34 @@ def test_stale_or_unprovenanced_forecast_buys_nothing() -> None:
             [], [fc], ClusterSnapshot(nodes), make_fleet(nodes, stock=[stock()]), Budgets(), clock()
         )
         assert [s.reason for s in p.skips if s.kind == "buy"] == [reason]
+
+
+def test_buys_read_the_procurement_forecasts_when_given_apart() -> None:
+    """``buy_forecast`` (the weekly model's) feeds the buys; ``forecast`` (the hourly
+    model's, hours ahead) does not reach the lead time, so alone it buys nothing."""
+    from predops.core.contracts import Forecast
+    from tests.policy.factories import prov
+
+    weekly = prov(name="predops.demand.weekly")
+    hourly = [
+        Forecast(
+            "eu/h100x8/nodes",
+            T0,
+            T0 + k * timedelta(hours=1),
+            90,
+            100,
+            110,
+            provenance=prov(name="predops.demand.hourly"),
+        )
+        for k in range(1, 49)
+    ]
+    far = [Forecast("eu/h100x8/nodes", T0, T0 + 70 * DAY, 100, 120, 150, "weekly", weekly)]
+    nodes = [pool_node("n0")]
+    fleet = make_fleet(nodes, stock=(stock(),))
+
+    alone = plan([], hourly, ClusterSnapshot(nodes), fleet, Budgets(), clock())
+    assert [s.reason for s in alone.skips if s.kind == "buy"] == [SkipReason.NO_FORECAST]
+    both = plan([], hourly, ClusterSnapshot(nodes), fleet, Budgets(), clock(), buy_forecast=far)
+    [b] = [a for a in both.actions if isinstance(a, Buy)]
+    assert b.evidence["provenance"]["model_name"] == "predops.demand.weekly"
+    assert b.evidence["forecast_method"] == "weekly"

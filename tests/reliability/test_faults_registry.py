@@ -197,6 +197,6 @@ def test_store_failing_half_way_through_registration_leaves_no_version(
     monkeypatch.setattr(registry, "_mlflow", failing)
     msg = clean_failure(invoke(workspace, "train", "demand", "--backtest-cutoffs", "0"))
     assert msg.startswith(f"MLflow store {store} failed: the database is locked")
-    assert "predops.demand version 1 was registered half-way and deleted again" in msg
+    assert "predops.demand.hourly version 1 was registered half-way and deleted again" in msg
     monkeypatch.undo()
     assert registry.list_models(uri=store) == []  # (recovery: the locked-store test)

@@ -40,4 +40,4 @@ def test_served_workspace_is_ready_with_both_champions(
         assert r.json()["models_ready"] is True
         models = r.json()["models"]
         assert models["node_failure"]["version"] == "1"
-        assert models["demand"]["provenance"]["model_name"] == "predops.demand"
+        assert models["demand"]["provenance"]["model_name"] == "predops.demand.hourly"

@@ -4,7 +4,8 @@ synthetic lake, a real MLflow on SQLite in the workspace."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+import re
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +42,10 @@ def test_train_forecast_promote(workspace: Path) -> None:
     assert out["version"] == "1" and out["series"] == n
     assert len(out["forecasts"]) == n * 48
     f = out["forecasts"][0]
-    assert f["provenance"]["model_name"] == "predops.demand"
+    assert f["provenance"]["model_name"] == "predops.demand.hourly"
     assert f["provenance"]["data_cutoff"] == first["data_cutoff"]
     assert f["p10"] <= f["p50"] <= f["p90"]
     # Each row rebuilds as the contract type (ordered quantiles, UTC times).
-    from datetime import datetime
-
     Forecast(
         series_id=f["series_id"],
         issued_at=datetime.fromisoformat(f["issued_at"]),
@@ -61,7 +60,7 @@ def test_train_forecast_promote(workspace: Path) -> None:
     # A second version with another seed: promotion backtests both the same way.
     second = run(workspace, "train", "demand", "--backtest-cutoffs", "0", "--seed", "11")
     assert second["version"] == "2"
-    decision = run(workspace, "models", "promote", "demand")
+    decision = run(workspace, "models", "promote", "demand.hourly")
     assert decision["challenger"]["version"] == "2" and decision["champion"]["version"] == "1"
     better = decision["challenger"]["score"] < decision["champion"]["score"]
     assert decision["promoted"] is better
@@ -75,7 +74,59 @@ def test_train_forecast_promote(workspace: Path) -> None:
 def test_forecast_without_a_model_is_a_clear_error(workspace: Path) -> None:
     res = CliRunner().invoke(main, ["--workspace", str(workspace), "forecast", "demand", "--json"])
     assert res.exit_code != 0
-    assert "no registered model 'predops.demand'" in json.loads(res.stdout)["error"]
+    assert "no registered model 'predops.demand.hourly'" in json.loads(res.stdout)["error"]
+
+
+def test_both_horizons_register_side_by_side(workspace: Path) -> None:
+    hourly = run(workspace, "train", "demand", "--backtest-cutoffs", "0")
+    weekly = run(workspace, "train", "demand", "--config", "weekly", "--backtest-cutoffs", "3")
+    assert (hourly["model"], hourly["version"]) == ("predops.demand.hourly", "1")
+    assert (weekly["model"], weekly["version"]) == ("predops.demand.weekly", "1")
+    # Nine days hold 2 or 3 weekly buckets; 3 origins need 16 to fit and 26 to score.
+    assert re.fullmatch(
+        r"skipped: [23] weekly buckets of history, 3 origins need 50 \(16 to fit, 26 to score\)",
+        weekly["backtest"],
+    ), weekly["backtest"]
+    assert not any(k.startswith("backtest_") for k in weekly["metrics"])
+    models = {m["name"]: m for m in run(workspace, "models", "list")["models"]}
+    assert {"predops.demand.hourly", "predops.demand.weekly"} <= models.keys()
+    assert models["predops.demand.weekly"]["versions"][0]["tags"]["predops.config"] == "weekly"
+    assert models["predops.demand.weekly"]["aliases"]["champion"] == "1"
+
+    out = run(workspace, "forecast", "demand", "--config", "weekly")
+    assert out["model"] == "predops.demand.weekly"
+    steps = {
+        datetime.fromisoformat(f["valid_at"]) - datetime.fromisoformat(f["issued_at"])
+        for f in out["forecasts"]
+    }
+    assert max(steps) == timedelta(weeks=26)
+    # Nine days are short of the weekly model's 16 weeks: each series says it fell back.
+    assert {f["method"] for f in out["forecasts"]} <= {"fallback_naive"}
+    hourly_out = run(workspace, "forecast", "demand")
+    assert hourly_out["model"] == "predops.demand.hourly"
+
+
+def test_a_legacy_single_model_registry_answers_for_its_horizon(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Earlier releases registered the one demand model as ``predops.demand``.
+    monkeypatch.setattr(demand_jobs, "model_name", lambda config_name: demand_jobs.MODEL_NAME)
+    legacy = run(workspace, "train", "demand", "--backtest-cutoffs", "0")
+    monkeypatch.undo()
+    assert legacy["model"] == "predops.demand"
+
+    out = run(workspace, "forecast", "demand")
+    assert out["model"] == "predops.demand" and out["version"] == "1"
+    # It was an hourly model: nothing answers for the weekly horizon.
+    res = CliRunner().invoke(
+        main, ["--workspace", str(workspace), "forecast", "demand", "--config", "weekly", "--json"]
+    )
+    assert res.exit_code != 0
+    assert "predops.demand.weekly" in json.loads(res.stdout)["error"]
+
+    # Once the hourly model is trained under its own name, it is the one served.
+    run(workspace, "train", "demand", "--backtest-cutoffs", "0")
+    assert run(workspace, "forecast", "demand")["model"] == "predops.demand.hourly"
 
 
 def test_train_on_an_empty_lake_is_a_clear_error(tmp_path: Path) -> None:

@@ -60,6 +60,8 @@ def test_demo_trains_scores_plans_then_serves(tmp_path: Path) -> None:
         assert ready.status_code == 200, ready.text
         models = ready.json()["models"]
         assert models["node_failure"]["version"] == "1" and models["demand"]["version"] == "1"
+        # The demand pages serve the hourly model; the weekly one feeds the buys.
+        assert models["demand"]["provenance"]["model_name"] == "predops.demand.hourly"
         token_file = ws / "demo-operator-token"
         assert token_file.stat().st_mode & 0o777 == 0o600
         assert "demo-operator-token" in log.read_text() and token_file.read_text().strip()
@@ -95,6 +97,14 @@ def test_demo_trains_scores_plans_then_serves(tmp_path: Path) -> None:
     assert sized and not [
         s for s in plan["skips"] if s["kind"] == "resize_pool" and s["reason"] == "no_forecast"
     ], plan["skips"]
+    # Buys come from the weekly (procurement) model; twelve days are short of its 16
+    # weeks, so each says it forecast by the short-series fallback.
+    buys = [a for a in plan["actions"] if a["kind"] == "buy"]
+    assert buys, plan["skips"]
+    for b in buys:
+        assert b["evidence"]["provenance"]["model_name"] == "predops.demand.weekly"
+        assert b["evidence"]["forecast_method"].startswith("fallback_")
+    assert plan["inputs"]["buy_forecast_model"]["model"] == "predops.demand.weekly"
     runs = RunStore(ws / "scheduler.db").runs()
     assert sorted(r["job"] for r in runs) == ["pipeline", "retrain"]
     assert all(r["status"] == "done" for r in runs)

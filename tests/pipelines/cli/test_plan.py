@@ -108,7 +108,9 @@ def _stand_in_failure_model(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plan_jobs.failure_jobs, "current_risk", current_risk)
     monkeypatch.setattr(plan_jobs, "_has_registry", lambda settings: True)
     monkeypatch.setattr(
-        plan_jobs, "demand_forecasts", lambda s: ([], {"status": "missing", "note": "test"})
+        plan_jobs,
+        "demand_forecasts",
+        lambda s, horizon="hourly": ([], {"status": "missing", "note": "test"}),
     )
 
 
@@ -158,7 +160,7 @@ def test_plan_without_forecasts_skips_every_stocked_sku_and_shows_the_stock(
 
 def _weekly(series: str, p10: float, p50: float, p90: float) -> list[Forecast]:
     """A stand-in weekly (procurement) forecast of ``series``: 26 weeks from AT."""
-    prov = Provenance("predops.demand", "2", "fs-weekly", AT - timedelta(hours=1))
+    prov = Provenance("predops.demand.weekly", "2", "fs-weekly", AT - timedelta(hours=1))
     week = timedelta(weeks=1)
     return [
         Forecast(series, AT - timedelta(hours=1), AT + k * week, p10, p50, p90, "weekly", prov)
@@ -174,7 +176,16 @@ def test_plan_with_weekly_forecasts_proposes_a_buy_with_its_numbers(
     GPUs (8 nodes) is covered by 8 in use + 1 spare + the open order of 4."""
     fc = _weekly("training/gpus/H800", 40.0, 56.0, 80.0)
     fc += _weekly("training/gpus/A100-SXM4-80GB", 60.0, 64.0, 72.0)
-    monkeypatch.setattr(plan_jobs, "demand_forecasts", lambda s: (fc, {"status": "ok"}))
+    # The weekly (procurement) model answers; the hourly one is not registered.
+    monkeypatch.setattr(
+        plan_jobs,
+        "demand_forecasts",
+        lambda s, horizon="hourly": (
+            (fc, {"status": "ok"})
+            if horizon == "weekly"
+            else ([], {"status": "missing", "note": "-"})
+        ),
+    )
     _, out = _run(workspace, "plan", "--at", AT.isoformat(), "--json")
     (buy,) = [a for a in out["actions"] if a["kind"] == "buy"]
     assert buy["target"] == "gpu-h800-8x" and buy["params"]["region"] == "rg-1"
@@ -332,9 +343,10 @@ def test_apply_while_another_apply_holds_the_lock_says_so(workspace: Path) -> No
 
 def test_plan_buys_from_a_real_weekly_demand_model(tmp_path: Path) -> None:
     """End to end, no stand-ins: 150 simulated days (enough weekly history for the
-    procurement configuration), the weekly demand model trained and registered, then
-    ``predops plan``: every stocked SKU is bought or skipped as not needed, each buy with
-    the numbers that produced it."""
+    procurement configuration), both demand models trained and registered side by side,
+    then ``predops plan``: pools sized from the hourly model, every stocked SKU bought or
+    skipped as not needed from the weekly one, each buy with the numbers that produced
+    it and the weekly model's version."""
     ws = tmp_path / "ws"
     start, days = datetime(2026, 1, 5, tzinfo=UTC), 150
     at = start + timedelta(days=days) - timedelta(hours=1)
@@ -344,8 +356,14 @@ def test_plan_buys_from_a_real_weekly_demand_model(tmp_path: Path) -> None:
         ws, "train", "demand", "--config", "weekly", "--backtest-cutoffs", "0", "--json"
     )
     assert code == 0 and trained["config"] == "weekly"
+    code, hourly = _run(ws, "train", "demand", "--backtest-cutoffs", "0", "--json")
+    assert code == 0 and hourly["model"] == "predops.demand.hourly"
     code, out = _run(ws, "plan", "--at", at.isoformat(), "--json")
     assert code == 0
+    sizing, buying = out["inputs"]["forecasts"], out["inputs"]["buy_forecast_model"]
+    assert (sizing["model"], sizing["version"]) == ("predops.demand.hourly", "1")
+    assert (buying["model"], buying["version"]) == ("predops.demand.weekly", "1")
+    assert not any("demand forecast" in a or "buy forecast" in a for a in out["alerts"])
     coverage = out["inputs"]["buy_forecasts"]
     assert len(coverage) == 5 and all(c["covered"] for c in coverage.values())
     positions = {
@@ -366,4 +384,5 @@ def test_plan_buys_from_a_real_weekly_demand_model(tmp_path: Path) -> None:
         assert buy["params"]["by_date"] == by.date().isoformat()
         assert (ev["in_use"], ev["on_hand"]) == (pos["in_use"], pos["on_hand"])
         assert ev["demand_p10"] <= ev["demand_p50"] <= ev["demand_p90"]
-        assert ev["provenance"]["model_name"] == "predops.demand"
+        assert ev["provenance"]["model_name"] == "predops.demand.weekly"
+        assert ev["provenance"]["model_version"] == trained["version"]

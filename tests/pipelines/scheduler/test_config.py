@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from predops.pipelines.scheduler.config import load_config
+from predops.pipelines.scheduler.config import demand_configs, load_config
 from predops.pipelines.workspace.config import ConfigError
 
 
@@ -55,6 +55,7 @@ backtest_cutoffs = 0
     assert cfg.ingest.options == {"job": "node"}
     assert cfg.features.engine == "dask" and cfg.features.training_window == timedelta(days=7)
     assert cfg.retrain.demand_config == "weekly" and cfg.retrain.backtest_cutoffs == 0
+    assert demand_configs(cfg.retrain) == ("weekly",)
 
 
 def test_no_file_means_defaults() -> None:
@@ -62,6 +63,8 @@ def test_no_file_means_defaults() -> None:
     assert set(cfg.jobs) == {"pipeline", "retrain", "lake_maintenance"}
     assert cfg.ingest is None
     assert cfg.origin == "configuration"
+    # Both demand models by default: hourly (pool sizing) and weekly (procurement).
+    assert demand_configs(cfg.retrain) == ("hourly", "weekly")
 
 
 def test_environment_overrides_are_typed_and_reported(tmp_path: Path) -> None:
