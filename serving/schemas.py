@@ -252,8 +252,10 @@ class ActionOutcomeOut(BaseModel):
     kind: str
     target: str
     outcome: str
-    reason: str
+    reason: str = Field(description="why this run skipped it (empty when it ran or would)")
     detail: str
+    why: str = Field(default="", description="the action's own reason, from the plan")
+    params: dict[str, Any] = Field(default_factory=dict, description="what the action does")
 
 
 class ApplyResponse(BaseModel):
