@@ -53,13 +53,13 @@ def test_hand_moved_alias_is_reported_not_served_and_promotion_still_works(
     uri = settings.mlflow_uri
     fail_v2 = register_copy(uri, "node_failure", pyfunc_predict, failure_jobs.PIP_REQUIREMENTS)
     demand_v2 = register_copy(
-        uri, "demand", demand_jobs.predict_forecasts, demand_jobs.PIP_REQUIREMENTS
+        uri, "demand.hourly", demand_jobs.predict_forecasts, demand_jobs.PIP_REQUIREMENTS
     )
     assert fail_v2 == demand_v2 == "2"
     # The jobs that trained the champions logged their signatures.
     failure_sig = registry.load("node_failure", "1", uri=uri)[0].metadata.signature
     assert failure_sig is not None and "node__age_days" in failure_sig.inputs.input_names()
-    demand_sig = registry.load("demand", "1", uri=uri)[0].metadata.signature
+    demand_sig = registry.load("demand.hourly", "1", uri=uri)[0].metadata.signature
     assert demand_sig is not None and {"series_id", "ts", "value"} <= set(
         demand_sig.inputs.input_names()
     )
@@ -68,7 +68,7 @@ def test_hand_moved_alias_is_reported_not_served_and_promotion_still_works(
     with TestClient(app) as client:
         assert ctx.failure.current.version == "1"
         move_alias_by_hand(uri, "node_failure", "2")
-        move_alias_by_hand(uri, "demand", "2")
+        move_alias_by_hand(uri, "demand.hourly", "2")  # the slot "demand" serves it
 
         # The server's reload path keeps the promoted versions.
         ctx.refresh_models()
