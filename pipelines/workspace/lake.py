@@ -253,8 +253,7 @@ class Lake:
         transaction removed (the commit log is read before the directories, so a commit
         landing meanwhile is seen whole or not at all). ``days``: only the
         ``date=<day>`` folders within ``(first, last)`` are listed (None: unbounded)."""
-        committed = self._commits.committed()
-        removed = self._commits.removed()
+        committed, removed = self._commits.visible_sets()
         own = self._tx.id if self._tx is not None else None
         out = []
         for f in sorted(_glob_days(base, pattern, days)):

@@ -143,6 +143,14 @@ class CommitLog:
         self._load()
         return self._committed
 
+    def visible_sets(self) -> tuple[frozenset[str], frozenset[str]]:
+        """``(committed transactions, removed files)`` from one reading of the log. A
+        reader must take both from the same reading: read apart, a compaction committing
+        in between gives the old committed set with the new removals, and the partition
+        shows neither its old files nor the new one."""
+        self._load()
+        return self._committed, self._removed
+
     def removed(self) -> frozenset[str]:
         """Files (paths relative to the lake root) a committed transaction removed."""
         self._load()
