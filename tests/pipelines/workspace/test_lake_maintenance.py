@@ -9,12 +9,11 @@ import json
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
-
-import polars as pl
-import pyarrow.parquet as pq
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 from predops.core.clock import FixedClock
