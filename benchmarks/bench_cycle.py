@@ -21,8 +21,9 @@ telemetry and demand for every node and series (``ingest``: the ingest writer, a
 scheduler's Prometheus ingest does), then runs, each in its own fresh process so that
 memory figures do not mix:
 
-- ``today``: the scheduler's pipeline job as it is done today (the runner's data cutoff,
-  then ``pipelines.scheduler.steps`` ``features`` -> ``score`` -> ``forecast`` -> ``plan``);
+- ``today``: the scheduler's pipeline job as it was done before it became incremental
+  (the runner's data cutoff, then ``pipelines.scheduler.steps`` ``features`` ->
+  ``score`` -> ``forecast`` -> ``plan`` with ``[features] incremental = false``);
 - ``incremental``: the incremental cycle (:mod:`predops.pipelines.jobs.cycle`) in a second
   workspace that reads the same lake.
 
@@ -268,7 +269,10 @@ def append(lake_dir: Path, tail: Path, since: datetime, until: datetime) -> dict
 
 
 def _today(ws: Path, cutoff: datetime, out: Path) -> dict[str, Any]:
-    """The pipeline job's steps as the scheduler runs them today."""
+    """The pipeline job's steps as the scheduler ran them before it was incremental
+    (``[features] incremental = false``: everything recomputed each run)."""
+    import dataclasses
+
     from predops.core.clock import FixedClock
     from predops.pipelines.scheduler.config import load_config
     from predops.pipelines.scheduler.context import JobContext
@@ -278,9 +282,11 @@ def _today(ws: Path, cutoff: datetime, out: Path) -> dict[str, Any]:
     from predops.pipelines.workspace.settings import Settings
 
     settings = Settings(workspace=ws, shared_data=ws)
+    config = load_config(None, {})
+    full = dataclasses.replace(config.features, incremental=False)
     ctx = JobContext(
         settings=settings,
-        config=load_config(None, {}),
+        config=dataclasses.replace(config, features=full),
         runs=RunStore(settings.scheduler_db),
         clock=FixedClock(cutoff),
     )

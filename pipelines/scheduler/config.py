@@ -119,12 +119,16 @@ class IngestConfig:
 
 @dataclass(frozen=True, slots=True)
 class FeaturesConfig:
-    """How features are built: engine, Dask scheduler, training window and cadence."""
+    """How features are built: engine, Dask scheduler, training window and cadence, and
+    whether the pipeline job runs incrementally (``incremental``, default true: online
+    node rows recomputed only when their inputs changed, scores and forecasts computed
+    once per run; false recomputes everything each run, the same results)."""
 
     engine: str = "local"
     dask_scheduler: str | None = None
     training_window: timedelta = timedelta(days=14)
     every: timedelta = timedelta(hours=1)
+    incremental: bool = True
 
 
 LABEL_MODES = ("auto", "labeller", "off")
@@ -287,7 +291,8 @@ def parse_config(
     window = t.duration("training_window", timedelta(days=14))
     every = t.duration("every", timedelta(hours=1))
     assert window is not None and every is not None
-    features = FeaturesConfig(engine, dask, window, every)
+    incremental = t.boolean("incremental", True)
+    features = FeaturesConfig(engine, dask, window, every, incremental)
     t.done()
 
     t = ConfigTable(raw.get("retrain", {}), where, "retrain")

@@ -13,6 +13,7 @@ atomic and key-deduplicated, so a killed ingest is completed by the next one.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -81,6 +82,7 @@ def run_steps(
         return {"job": job, "cutoff": key, "status": "not_started", "reason": begun.reason}
     if begun.abandoned:
         log.warning("%s at %s: %d earlier attempt(s) abandoned", job, key, begun.abandoned)
+    ctx = dataclasses.replace(ctx, carried={})  # this run's own hand-overs between steps
     out = output_dir(ctx.settings, job, cutoff)
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob(".*.tmp"):  # a killed attempt's unfinished temporary files
@@ -113,6 +115,8 @@ def run_steps(
             }
         else:
             rec.update(status="done", rows=outcome.rows, detail=outcome.detail)
+            if outcome.carry is not None:
+                ctx.carried[name] = outcome.carry
             rows += outcome.rows
             outputs.extend(outcome.outputs)
         rec["seconds"] = round(time.perf_counter() - t0, 3)

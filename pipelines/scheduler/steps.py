@@ -9,7 +9,11 @@ the new one, never half of either.
 
 - pipeline: ``features`` (online latest values) -> ``score`` (champion failure model)
   -> ``forecast`` (champion demand model) -> ``plan`` (:func:`predops.pipelines.jobs.plan.
-  plan_in_workspace` as of the cutoff)
+  plan_in_workspace` as of the cutoff). Incremental (:mod:`predops.pipelines.jobs.cycle`):
+  with the local engine the node features are recomputed only when their inputs changed,
+  and ``plan`` takes this run's scores and forecasts and each node's last-seen time from
+  the earlier steps and the cycle state instead of computing them again (the results
+  are the same, ``tests/pipelines/jobs/test_cycle.py``).
 - retrain: ``label`` (failure / repair events from the lake's raw signals, unless the
   simulator's own failures are there; ``[retrain] labels``) -> ``features_offline`` ->
   ``train_demand`` -> ``promote_demand`` ->
@@ -45,6 +49,8 @@ class StepOutcome:
     detail: dict[str, Any] = field(default_factory=dict)
     outputs: tuple[str, ...] = ()
     """Files the step wrote (absolute paths), listed in the run's manifest."""
+    carry: Any = None
+    """Handed on to the run's later steps (``ctx.carried[step name]``), never recorded."""
 
 
 Step = Callable[[JobContext, datetime, Path], StepOutcome]
@@ -93,19 +99,22 @@ def _simulated_failures(lake: Any) -> bool:
 
 # ---------------------------------------------------------------- pipeline
 def features_online(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
-    """Latest node and demand features as of the cutoff into the online store."""
+    """Latest node and demand features as of the cutoff into the online store; with the
+    local engine incrementally (the stored node rows are kept when their inputs did not
+    change, :func:`predops.pipelines.jobs.cycle.online_features`)."""
+    from predops.pipelines.jobs.cycle import online_features
     from predops.pipelines.jobs.features import materialise_online
     from predops.pipelines.workspace.feature_store import FeatureStore
     from predops.pipelines.workspace.lake import Lake
 
     f = ctx.config.features
-    report = materialise_online(
-        Lake(ctx.settings.lake_dir),
-        FeatureStore(ctx.settings.features_dir),
-        as_of=cutoff,
-        engine=f.engine,
-        scheduler=f.dask_scheduler,
-    )
+    lake, store = Lake(ctx.settings.lake_dir), FeatureStore(ctx.settings.features_dir)
+    if f.engine == "local" and f.incremental:
+        report = online_features(lake, store, as_of=cutoff)
+    else:
+        report = materialise_online(
+            lake, store, as_of=cutoff, engine=f.engine, scheduler=f.dask_scheduler
+        )
     rows = int(report.get("nodes", 0)) + int(report.get("series", 0))
     online = ctx.settings.features_dir / "online"
     files = tuple(str(p) for p in sorted(online.glob("*.arrow")))
@@ -120,7 +129,7 @@ def score(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     if note["status"] != "ok":
         raise StepSkipped(note["note"])
     path = _write_json(out / "risk.json", [r.to_dict() for r in risks])
-    return StepOutcome(len(risks), note, (path,))
+    return StepOutcome(len(risks), note, (path,), carry=(risks, note))
 
 
 def forecast(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
@@ -131,17 +140,35 @@ def forecast(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     if note["status"] != "ok":
         raise StepSkipped(note["note"])
     path = _write_json(out / "forecasts.json", [f.to_dict() for f in forecasts])
-    return StepOutcome(len(forecasts), note, (path,))
+    return StepOutcome(len(forecasts), note, (path,), carry=(forecasts, note))
 
 
 def plan(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     """Plan as of the cutoff with the configuration's ``[policy]``: the same plan file
     (named by its content, so a re-run overwrites it) and audit entry as
-    ``predops plan --at <cutoff> --config <the same file>`` writes."""
+    ``predops plan --at <cutoff> --config <the same file>`` writes. This run's scores and
+    forecasts (when its ``score`` / ``forecast`` steps ran) and the nodes' last-seen times
+    (from the cycle state) are handed in rather than computed again."""
+    from predops.pipelines.jobs.cycle import last_seen
     from predops.pipelines.jobs.plan import plan_in_workspace
+    from predops.pipelines.workspace.feature_store import FeatureStore
+    from predops.pipelines.workspace.lake import Lake
 
+    handed: dict[str, Any] = {}
+    if ctx.config.features.incremental:
+        lake, store = Lake(ctx.settings.lake_dir), FeatureStore(ctx.settings.features_dir)
+        handed = {
+            "scored": ctx.carried.get("score"),
+            "forecasted": ctx.carried.get("forecast"),
+            "seen": last_seen(lake, store, cutoff),
+        }
     report = plan_in_workspace(
-        ctx.settings, cutoff, who=operator_identity(), clock=ctx.clock, policy=ctx.config.policy
+        ctx.settings,
+        cutoff,
+        who=operator_identity(),
+        clock=ctx.clock,
+        policy=ctx.config.policy,
+        **handed,
     )
     rows = len(report.get("actions", [])) + len(report.get("skips", []))
     detail = {

@@ -1,9 +1,11 @@
-"""The incremental cycle equals today's pipeline steps (the full recomputation), cycle
-after cycle: online features, risks and the plan — across bucket ends, with cycles that
-reuse the stored rows, late telemetry, a new inventory snapshot and a rewritten file."""
+"""The incremental cycle, and the scheduler's pipeline job that runs it, equal the full
+recomputation (the pipeline steps with ``[features] incremental = false``) cycle after
+cycle: online features, risks and the plan — across bucket ends, with cycles that reuse
+the stored rows, late telemetry, a new inventory snapshot and a rewritten file."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from datetime import UTC, datetime, timedelta
@@ -22,7 +24,7 @@ from predops.pipelines.jobs.cycle import run_cycle
 from predops.pipelines.jobs.features import build_features
 from predops.pipelines.scheduler.config import load_config
 from predops.pipelines.scheduler.context import JobContext
-from predops.pipelines.scheduler.runner import data_cutoff
+from predops.pipelines.scheduler.runner import data_cutoff, output_dir, run_steps
 from predops.pipelines.scheduler.steps import PIPELINE_STEPS, StepSkipped
 from predops.pipelines.synthetic.run import SimConfig, simulate_to_lake
 from predops.pipelines.workspace.feature_store import FeatureStore
@@ -76,15 +78,37 @@ def _write(lake: Lake, table: str, frame: pl.DataFrame, at: datetime) -> None:
     ingest(lake, "synthetic", [Batch(table, frame)], clock=FixedClock(at), input_name=str(at))
 
 
-def _today(ws: Path, cutoff: datetime, out: Path) -> dict[str, Any]:
+def _context(ws: Path, cutoff: datetime, *, incremental: bool) -> JobContext:
     settings = Settings(workspace=ws, shared_data=ws)
     assert data_cutoff(settings) == cutoff
-    ctx = JobContext(
+    config = load_config(None, {})
+    features = dataclasses.replace(config.features, incremental=incremental)
+    return JobContext(
         settings=settings,
-        config=load_config(None, {}),
+        config=dataclasses.replace(config, features=features),
         runs=RunStore(settings.scheduler_db),
         clock=FixedClock(cutoff),
     )
+
+
+def _scheduled(ws: Path, cutoff: datetime) -> dict[str, Any]:
+    """The scheduler's pipeline job (incremental, the default), through its runner."""
+    ctx = _context(ws, cutoff, incremental=True)
+    run = run_steps(ctx, "pipeline", cutoff, PIPELINE_STEPS)
+    assert run["status"] == "done", run
+    steps = {r["step"]: r for r in run["steps"]}
+    assert steps["forecast"]["status"].startswith("skipped")
+    out = output_dir(ctx.settings, "pipeline", cutoff)
+    return {
+        "plan_file": steps["plan"]["detail"]["plan_file"],
+        "risk": json.loads((out / "risk.json").read_text()),
+        "recomputed": steps["features"]["detail"]["recomputed"],
+    }
+
+
+def _today(ws: Path, cutoff: datetime, out: Path) -> dict[str, Any]:
+    """The full recomputation: the pipeline steps with ``incremental = false``."""
+    ctx = _context(ws, cutoff, incremental=False)
     res = {}
     for name, fn in PIPELINE_STEPS:
         try:
@@ -107,11 +131,12 @@ def _online(ws: Path) -> pl.DataFrame:
 @pytest.mark.slow
 def test_incremental_cycle_equals_full_recomputation(trained: Path, tmp_path: Path) -> None:
     today_ws, incr_ws = tmp_path / "today", tmp_path / "incremental"
-    for ws in (today_ws, incr_ws):
+    sched_ws = tmp_path / "scheduled"
+    for ws in (today_ws, incr_ws, sched_ws):
         shutil.copytree(trained, ws)
         for stale in (ws / "features" / "online").glob("*"):
             stale.unlink()  # both start from nothing online
-    lakes = [Lake(today_ws / "lake"), Lake(incr_ws / "lake")]
+    lakes = [Lake(today_ws / "lake"), Lake(incr_ws / "lake"), Lake(sched_ws / "lake")]
     start = data_cutoff(Settings(workspace=today_ws, shared_data=today_ws))
     assert start is not None
     recomputed: list[bool] = []
@@ -129,10 +154,11 @@ def test_incremental_cycle_equals_full_recomputation(trained: Path, tmp_path: Pa
                 inv = inv.collect().with_columns(pl.lit(cutoff).alias("ts"))
                 _write(lake, "inventory", inv.head(5), cutoff)
         if i == 6:
-            f = lakes[1].files("telemetry")[0]
-            copy = f.with_name(f.name + ".tmp")
-            shutil.copy2(f, copy)
-            copy.replace(f)  # same rows, another file (its mtime moves)
+            for lake in lakes[1:]:
+                f = lake.files("telemetry")[0]
+                copy = f.with_name(f.name + ".tmp")
+                shutil.copy2(f, copy)
+                copy.replace(f)  # same rows, another file (its mtime moves)
         out = tmp_path / "out" / str(i)
         today = _today(today_ws, cutoff, out / "today")
         incr = run_cycle(
@@ -141,11 +167,15 @@ def test_incremental_cycle_equals_full_recomputation(trained: Path, tmp_path: Pa
             clock=FixedClock(cutoff),
             out=out / "incremental",
         )
+        sched = _scheduled(sched_ws, cutoff)
         recomputed.append(incr["detail"]["features"]["recomputed"])
+        assert sched["recomputed"] == recomputed[-1], f"cycle {i}"
         assert _online(incr_ws).equals(_online(today_ws)), f"cycle {i}"
+        assert _online(sched_ws).equals(_online(today_ws)), f"cycle {i}"
         risks = [json.loads((out / p / "risk.json").read_text()) for p in ("today", "incremental")]
-        assert risks[0] == risks[1] and risks[0], f"cycle {i}"
+        assert risks[0] == risks[1] == sched["risk"] and risks[0], f"cycle {i}"
         assert _plan(incr["plan_file"]) == _plan(today["plan_file"]), f"cycle {i}"
+        assert _plan(sched["plan_file"]) == _plan(today["plan_file"]), f"cycle {i}"
     # The cycles that could reuse the stored rows did, the others recomputed.
     assert recomputed[0] is True
     assert False in recomputed

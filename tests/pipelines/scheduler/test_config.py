@@ -40,6 +40,7 @@ options = { job = "node" }
 engine = "dask"
 dask_scheduler = "tcp://dask:8786"
 training_window = "7d"
+incremental = false
 [retrain]
 demand_config = "weekly"
 backtest_cutoffs = 0
@@ -54,6 +55,7 @@ backtest_cutoffs = 0
     assert cfg.ingest is not None and cfg.ingest.lookback == timedelta(minutes=30)
     assert cfg.ingest.options == {"job": "node"}
     assert cfg.features.engine == "dask" and cfg.features.training_window == timedelta(days=7)
+    assert cfg.features.incremental is False and load_config(None, {}).features.incremental
     assert cfg.retrain.demand_config == "weekly" and cfg.retrain.backtest_cutoffs == 0
     assert demand_configs(cfg.retrain) == ("weekly",)
 
@@ -98,6 +100,7 @@ def test_environment_overrides_are_typed_and_reported(tmp_path: Path) -> None:
         ("[ingest]\nsource = 'ftp'\npath = 'x'\n", {}, ["[ingest]", "source", "'ftp'"]),
         ("[features]\nengine = 'dask'\n", {}, ["[features]", "dask_scheduler", "required"]),
         ("[features]\nengine = 'spark'\n", {}, ["[features]", "engine", "spark"]),
+        ("[features]\nincremental = 'yes'\n", {}, ["[features]", "incremental"]),
         ("[retrain]\nbacktest_cutoffs = 'x'\n", {}, ["[retrain]", "backtest_cutoffs"]),
         ("[jobs.pipeline\n", {}, ["not valid TOML"]),
         ("", {"PREDOPS_JOBS__PIPELINE__CORN": "x"}, ["[jobs.pipeline]", "corn", "unknown"]),
