@@ -187,6 +187,52 @@ class CommitLog:
         append_line(self.path, entry)
 
 
+def checkpoint(root: Path, commits: CommitLog, *, keep_maintenance: int = 200) -> dict[str, int]:
+    """Under the lake lock: rewrite the commit log without the lines nobody needs any
+    more, so that a lake ingesting every few minutes for months does not make every
+    reader parse every commit it ever had.
+
+    A line is dropped only when nothing on disk depends on it: no file tagged with its
+    transaction exists (anywhere under the lake: tables and quarantine), none of the
+    files it removes is still on disk (deleted after ``keep_removed``), it has no pending
+    list, it is not the last line (:func:`recover` reads it) and it is not one of the
+    newest ``keep_maintenance`` maintenance lines (``predops lake status`` shows them).
+    Dropping such a line changes no reader's view: its transaction's files are gone.
+    The new log is written beside the old one, fsynced and renamed over it (a reader
+    has the old file open or the new one, and both give the same visible files)."""
+    lines = commits.entries()
+    if not lines:
+        return {"lines_before": 0, "lines_after": 0}
+    on_disk = {tx for f in Path(root).rglob("part-*.parquet") if (tx := tx_of(f.name))}
+    pending_dir = Path(root) / PENDING_DIR
+    if pending_dir.exists():
+        on_disk |= {p.stem for p in pending_dir.glob("*.list")}
+    maintenance = [i for i, e in enumerate(lines) if isinstance(e.get("maintenance"), dict)]
+    recent = set(maintenance[-keep_maintenance:]) if keep_maintenance > 0 else set()
+    kept = []
+    for i, e in enumerate(lines):
+        tx = e.get("tx")
+        removes = e.get("removes")
+        waiting = isinstance(removes, dict) and any(
+            (Path(root) / str(d) / str(n)).exists() for d, names in removes.items() for n in names
+        )
+        if tx is None or tx in on_disk or waiting or i in recent or i == len(lines) - 1:
+            kept.append(e)
+    if len(kept) < len(lines):
+        text = "".join(json.dumps(e, sort_keys=True, default=str) + "\n" for e in kept)
+        tmp = commits.path.with_name(f".{commits.path.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, commits.path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        _fsync_dir(commits.path.parent)
+    return {"lines_before": len(lines), "lines_after": len(kept)}
+
+
 class Pending:
     """``_pending/<tx>.list``: the files a transaction publishes, listed before each is
     linked, so whoever finds the transaction uncommitted can remove exactly them."""

@@ -16,7 +16,10 @@ drops whole partitions older than the table's retention:
   new set. Readers never see both or neither.
 - **Removed files are deleted later.** They stay on disk for ``keep_removed`` after
   their commit, so a reader that listed them just before it can still read them; a later
-  run deletes them (and the emptied folders).
+  run deletes them (and the emptied folders), then checkpoints the commit log: the lines
+  of transactions none of whose files is left on disk are dropped
+  (:func:`.lake_commits.checkpoint`), so 30 days of 5-minute ingests, once compacted,
+  leave a few lines per day partition instead of one per ingest.
 - **Bounded memory.** A partition is rewritten in slices of whole hours of its time
   column, as few slices as keep each under ``bucket_rows`` (default 1,000,000 rows): only
   the small files whose statistics overlap a slice are read, its rows are sorted by
@@ -63,10 +66,13 @@ from predops.pipelines.workspace.config import (
 )
 from predops.pipelines.workspace.errors import LakeError
 from predops.pipelines.workspace.lake import PARQUET_COMPRESSION, Lake, partition_day
+from predops.pipelines.workspace.lake_commits import checkpoint
 
 log = logging.getLogger("predops.lake")
 LAKE_ENV_PREFIX: Final = "PREDOPS_LAKE__"
 HOUR: Final = timedelta(hours=1)
+CHECKPOINT_BYTES: Final = 1 << 20
+"""A run that deletes nothing still checkpoints a commit log longer than this."""
 """Rows are ordered by this slice of their time first, so row groups span little time."""
 
 
@@ -398,7 +404,7 @@ def vacuum(lake: Lake, *, now: datetime, keep: timedelta) -> dict[str, int]:
         and any((lake.root / folder / n).exists() for n in names)
     ]
     if not due:
-        return {"files_deleted": 0, "bytes_freed": 0}
+        return {"files_deleted": 0, "bytes_freed": 0, **_checkpoint_if_due(lake)}
     with lake.transaction() as tx:
         tx.hold()
         tx.maintenance = {"action": "delete"}  # commits nothing: it adds and removes nothing
@@ -418,7 +424,23 @@ def vacuum(lake: Lake, *, now: datetime, keep: timedelta) -> dict[str, int]:
                     empty.rmdir()  # only when empty
                 except OSError:
                     break
-    return {"files_deleted": files, "bytes_freed": freed}
+        log = checkpoint(lake.root, lake._commits)
+    return {"files_deleted": files, "bytes_freed": freed, **_log_report(log)}
+
+
+def _checkpoint_if_due(lake: Lake) -> dict[str, int]:
+    """A log checkpoint without deletions (under the lake lock): when it is long, e.g.
+    after an upgrade from before checkpoints; otherwise nothing (no lock taken)."""
+    if lake._commits.path.exists() and lake._commits.path.stat().st_size < CHECKPOINT_BYTES:
+        return {}
+    with lake.transaction() as tx:
+        tx.hold()
+        tx.maintenance = {"action": "checkpoint"}  # commits nothing, as a deletion
+        return _log_report(checkpoint(lake.root, lake._commits))
+
+
+def _log_report(log: dict[str, int]) -> dict[str, int]:
+    return {"log_lines_dropped": log["lines_before"] - log["lines_after"]}
 
 
 # ---------------------------------------------------------------- the job

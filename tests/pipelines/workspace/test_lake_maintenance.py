@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from predops.core.clock import FixedClock
+from predops.core.validation import QUARANTINE_SCHEMA
 from predops.pipelines.workspace import lake_commits
 from predops.pipelines.workspace.config import ConfigError
 from predops.pipelines.workspace.errors import LockHeld
@@ -72,7 +73,45 @@ def test_compaction_keeps_every_row_and_a_second_run_does_nothing(three_days: La
     assert one.with_columns(hour=hour).sort("hour", "node_id", "ts").drop("hour").equals(one)
     again = maintain(Lake(lake.root), SETTINGS, clock=_clock())
     assert again["changed"] == 0 and again["compacted"] == []
-    assert len((lake.root / "_commits.jsonl").read_text().splitlines()) == 3 * 48 + 3
+    # The log was checkpointed: the 144 ingests' files are all deleted, so their lines
+    # went; the three compactions' lines stay (their files are the table now).
+    log = [json.loads(x) for x in (lake.root / "_commits.jsonl").read_text().splitlines()]
+    assert [e["maintenance"]["action"] for e in log] == ["compact"] * 3
+    assert report["deleted"]["log_lines_dropped"] == 3 * 48
+
+
+def test_the_log_checkpoint_keeps_every_line_a_file_on_disk_needs(three_days: Lake) -> None:
+    lake = three_days
+    before = rows(lake)
+    # Compact with the default grace time: the replaced files wait on disk, so the
+    # ingests' lines (their files) and the compactions' lines (their removals) stay.
+    maintain(lake, LakeSettings(min_files=4), clock=_clock())
+    text = (lake.root / "_commits.jsonl").read_text()
+    assert len(text.splitlines()) == 3 * 48 + 3
+    assert lake_commits.checkpoint(lake.root, lake._commits)["lines_after"] == 3 * 48 + 3
+    assert (lake.root / "_commits.jsonl").read_text() == text  # nothing to drop: untouched
+    # A quarantine's file keeps its line too; the deleted files' lines go.
+    bad = pl.DataFrame(
+        {"row": [3], "field": ["ts"], "reason": ["not a time"], "record": ["{}"]},
+        schema=QUARANTINE_SCHEMA,
+    )
+    lake.quarantine("telemetry", "prometheus", bad, input_name="x.csv", ingested_at=T0)
+    (qfile,) = lake.quarantine_files("telemetry")
+    report = maintain(lake, SETTINGS, clock=_clock())
+    assert report["deleted"]["log_lines_dropped"] == 3 * 48
+    log = [json.loads(x) for x in (lake.root / "_commits.jsonl").read_text().splitlines()]
+    assert len(log) == 4 and lake_commits.tx_of(qfile.name) in {e["tx"] for e in log}
+    assert Lake(lake.root).read_quarantine("telemetry")["reason"].to_list() == ["not a time"]
+    assert rows(lake).equals(before) and len(lake.files("telemetry")) == 3
+    # An ingest after the checkpoint appends to the rewritten log as usual.
+    ingest_every(
+        lake,
+        nodes=NODES,
+        start=T0 + timedelta(days=3),
+        end=T0 + timedelta(days=3, hours=1),
+        every=EVERY,
+    )
+    assert rows(lake).height == before.height + NODES * 2
 
 
 def test_slices_bound_memory_and_row_groups_span_an_hour(three_days: Lake) -> None:
