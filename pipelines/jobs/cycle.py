@@ -20,7 +20,9 @@ atomically after the stage's output) and re-reads only the lake files published 
 - **last seen** (each node's latest sample, the plan's ``observed_at``): the previous
   values and the maximum per node of the new files;
 - **score** and **forecast** run once (today the plan step scored and forecast again)
-  and hand their results to the plan.
+  and hand their results to the plan; the score re-uses the previous cycle's risks when
+  the online rows and the champion are unchanged (:mod:`predops.pipelines.jobs.
+  risk_cache`: the model is not even loaded).
 
 The results equal the full recomputation (``tests/pipelines/jobs/test_cycle.py``
 checks features, risks and plan against today's steps, cycle after cycle). Any state
@@ -293,7 +295,7 @@ def run_cycle(
     now: datetime = latest
     detail: dict[str, Any] = {}
     detail["features"] = stage("features", lambda: online_features(lake, store, as_of=now))
-    risks, risk_note = stage("score", lambda: failure_risk(settings, now))
+    risks, risk_note = stage("score", lambda: failure_risk(settings, now, reuse=True))
     _write_json(out / "risk.json", [r.to_dict() for r in risks])
     forecasts, forecast_note = stage("forecast", lambda: demand_forecasts(settings))
     _write_json(out / "forecasts.json", [f.to_dict() for f in forecasts])

@@ -399,6 +399,8 @@ class OnlineScores:
     read the future, so they are listed, never scored."""
     horizons: tuple[timedelta, ...]
     seconds: dict[str, float]
+    reused: bool = False
+    """The previous pass's risks were re-stamped (``score_online(reuse=True)``)."""
 
 
 def score_online(
@@ -410,6 +412,7 @@ def score_online(
     horizons: Sequence[timedelta] | None = None,
     model: tuple[FailureModel, Provenance] | None = None,
     client: Any = None,
+    reuse: bool = False,
 ) -> OnlineScores:
     """Score the online store's fresh nodes at ``as_of`` with the champion (or ``model``).
 
@@ -420,14 +423,24 @@ def score_online(
     training cutoff stays on its registry version). ``reasons_for``: reasons for that
     many riskiest nodes per horizon (None: every node). ``client`` (a
     ``distributed.Client``) scores partitions of the nodes on its workers, with the
-    same risks (:func:`predops.pipelines.jobs.partitioned.predict_risk`)."""
+    same risks (:func:`predops.pipelines.jobs.partitioned.predict_risk`). ``reuse``
+    (the scheduled pipeline; reasons for every node only): the previous pass's risks are
+    re-stamped instead of scored again when the online rows and the served version are
+    the same (:mod:`predops.pipelines.jobs.risk_cache`), with the same answers."""
+    from predops.pipelines.jobs import risk_cache
+    from predops.pipelines.workspace import registry
+
     t0 = time.perf_counter()
-    fm, prov = model or load_model(settings)
+    reuse = reuse and model is None and client is None and reasons_for is None and bool(horizons)
+    fm: FailureModel | None
+    if reuse:
+        fm, prov = None, registry.served_provenance(MODEL_NAME, uri=settings.mlflow_uri)
+    else:
+        fm, prov = model or load_model(settings)
     t_load = time.perf_counter() - t0
+    store = FeatureStore(settings.features_dir)
     try:
-        online = FeatureStore(settings.features_dir).read_online(
-            "node", now=as_of, max_age=max_age, ts_col=LAST_SAMPLE
-        )
+        online = store.read_online("node", now=as_of, max_age=max_age, ts_col=LAST_SAMPLE)
     except FeatureStoreError as exc:
         raise NoOnlineFeatures(str(exc)) from None
     if online.feature_set_hash != prov.feature_set_hash:
@@ -442,6 +455,7 @@ def score_online(
     fresh = frame.filter(~pl.col(STALE) & ~after)
     t1 = time.perf_counter()
     risks: list[FailureRisk] = []
+    reused = False
     if fresh.height:
         oldest = fresh[LAST_SAMPLE].min()
         assert isinstance(oldest, datetime)
@@ -452,12 +466,27 @@ def score_online(
             "provenance": used,
             "reasons_for": reasons_for,
         }
-        if client is None:
-            risks = fm.predict_risk(fresh, **kw)
-        else:
-            from predops.pipelines.jobs.partitioned import predict_risk
+        cache = store.root / "online" / risk_cache.FILE
+        key = None
+        if reuse:
+            key = risk_cache.cache_key(prov, online.rows_id, horizons or ())
+            ids = fresh["node_id"].to_list()
+            hit = risk_cache.lookup(cache, key, ids, as_of=as_of, provenance=used) if key else None
+            reused = hit is not None
+            risks = hit or []
+        if not reused:
+            if fm is None:  # the version the registry named above, whatever moved since
+                t_load0 = time.perf_counter()
+                fm, _ = load_model(settings, prov.model_version)
+                t_load += time.perf_counter() - t_load0
+            if client is None:
+                risks = fm.predict_risk(fresh, **kw)
+            else:
+                from predops.pipelines.jobs.partitioned import predict_risk
 
-            risks = predict_risk(client, fm, fresh, **kw)
+                risks = predict_risk(client, fm, fresh, **kw)
+            if reuse:
+                risk_cache.save(cache, key, risks)
     return OnlineScores(
         risks=risks,
         model_provenance=prov,
@@ -466,8 +495,9 @@ def score_online(
         scored=fresh.height,
         stale=sorted(stale["node_id"].to_list()),
         after_as_of=sorted(future["node_id"].to_list()),
-        horizons=tuple(horizons or fm.horizons),
+        horizons=tuple(horizons) if horizons else tuple(fm.horizons if fm else ()),
         seconds={"load": round(t_load, 3), "score": round(time.perf_counter() - t1, 3)},
+        reused=reused,
     )
 
 
@@ -504,16 +534,23 @@ def score(
     }
 
 
-def current_risk(
+def current_risk(settings: Settings, *, now: datetime) -> list[FailureRisk]:
+    """What ``predops plan`` and the scheduler's score step act on: one
+    :class:`FailureRisk` per fresh node at ``now`` from the champion, with reasons for
+    every node (:func:`current_scores`' risks)."""
+    return current_scores(settings, now=now).risks
+
+
+def current_scores(
     settings: Settings,
     *,
     now: datetime,
     horizon: timedelta = PRIMARY_HORIZON,
     max_age: timedelta = SCORE_MAX_AGE,
-) -> list[FailureRisk]:
-    """What ``predops plan`` and the scheduler's score step act on: one
-    :class:`FailureRisk` per fresh node at ``now`` from the champion, with reasons for
-    every node.
+    reuse: bool = False,
+) -> OnlineScores:
+    """The scoring pass behind :func:`current_risk` (with whether it re-used and how
+    long it took).
 
     One horizon, because the policy keeps one risk per node (the latest, and the highest
     p_fail among equal times): handed every horizon it would always price the longest
@@ -523,7 +560,8 @@ def current_risk(
     Stale nodes and nodes with rows after ``now`` get no risk, which the policy reports
     as a ``stale_data`` skip. Raises
     :class:`predops.pipelines.workspace.registry.RegistryError` without a
-    champion and :class:`NoOnlineFeatures` when the online store cannot feed it."""
+    champion and :class:`NoOnlineFeatures` when the online store cannot feed it.
+    ``reuse``: see :func:`score_online` (the incremental pipeline)."""
     return score_online(
-        settings, as_of=now, max_age=max_age, reasons_for=None, horizons=[horizon]
-    ).risks
+        settings, as_of=now, max_age=max_age, reasons_for=None, horizons=[horizon], reuse=reuse
+    )

@@ -92,17 +92,28 @@ def _has_registry(settings: Settings) -> bool:
     return True
 
 
-def failure_risk(settings: Settings, now: datetime) -> tuple[list[FailureRisk], dict[str, Any]]:
-    """The champion failure model's current risks, or none and why."""
+def failure_risk(
+    settings: Settings, now: datetime, *, reuse: bool = False
+) -> tuple[list[FailureRisk], dict[str, Any]]:
+    """The champion failure model's current risks, or none and why (``reuse``: the
+    previous pass's when the online rows and the champion did not change, see
+    :func:`predops.pipelines.jobs.failure.score_online`)."""
     if not _has_registry(settings):
         return [], {"status": "missing", "note": "no model registry in the workspace yet"}
     try:
-        risks = list(failure_jobs.current_risk(settings, now=now))
+        if reuse:
+            scores = failure_jobs.current_scores(settings, now=now, reuse=True)
+            risks, reused = list(scores.risks), scores.reused
+        else:
+            risks, reused = list(failure_jobs.current_risk(settings, now=now)), False
     except RegistryError as exc:
         return [], {"status": "missing", "note": f"no champion failure model: {exc}"}
     except FeatureStoreError as exc:
         return [], {"status": "missing", "note": f"no current node features: {exc}"}
-    return risks, {"status": "ok", "nodes_scored": len({r.node_id for r in risks})}
+    note: dict[str, Any] = {"status": "ok", "nodes_scored": len({r.node_id for r in risks})}
+    if reuse:
+        note["reused"] = reused
+    return risks, note
 
 
 def demand_forecasts(

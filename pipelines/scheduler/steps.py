@@ -125,7 +125,7 @@ def score(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     """Failure risk of every node from the champion failure model."""
     from predops.pipelines.jobs.plan import failure_risk
 
-    risks, note = failure_risk(ctx.settings, cutoff)
+    risks, note = failure_risk(ctx.settings, cutoff, reuse=ctx.config.features.incremental)
     if note["status"] != "ok":
         raise StepSkipped(note["note"])
     path = _write_json(out / "risk.json", [r.to_dict() for r in risks])

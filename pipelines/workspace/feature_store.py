@@ -18,6 +18,7 @@ rows carry the time of their entity's last sample; a read flags rows older than
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -42,6 +43,10 @@ class OnlineFrame:
     as_of: datetime
     feature_set_hash: str
     key: str
+    rows_id: str | None = None
+    """Names these rows: every write gives a new one, a restamp (same rows, a later
+    ``as_of``) keeps it, so answers computed from the rows can be re-used while it holds
+    (files from before it have none: never re-used)."""
 
 
 def _atomic_write(path: Path, write: Any) -> None:
@@ -153,6 +158,7 @@ class FeatureStore:
             "feature_set_hash": feature_set_hash,
             "key": key,
             "rows": frame.height,
+            "rows_id": uuid.uuid4().hex,  # new rows, new id; a restamp keeps it
         }
         table = frame.sort(key).to_arrow()
         table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True)})
@@ -215,5 +221,9 @@ class FeatureStore:
             (pl.col(ts_col).is_null() | (pl.col(ts_col) < limit)).alias(STALE)
         )
         return OnlineFrame(
-            frame, datetime.fromisoformat(meta["as_of"]), meta["feature_set_hash"], key
+            frame,
+            datetime.fromisoformat(meta["as_of"]),
+            meta["feature_set_hash"],
+            key,
+            meta.get("rows_id"),
         )

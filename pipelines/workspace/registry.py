@@ -480,17 +480,32 @@ def load(
         version = alias if alias.isdigit() else _served_version(client, full, alias)
         mv = client.get_model_version(full, version)
         model = mlflow.pyfunc.load_model(model_uri(name, version))
+    return model, str(version), _provenance(full, str(version), mv)
+
+
+def served_provenance(name: str, alias: str = CHAMPION, *, uri: str | None = None) -> Provenance:
+    """The provenance of the version :func:`load` would load for ``alias`` (registry
+    reads only, no model loaded): what a caller holding that version's answers checks
+    before re-using them."""
+    full = registered_name(name)
+    with _mlflow(uri) as client:
+        _require_model(client, full)
+        version = alias if alias.isdigit() else _served_version(client, full, alias)
+        mv = client.get_model_version(full, version)
+    return _provenance(full, str(version), mv)
+
+
+def _provenance(full: str, version: str, mv: Any) -> Provenance:
     tags = dict(mv.tags)
     if TAG_CUTOFF not in tags or TAG_FEATURES not in tags:
         raise RegistryError(f"{full} version {version} lacks provenance tags; re-register it")
-    prov = Provenance(
+    return Provenance(
         model_name=full,
-        model_version=str(version),
+        model_version=version,
         feature_set_hash=tags[TAG_FEATURES],
         data_cutoff=datetime.fromisoformat(tags[TAG_CUTOFF]),
         run_id=mv.run_id,
     )
-    return model, str(version), prov
 
 
 def load_python_model(

@@ -103,6 +103,7 @@ def _scheduled(ws: Path, cutoff: datetime) -> dict[str, Any]:
         "plan_file": steps["plan"]["detail"]["plan_file"],
         "risk": json.loads((out / "risk.json").read_text()),
         "recomputed": steps["features"]["detail"]["recomputed"],
+        "reused": steps["score"]["detail"]["reused"],
     }
 
 
@@ -170,6 +171,9 @@ def test_incremental_cycle_equals_full_recomputation(trained: Path, tmp_path: Pa
         sched = _scheduled(sched_ws, cutoff)
         recomputed.append(incr["detail"]["features"]["recomputed"])
         assert sched["recomputed"] == recomputed[-1], f"cycle {i}"
+        # Unchanged rows, the same champion: the risks are re-stamped, not scored again.
+        assert incr["detail"]["score"]["reused"] is (not recomputed[-1]), f"cycle {i}"
+        assert sched["reused"] is (not recomputed[-1]), f"cycle {i}"
         assert _online(incr_ws).equals(_online(today_ws)), f"cycle {i}"
         assert _online(sched_ws).equals(_online(today_ws)), f"cycle {i}"
         risks = [json.loads((out / p / "risk.json").read_text()) for p in ("today", "incremental")]
@@ -180,3 +184,44 @@ def test_incremental_cycle_equals_full_recomputation(trained: Path, tmp_path: Pa
     assert recomputed[0] is True
     assert False in recomputed
     assert recomputed[3] and recomputed[4] and recomputed[5]
+
+
+@pytest.mark.slow
+def test_reused_risks_equal_a_new_scoring_and_anything_else_is_a_miss(
+    trained: Path, tmp_path: Path
+) -> None:
+    from predops.pipelines.jobs import risk_cache
+    from predops.pipelines.jobs.features import materialise_online
+
+    ws = tmp_path / "ws"
+    shutil.copytree(trained, ws)
+    settings = Settings(workspace=ws, shared_data=ws)
+    lake, store = Lake(settings.lake_dir), FeatureStore(settings.features_dir)
+    now = data_cutoff(settings)
+    assert now is not None
+    materialise_online(lake, store, as_of=now)
+    first = failure_jobs.current_scores(settings, now=now, reuse=True)
+    assert not first.reused and first.risks
+    later = now + STEP
+    store.restamp_online("node", as_of=later)  # the same rows, a later as_of
+    again = failure_jobs.current_scores(settings, now=later, reuse=True)
+    fresh = failure_jobs.current_scores(settings, now=later)  # scored from scratch
+    assert again.reused and not fresh.reused
+    assert again.risks == fresh.risks and again.risks[0].as_of == later
+    # An unreadable file, or other rows (a new write), is a miss with the same answers.
+    cache = store.root / "online" / risk_cache.FILE
+    cache.write_text("{not json")
+    assert not failure_jobs.current_scores(settings, now=later, reuse=True).reused
+    materialise_online(lake, store, as_of=later)
+    rescored = failure_jobs.current_scores(settings, now=later, reuse=True)
+    assert not rescored.reused and rescored.risks == fresh.risks
+    # Another model version, or a node fresh now that the saved pass did not score.
+    saved = json.loads(cache.read_text())
+    key, prov = saved["key"], fresh.risks[0].provenance
+    assert prov is not None
+    ids = [r.node_id for r in fresh.risks]
+    hit = risk_cache.lookup(cache, key, ids[:3], as_of=later, provenance=prov)
+    assert hit == fresh.risks[:3]
+    other = {**key, "model": [key["model"][0], "99", key["model"][2]]}
+    assert risk_cache.lookup(cache, other, ids, as_of=later, provenance=prov) is None
+    assert risk_cache.lookup(cache, key, [*ids, "node-new"], as_of=later, provenance=prov) is None

@@ -1,0 +1,110 @@
+"""The last scoring pass's answers, re-used while neither the rows nor the model changed.
+
+The scheduled pipeline scores every node every few minutes, but a node's risk is a
+function of its online feature row and the model alone (``as_of`` only stamps it, and
+with reasons for every node nothing depends on the other rows). So when the online rows
+are the same (their ``rows_id``, :class:`predops.pipelines.workspace.feature_store.
+OnlineFrame`, which a restamp keeps) and the served model is the same version of the same
+run with the same horizons, the previous answers are those the model would give again:
+they are re-stamped with the new ``as_of`` and the provenance of this pass (its data
+cutoff is the oldest last sample among the nodes fresh now), and the model is not even
+loaded. Anything else — another key, a node fresh now that was not scored then, a
+missing or unreadable file — is a miss, and the caller scores as usual and saves.
+
+The file (``<features>/online/risk_cache.json``) holds one entry: the key and, in
+scoring order, ``[node_id, horizon seconds, p_fail, [[feature, contribution, text],
+...]]`` per risk (JSON floats round-trip exactly). Memory: the risks of one pass.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from predops.core.contracts import FailureRisk, Provenance, Reason
+from predops.pipelines.workspace.atomic import atomic_write_text
+
+FILE = "risk_cache.json"
+VERSION = 1
+
+
+def cache_key(
+    prov: Provenance, rows_id: str | None, horizons: Sequence[timedelta]
+) -> dict[str, Any] | None:
+    """What the answers depend on, or None when they cannot be re-used (rows of a file
+    from before row ids)."""
+    if rows_id is None:
+        return None
+    return {
+        "version": VERSION,
+        "rows_id": rows_id,
+        "model": [prov.model_name, prov.model_version, prov.run_id],
+        "feature_set_hash": prov.feature_set_hash,
+        "horizons_s": [h.total_seconds() for h in horizons],
+    }
+
+
+def lookup(
+    path: Path,
+    key: dict[str, Any],
+    fresh: Sequence[str],
+    *,
+    as_of: datetime,
+    provenance: Provenance,
+) -> list[FailureRisk] | None:
+    """The saved risks of the ``fresh`` nodes, stamped ``as_of`` with ``provenance``, in
+    the saved order; None on a miss (see the module docstring)."""
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved, dict) or saved.get("key") != key:
+        return None
+    wanted = set(fresh)
+    out: list[FailureRisk] = []
+    scored: set[str] = set()
+    try:
+        for node, horizon_s, p_fail, reasons in saved["risks"]:
+            scored.add(node)
+            if node in wanted:
+                out.append(
+                    FailureRisk(
+                        node_id=node,
+                        as_of=as_of,
+                        horizon=timedelta(seconds=horizon_s),
+                        p_fail=p_fail,
+                        reasons=tuple(Reason(f, c, t) for f, c, t in reasons),
+                        provenance=provenance,
+                    )
+                )
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not wanted <= scored:
+        return None  # a node fresh now that the saved pass did not score
+    return out
+
+
+def save(path: Path, key: dict[str, Any] | None, risks: Sequence[FailureRisk]) -> None:
+    """Keep one pass's risks under ``key`` (atomically; nothing when ``key`` is None)."""
+    if key is None:
+        path.unlink(missing_ok=True)
+        return
+    body = {
+        "key": key,
+        "risks": [
+            [
+                r.node_id,
+                r.horizon.total_seconds(),
+                r.p_fail,
+                [[x.feature, x.contribution, x.text] for x in r.reasons],
+            ]
+            for r in risks
+        ],
+    }
+    atomic_write_text(path, json.dumps(body, separators=(",", ":")))
+
+
+__all__ = ["FILE", "cache_key", "lookup", "save"]
