@@ -117,10 +117,24 @@ def eval_demand(
 @click.option("--source", "lake_source", default=None, help="Only this lake source.")
 @click.option("--backtest-cutoffs", type=click.IntRange(0), default=3, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--method",
+    type=click.Choice(("auto", "selected", "lightgbm")),
+    default="auto",
+    show_default=True,
+    help="selected: LightGBM, ETS, Theta and seasonal naive weighted per series and "
+    "horizon on windows before the cutoff; lightgbm: LightGBM alone; auto: selected "
+    "when the history holds its windows.",
+)
 @json_option
 @reports
 def train_demand(
-    config_name: str, lake_source: str | None, backtest_cutoffs: int, seed: int, as_json: bool
+    config_name: str,
+    lake_source: str | None,
+    backtest_cutoffs: int,
+    seed: int,
+    method: str,
+    as_json: bool,
 ) -> None:
     """Fit on the lake's demand, backtest, log and register predops.demand.<config>."""
     lightgbm_env()
@@ -136,6 +150,7 @@ def train_demand(
         source=lake_source,
         backtest_cutoffs=backtest_cutoffs,
         seed=seed,
+        method=method,
     )
     emit(out, as_json, lambda o: json.dumps(o, indent=2, default=str))
 

@@ -501,18 +501,39 @@ def train(
     source: str | None = None,
     backtest_cutoffs: int = 3,
     seed: int = 0,
+    method: str = "auto",
 ) -> dict[str, Any]:
     """Fit on the lake's demand, backtest the same configuration (``backtest_cutoffs``
     rolling origins, 0 to skip), log the run and register a new version of
     ``predops.demand.<config>`` (alias ``challenger``; ``champion`` too if it is the
-    first)."""
+    first).
+
+    ``method`` (:data:`TRAIN_METHODS`): ``selected`` registers the combination of the
+    LightGBM and the classical methods weighted per series and horizon bucket on the
+    windows before the cutoff (:class:`SelectedForecaster`, what ``predops eval demand``
+    measures as served); ``lightgbm`` the LightGBM alone; ``auto`` (default) the
+    combination when the history holds its windows (:func:`selection_room`), else the
+    LightGBM (which has its own short-history fallback). The tag ``predops.method``
+    says which, and why."""
     from predops.pipelines.workspace import registry
 
+    if method not in TRAIN_METHODS:
+        raise ValueError(f"method must be one of {', '.join(TRAIN_METHODS)}, got {method!r}")
     data = lake_demand(settings, source=source)
+    room = selection_room(data.demand, config)
+    chosen = ("selected" if room == "run" else "lightgbm") if method == "auto" else method
+    why = "asked" if method != "auto" else ("windows fit" if room == "run" else room)
     t0 = time.perf_counter()
-    est = DemandForecaster(config, random_state=seed).fit(data.demand, calendar=data.calendar)
+    est: Any
+    if chosen == "selected":
+        est = SelectedForecaster(config, random_state=seed).fit(data.demand, calendar=data.calendar)
+        base: DemandForecaster = est.models_["lightgbm"]
+    else:
+        est = base = DemandForecaster(config, random_state=seed).fit(
+            data.demand, calendar=data.calendar
+        )
     fit_s = time.perf_counter() - t0
-    metrics: dict[str, float] = {"fit_seconds": fit_s, "train_rows": float(est.n_train_rows_)}
+    metrics: dict[str, float] = {"fit_seconds": fit_s, "train_rows": float(base.n_train_rows_)}
     backtest = backtest_room(data.demand, config, backtest_cutoffs)
     if backtest_cutoffs and backtest == "run":
         bt = _backtest_metrics(data, lambda: clone(est), config, backtest_cutoffs)
@@ -531,12 +552,13 @@ def train(
         data_cutoff=est.data_cutoff_,
         pip_requirements=PIP_REQUIREMENTS,
         # One series' history as the fit kept it: enough rows for predict to answer.
-        input_example=est.tail_.filter(pl.col(SERIES) == est.tail_[SERIES][0]).to_pandas(),
+        input_example=base.tail_.filter(pl.col(SERIES) == base.tail_[SERIES][0]).to_pandas(),
         extra_tags={
             "predops.config": config.name,
-            "predops.interval": est.interval,
-            "predops.calibration": est.calibration_,
-            "predops.series": str(est.n_series_),
+            "predops.method": f"{chosen} ({why})",
+            "predops.interval": base.interval,
+            "predops.calibration": base.calibration_,
+            "predops.series": str(base.n_series_),
             "predops.lake_source": source or "all",
             "predops.backtest": backtest,
         },
@@ -546,12 +568,26 @@ def train(
         "model": registry.registered_name(name),
         "version": version,
         "config": config.name,
+        "method": chosen,
+        "method_why": why,
         "data_cutoff": est.data_cutoff_.isoformat(),
-        "series": est.n_series_,
+        "series": base.n_series_,
         "rows": data.demand.height,
         "metrics": metrics,
         "backtest": backtest,
     }
+
+
+TRAIN_METHODS = ("auto", "selected", "lightgbm")
+
+
+def selection_room(demand: pl.DataFrame, config: ForecastConfig) -> str:
+    """``"run"`` when ``demand`` holds the combination's validation windows (as many
+    as :class:`SelectedForecaster` places by default, each with ``min_history`` buckets
+    before it and the full horizon after it); else why not."""
+    windows = int(SelectedForecaster().windows)
+    room = backtest_room(demand, config, windows)
+    return room if room == "run" else room.replace("origins need", "selection windows need")
 
 
 def backtest_room(demand: pl.DataFrame, config: ForecastConfig, cutoffs: int) -> str:

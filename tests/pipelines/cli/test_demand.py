@@ -36,6 +36,8 @@ def test_train_forecast_promote(workspace: Path) -> None:
     first = run(workspace, "train", "demand", "--backtest-cutoffs", "1")
     n = first["series"]
     assert first["version"] == "1" and n >= 3
+    # 9 days hold the combination's three validation windows: it is what is served.
+    assert (first["method"], first["method_why"]) == ("selected", "windows fit")
     assert 0 <= first["metrics"]["backtest_coverage"] <= 1
 
     out = run(workspace, "forecast", "demand")
@@ -44,7 +46,7 @@ def test_train_forecast_promote(workspace: Path) -> None:
     f = out["forecasts"][0]
     assert f["provenance"]["model_name"] == "predops.demand.hourly"
     assert f["provenance"]["data_cutoff"] == first["data_cutoff"]
-    assert f["p10"] <= f["p50"] <= f["p90"]
+    assert f["p10"] <= f["p50"] <= f["p90"] and f["method"] == "selected"
     # Each row rebuilds as the contract type (ordered quantiles, UTC times).
     Forecast(
         series_id=f["series_id"],
@@ -58,8 +60,18 @@ def test_train_forecast_promote(workspace: Path) -> None:
     assert first_valid == timedelta(hours=1)
 
     # A second version with another seed: promotion backtests both the same way.
-    second = run(workspace, "train", "demand", "--backtest-cutoffs", "0", "--seed", "11")
-    assert second["version"] == "2"
+    second = run(
+        workspace,
+        "train",
+        "demand",
+        "--backtest-cutoffs",
+        "0",
+        "--seed",
+        "11",
+        "--method",
+        "lightgbm",
+    )
+    assert second["version"] == "2" and second["method"] == "lightgbm"
     decision = run(workspace, "models", "promote", "demand.hourly")
     assert decision["challenger"]["version"] == "2" and decision["champion"]["version"] == "1"
     better = decision["challenger"]["score"] < decision["champion"]["score"]
@@ -68,7 +80,7 @@ def test_train_forecast_promote(workspace: Path) -> None:
     listed = run(workspace, "models", "list")["models"][0]
     tags = listed["versions"][1]["tags"]
     assert tags["promotion.decision"] == ("promoted" if better else "refused")
-    assert tags["predops.config"] == "hourly"
+    assert tags["predops.config"] == "hourly" and tags["predops.method"] == "lightgbm (asked)"
 
 
 def test_forecast_without_a_model_is_a_clear_error(workspace: Path) -> None:
@@ -88,6 +100,8 @@ def test_both_horizons_register_side_by_side(workspace: Path) -> None:
         weekly["backtest"],
     ), weekly["backtest"]
     assert not any(k.startswith("backtest_") for k in weekly["metrics"])
+    # Nor the combination's windows: the LightGBM (and its fallback) is registered.
+    assert weekly["method"] == "lightgbm" and "selection windows need" in weekly["method_why"]
     models = {m["name"]: m for m in run(workspace, "models", "list")["models"]}
     assert {"predops.demand.hourly", "predops.demand.weekly"} <= models.keys()
     assert models["predops.demand.weekly"]["versions"][0]["tags"]["predops.config"] == "weekly"
