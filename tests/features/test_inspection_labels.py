@@ -65,7 +65,8 @@ def labelled(
         inspections=insp,
     ).collect()
     hours = [(t - T0) / timedelta(hours=1) for t in out["ts"].to_list()]
-    return dict(zip(hours, zip(out[LABEL].to_list(), out["usable"].to_list(), strict=True), strict=True))
+    pairs = zip(out[LABEL].to_list(), out["usable"].to_list(), strict=True)
+    return dict(zip(hours, pairs, strict=True))
 
 
 def test_fault_found_is_the_failure_it_prevented_at_the_drain_time() -> None:
@@ -126,9 +127,7 @@ def test_a_failure_before_an_unknown_drain_still_makes_the_window_positive() -> 
 
 
 def test_the_latest_record_at_the_cutoff_decides() -> None:
-    insp = inspections(
-        [("n0", 20, "unknown", None, 20), ("n0", 20, "fault_found", "disk", 27)]
-    )
+    insp = inspections([("n0", 20, "unknown", None, 20), ("n0", 20, "fault_found", "disk", 27)])
     assert labelled(insp, cutoff=at(26))[16][0] is None
     assert labelled(insp, cutoff=CUTOFF)[16][0] == 1
     out = outcomes_as_of(insp, at(26)).collect()
