@@ -170,3 +170,49 @@ def test_each_retrain_learns_only_from_drains_before_its_cutoff(world: World) ->
     assert all(f["scored_rows"] > 0 for f in fits)
     aps = [f["average_precision"] for f in fits if f["scored_positives"]]
     assert all(0.0 <= a <= 1.0 for a in aps)
+
+
+def test_cli_runs_the_predictive_policy_on_the_censoring_labels() -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from predops.pipelines.cli.main import main
+
+    res = CliRunner().invoke(
+        main,
+        ["simulate-ops", "--nodes", "30", "--days", "1", "--warmup-days", "7",
+         "--policy", "predictive", "--labels", "censoring", "--inspection-find-rate", "0.5",
+         "--no-progress", "--json"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["config"]["labels"] == "censoring"
+    assert out["config"]["inspection_find_rate"] == 0.5
+    fits = out["policies"]["predictive"]["failure_model_fits"]
+    assert len(fits) == 1 and "average_precision" in fits[0]
+    assert (
+        sum(out["policies"]["predictive"]["inspections"].values())
+        == (out["policies"]["predictive"]["drains"])
+    )
+
+
+def test_label_modes_share_the_world_and_its_first_retrain(world: World) -> None:
+    from predops.pipelines.whatif.label_modes import label_modes
+    from predops.pipelines.whatif.run import OpsConfig
+
+    small = RiskConfig(retrain_every=timedelta(days=2), params={"n_estimators": 20})
+    small = replace(small, params={**small.params, "early_stopping_rounds": 5})
+    out = label_modes(OpsConfig(world=WORLD, risk=small, sizing_every=6), world=world)
+    modes = out["modes"]
+    assert list(modes) == ["today", "censoring", "oracle"]
+    firsts = {m: f["failure_model_fits"][0] for m, f in modes.items()}
+    # before any drain the three label sources are the same: the same first model
+    assert len({(f["train_positives"], f["average_precision"]) for f in firsts.values()}) == 1
+    for f in modes.values():
+        assert len(f["average_precision_by_retrain"]) == 2
+        assert f["lost_gpu_hours"] >= 0 and f["budget_violations"] == 0
+        assert sum(f["inspections"].values()) == f["drains"]
+    assert out["config"]["world"]["seed"] == WORLD.seed
+    with pytest.raises(ValueError, match="modes must be among"):
+        label_modes(OpsConfig(world=WORLD), ["truth"], world=world)
