@@ -1,4 +1,6 @@
 """Frame schemas: the column contracts every table in the lake keeps.
+Over 500 lines: one contract per lake table, all in one place, so the lake, every
+ingest and the validation read one list.
 
 One place names every table, its columns (snake_case, units in the name), its key
 (what makes a row unique, used for idempotent re-ingest) and its time column (what
