@@ -1,4 +1,6 @@
 """Frame schemas: the column contracts every table in the lake keeps.
+Over 500 lines: one contract per lake table, all in one place, so the lake, every
+ingest and the validation read one list.
 
 One place names every table, its columns (snake_case, units in the name), its key
 (what makes a row unique, used for idempotent re-ingest) and its time column (what
@@ -221,6 +223,36 @@ EVENTS = FrameSchema(
     ),
     key=("node_id", "kind", "at"),
     time_column="at",
+    entity_column="node_id",
+)
+
+INSPECTION_OUTCOMES = frozenset({"fault_found", "no_fault_found", "unknown"})
+INSPECTION_ACTIONS = frozenset({"drain", "cordon"})
+
+INSPECTIONS = FrameSchema(
+    name="inspections",
+    doc="What the inspection of one node predops drained or cordoned found, as recorded "
+    "at one time: ``predops apply`` records ``unknown`` when it drains or cordons, "
+    "``predops inspect`` (or a repair-ticket export ingested as this table) the outcome. "
+    "The latest record at or before a label cutoff is the drain's outcome then "
+    "(:mod:`features.inspections`).",
+    columns=(
+        Column("node_id", pl.String()),
+        Column("drained_at", UTC_TS, doc="when predops drained or cordoned the node"),
+        Column("action", pl.String(), allowed=INSPECTION_ACTIONS),
+        Column("outcome", pl.String(), allowed=INSPECTION_OUTCOMES),
+        Column(
+            "cause",
+            pl.String(),
+            nullable=True,
+            allowed=FAILURE_CAUSES,
+            doc="the fault found (fault_found; null: unknown cause)",
+        ),
+        Column("recorded_at", UTC_TS, doc="when this outcome was recorded"),
+        Column("detail", pl.String(), nullable=True, doc="ticket id, what was done"),
+    ),
+    key=("node_id", "drained_at", "recorded_at"),
+    time_column="drained_at",
     entity_column="node_id",
 )
 
@@ -455,6 +487,7 @@ SCHEMAS: dict[str, FrameSchema] = {
         NODE_ADDRESSES,
         TELEMETRY,
         EVENTS,
+        INSPECTIONS,
         PODS,
         DEMAND,
         CALENDAR,

@@ -7,7 +7,11 @@
   the labels on a simulated fleet against its true failures, per rule and overall
   (:mod:`predops.pipelines.jobs.label_evaluation`).
 
-``predops.pipelines.cli.main`` registers both.
+- ``predops inspect NODE [--outcome O --cause C --drained-at TS]``: record what the
+  inspection of a drained node found, or list its records
+  (:mod:`predops.pipelines.jobs.inspections`).
+
+``predops.pipelines.cli.main`` registers them.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any, TypeVar
 
 import click
 
+from predops.core.schemas import FAILURE_CAUSES, INSPECTION_OUTCOMES
 from predops.features.label_rules import LabelRules
 from predops.pipelines.cli.support import (
     current_settings,
@@ -169,3 +174,70 @@ def eval_labels(
         cfg, rules=_rules(kw), tolerance=parse_duration(tolerance), variants=not no_variants
     )
     emit(report, as_json, _human_eval)
+
+
+def _human_inspect(r: dict[str, Any]) -> str:
+    if "records" in r:
+        lines = [f"{r['node_id']}: {len(r['records'])} inspection record(s)"]
+        for x in r["records"]:
+            lines.append(
+                f"  {x['action']:<7} {x['drained_at']}  {x['outcome']:<15} "
+                f"{x['cause'] or '':<10} recorded {x['recorded_at']} ({x['source']})"
+            )
+        return "\n".join(lines)
+    return (
+        f"{r['node_id']}: {r['action']} at {r['drained_at']} -> {r['outcome']}"
+        f"{' (' + r['cause'] + ')' if r['cause'] else ''}, recorded {r['recorded_at']}"
+    )
+
+
+@click.command("inspect")
+@click.argument("node")
+@click.option("--outcome", type=click.Choice(sorted(INSPECTION_OUTCOMES)), default=None,
+              help="What the inspection found. Without it: list the node's records.")  # fmt: skip
+@click.option("--cause", type=click.Choice(sorted(FAILURE_CAUSES)), default=None,
+              help="The fault found (with --outcome fault_found).")  # fmt: skip
+@click.option("--drained-at", default=None,
+              help="The drain inspected (ISO-8601). Default: the node's latest one.")  # fmt: skip
+@click.option("--detail", default=None, help="Ticket id, what was done.")
+@click.option("--at", default=None, help="Record as of this time (ISO-8601). Default: now.")
+@json_option
+@reports
+def inspect_command(
+    node: str,
+    outcome: str | None,
+    cause: str | None,
+    drained_at: str | None,
+    detail: str | None,
+    at: str | None,
+    as_json: bool,
+) -> None:
+    """Record what the inspection of NODE's drain or cordon found (the lake's
+    ``inspections``, which failure labels read), or list NODE's records."""
+    from predops.core.clock import FixedClock
+    from predops.pipelines.jobs.inspections import node_records, record_outcome
+    from predops.pipelines.workspace.clock import SystemClock
+    from predops.pipelines.workspace.lake import Lake
+
+    lake = Lake(current_settings().lake_dir)
+    if outcome is None:
+        if cause or drained_at or detail:
+            raise click.UsageError("--cause, --drained-at and --detail go with --outcome")
+        rows = node_records(lake, node)
+        records = [
+            {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in r.items()}
+            for r in rows.iter_rows(named=True)
+        ]
+        emit({"node_id": node, "records": records}, as_json, _human_inspect)
+        return
+    clock: Any = FixedClock(parse_time(at)) if at else SystemClock()
+    report = record_outcome(
+        lake,
+        node,
+        outcome,
+        clock=clock,
+        cause=cause,
+        detail=detail,
+        drained_at=parse_time(drained_at) if drained_at else None,
+    )
+    emit(report, as_json, _human_inspect)

@@ -447,6 +447,7 @@ main.add_command(schedule_group)
 main.add_command(serve_command)
 main.add_command(simulate_ops_command)
 main.add_command(labels.label_command)
+main.add_command(labels.inspect_command)
 main.add_command(bootstrap_command)
 # eval / train / forecast / score are shared by every model: each model's command is
 # added to its verb here, explicitly.

@@ -62,6 +62,30 @@ SIZING_EVERY_H = 1
     help="The node autoscaler's provisioning delay (predictive-placeholders / -autoscaler).",
 )
 @click.option(
+    "--labels",
+    type=click.Choice(["today", "censoring", "oracle"]),
+    default="oracle",
+    show_default=True,
+    help="What the predictive policy's weekly retrains learn from: today = a real "
+    "cluster's failure records (a failure a drain averted leaves none); censoring = those "
+    "and the drains' inspections (a fault found is the failure it prevented, an unknown "
+    "outcome censors); oracle = the world's true failures, averted ones included.",
+)
+@click.option(
+    "--inspection-find-rate",
+    type=click.FloatRange(0, 1),
+    default=0.7,
+    show_default=True,
+    help="Chance that the inspection of a drain that averted a failure finds the fault.",
+)
+@click.option(
+    "--inspection-unknown-rate",
+    type=click.FloatRange(0, 1),
+    default=0.2,
+    show_default=True,
+    help="Chance that an inspection closes with no outcome recorded (censored).",
+)
+@click.option(
     "--seeds",
     default=None,
     help="Comma-separated seeds, e.g. 7,11,13: one world each (instead of --seed); "
@@ -93,6 +117,9 @@ def simulate_ops_command(
     sizing_every: int,
     soft_taint_p: float | None,
     autoscaler_lead: str,
+    labels: str,
+    inspection_find_rate: float,
+    inspection_unknown_rate: float,
     seeds: str | None,
     jobs: int,
     engine: str,
@@ -118,6 +145,9 @@ def simulate_ops_command(
         sizing_every=sizing_every,
         soft_taint_p=soft_taint_p,
         autoscaler_lead=parse_duration(autoscaler_lead),
+        labels=labels,
+        inspection_find_rate=inspection_find_rate,
+        inspection_unknown_rate=inspection_unknown_rate,
     )
     chosen = parse_seeds(seeds) if seeds else [seed]
     runs = simulate_seeds(

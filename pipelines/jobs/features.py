@@ -23,6 +23,7 @@ from predops.features.frames import (
 from predops.features.labels import add_failure_labels, label_name
 from predops.features.node import floor_to_bucket
 from predops.features.sampling import NegativeSampling, apply_negative_sampling
+from predops.pipelines.jobs.inspections import training_inspections
 from predops.pipelines.jobs.labels import label_source, training_events
 from predops.pipelines.jobs.lake_inputs import LakeInputs, local_part, node_ids
 from predops.pipelines.jobs.node_frame import GRID_CELLS, build_node_training, frame_report
@@ -296,7 +297,13 @@ def _node_training_in_memory(
     events = training_events(lake)
     labels = [label_name(h) for h in horizons]
     training = apply_negative_sampling(
-        add_failure_labels(feats.lazy(), events, horizons=horizons, label_cutoff=as_of).collect(),
+        add_failure_labels(
+            feats.lazy(),
+            events,
+            horizons=horizons,
+            label_cutoff=as_of,
+            inspections=training_inspections(lake),
+        ).collect(),
         sampling,
         label_columns=labels,
     )

@@ -39,6 +39,7 @@ from predops.features.frames import finish_node_features
 from predops.features.labels import add_failure_labels, label_name
 from predops.features.node import peer_medians
 from predops.features.sampling import NegativeSampling, apply_negative_sampling
+from predops.pipelines.jobs.inspections import training_inspections
 from predops.pipelines.jobs.labels import training_events
 from predops.pipelines.jobs.lake_inputs import local_part, node_ids
 from predops.pipelines.workspace.feature_store import FeatureStore
@@ -123,6 +124,7 @@ def build_node_training(
         ids, first=first, cutoff=as_of, bucket=spec.bucket, grid_cells=grid_cells
     )
     events = training_events(lake)
+    inspections = training_inspections(lake)
     labels = [label_name(h) for h in horizons]
     store.root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".node-frame-", dir=store.root))
@@ -154,9 +156,10 @@ def build_node_training(
         for path in spills:
             feats = finish_node_features(pl.scan_parquet(path), spec, medians)
             chunk_ids = feats.select("node_id").unique().collect()["node_id"]
-            ev = events.filter(pl.col("node_id").is_in(chunk_ids.implode()))
+            mine = pl.col("node_id").is_in(chunk_ids.implode())
+            insp = None if inspections is None else inspections.filter(mine)
             labelled = add_failure_labels(
-                feats, ev, horizons=horizons, label_cutoff=as_of
+                feats, events.filter(mine), horizons=horizons, label_cutoff=as_of, inspections=insp
             ).collect()
             kept = apply_negative_sampling(labelled, sampling, label_columns=labels)
             out = path.with_name(path.name.replace("local-", "part-"))

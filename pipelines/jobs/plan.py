@@ -67,6 +67,7 @@ from predops.pipelines.actuators.apply import (
 from predops.pipelines.actuators.purchase import PurchaseRequestWriter
 from predops.pipelines.jobs import demand as demand_jobs
 from predops.pipelines.jobs import failure as failure_jobs
+from predops.pipelines.jobs.inspections import record_applied
 from predops.pipelines.workspace.approvals import check_approval
 from predops.pipelines.workspace.audit import AuditLog
 from predops.pipelines.workspace.errors import FeatureStoreError, RegistryError
@@ -353,6 +354,10 @@ def apply_in_workspace(
     except ActionFailed as exc:  # the cluster could not even be listed
         raise OSError(f"apply {plan.plan_id}: {exc.reason}") from exc
     out = report.to_dict()
+    if execute:  # each drain and cordon run awaits its inspection's outcome
+        out["inspections"] = record_applied(
+            Lake(settings.lake_dir), out["actions"], clock.now(), clock
+        )
     if signals is not None:
         out["node_signals"] = signals.publish(plan, report, risks, clock.now(), execute=execute)
         _audit_published(audit, plan, out["node_signals"], clock)

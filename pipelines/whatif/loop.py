@@ -32,7 +32,12 @@ Each tick ``T`` (one hour):
    inspected: when it would have failed within the risk horizon the fault is found
    and repaired from the drain on (that failure never happens); otherwise the drain
    was needless and the node is back after the inspection window, once the engine
-   uncordons it.
+   uncordons it. Each drain leaves inspection records (:meth:`Loop.label_source`):
+   ``unknown`` at the drain, as ``predops apply`` records it; then, unless the
+   inspection closes without a verdict (``inspection_unknown_rate``), ``fault_found``
+   (an averted failure whose fault the inspection finds, ``inspection_find_rate``) or
+   ``no_fault_found`` when the node is back. What the next retrain learns from them is
+   the ``labels`` mode (:data:`LABEL_MODES`).
 
 Only risks that could pass the engine's cost threshold are handed to it
 (:func:`drain_floor`: below it a node is *always* skipped as below threshold, so the
@@ -49,6 +54,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 import numpy as np
+import polars as pl
 
 from predops.allocator.topology import Topology
 from predops.core.actions import Action, Buy, Drain, LendNodes, ResizePool, Uncordon
@@ -56,7 +62,8 @@ from predops.core.clock import FixedClock
 from predops.core.contracts import FailureRisk, Forecast, Provenance
 from predops.pipelines.whatif.autoscaler import NodeAutoscaler
 from predops.pipelines.whatif.cluster import OWNER_MAINTENANCE, OWNER_REPAIR, Cluster
-from predops.pipelines.whatif.risk import RiskTable
+from predops.pipelines.whatif.labels import LABEL_MODES, LabelBook
+from predops.pipelines.whatif.risk import Retrainer, RiskConfig, RiskTable
 from predops.pipelines.whatif.scaler import PoolScaler
 from predops.pipelines.whatif.tally import BudgetAuditor, Tally, unreplaced
 from predops.pipelines.whatif.world import HOUR_S, World
@@ -100,8 +107,25 @@ class LoopConfig:
     seed: int = 0
     pool_actuation: str = "ideal"
     autoscaler_lead: timedelta = timedelta(minutes=10)
+    labels: str = "oracle"
+    """What the retrains learn from (:data:`LABEL_MODES`)."""
+    inspection_find_rate: float = 0.7
+    """Chance that the inspection of a drain that averted a failure finds the fault.
+    An assumption, not a measurement: a fault that made a node fail within a day is
+    usually reproducible (a GPU off the bus, a DBE, a failed disk), but some are
+    intermittent and pass a burn-in; 0.7 says about one in three is not confirmed."""
+    inspection_unknown_rate: float = 0.2
+    """Chance that an inspection closes with no verdict recorded (a ticket closed
+    without an outcome, a node reimaged and returned): its drain stays ``unknown``. An
+    assumption too: one ticket in five."""
 
     def __post_init__(self) -> None:
+        if self.labels not in LABEL_MODES:
+            raise ValueError(f"labels must be one of {LABEL_MODES}, got {self.labels!r}")
+        for name in ("inspection_find_rate", "inspection_unknown_rate"):
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {v}")
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
         if self.pool_actuation not in POOL_ACTUATIONS or (
@@ -186,6 +210,10 @@ class Loop:
         self._fail_tick = np.ceil(f.at / HOUR_S).astype(np.int64) - 1
         self.soft_tainted_node_hours = 0
         """Node-hours in service with a soft taint (``LoopConfig.soft_taint_p``)."""
+        self.inspections: list[tuple[int, float, str, str | None, float]] = []
+        """(node row, drained s, outcome, cause, recorded s) records of the drains."""
+        self._inspect_rng = np.random.default_rng([cfg.seed, 24])
+        self.labels = LabelBook(world, cfg.labels)
 
     # ------------------------------------------------------------------ run
     def run(self, on_tick: Callable[[int], object] | None = None) -> Tally:
@@ -375,6 +403,29 @@ class Loop:
             self.charged_until[row] = at
             self.unreplaced_h[row] = 0.0
             c.down_until[row] = at + self.pcfg.disruption.costs.inspection_window.total_seconds()
+        self._inspect(row, at, int(ahead[0]) if ahead.size else None)
+
+    def _inspect(self, row: int, at: float, averted: int | None) -> None:
+        """The inspection records of a drain at ``at`` (module docstring, step 5)."""
+        self.inspections.append((row, at, "unknown", None, at))
+        unknown, found = self._inspect_rng.random(2)
+        back = float(self.cluster.down_until[row])
+        if unknown < self.cfg.inspection_unknown_rate:
+            self.tally.inspections["unknown"] += 1
+        elif averted is not None and found < self.cfg.inspection_find_rate:
+            self.inspections.append(
+                (row, at, "fault_found", self.world.failures.cause[averted], back)
+            )
+            self.tally.inspections["fault_found"] += 1
+        else:
+            self.inspections.append((row, at, "no_fault_found", None, back))
+            self.tally.inspections["no_fault_found"] += 1
+
+    # ------------------------------------------------------------------ labels
+    def label_source(self, cutoff: datetime) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+        """The events and inspections a retrain at ``cutoff`` learns from, by the
+        ``labels`` mode (:class:`~pipelines.whatif.labels.LabelBook`)."""
+        return self.labels.at(cutoff, self.averted, self.inspections)
 
     def _p(self, k: int) -> np.ndarray:
         """p_fail per node row at tick ``k``: the model's, or for the oracle the truth
@@ -585,6 +636,22 @@ class Loop:
         span = (t + HOUR_S - self.charged_until[out]) / HOUR_S
         self.unreplaced_h[out] += np.where(bit, self.value[out] * span, 0.0)
         self.charged_until[out] = t + HOUR_S
+
+
+def retrained_loop(
+    world: World,
+    cfg: LoopConfig,
+    risk: RiskConfig,
+    forecasts: Callable[[datetime], list[Forecast]],
+    frame: pl.DataFrame | None = None,
+) -> Loop:
+    """A loop whose failure model is retrained as it goes (:class:`Retrainer`), each
+    fit on the labels of ``cfg.labels`` as the loop's drains left them before its
+    cutoff; ``frame``: the world's node features, when already computed."""
+    retrainer = Retrainer(world, risk, frame=frame)
+    loop = Loop(world, cfg, retrainer.table, forecasts)
+    retrainer.labels = loop.label_source
+    return loop
 
 
 def _opt(loop: Loop, seconds: float) -> datetime | None:

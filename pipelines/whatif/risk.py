@@ -22,6 +22,7 @@ the horizon, else 0.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -36,8 +37,9 @@ from predops.features.definitions import (
     node_feature_set,
 )
 from predops.features.frames import finish_node_features, node_local_features
-from predops.features.labels import add_failure_labels
+from predops.features.labels import add_failure_labels, label_name
 from predops.models.failure.config import MODEL_PARAMS, PRIMARY_HORIZON, node_model_defs
+from predops.models.failure.metrics import pr_auc
 from predops.models.failure.model import FailureModel, train_failure_model
 from predops.pipelines.whatif.world import HOUR_S, World
 
@@ -71,17 +73,26 @@ class RiskConfig:
 @dataclass
 class RiskTable:
     """p_fail per node row (columns) and tick (rows) over the evaluated ticks, with the
-    model version and training cutoff valid at each tick."""
+    model version and training cutoff valid at each tick. With ``fill`` (a
+    :class:`Retrainer`'s), a tick's block is fitted when first read."""
 
     first_tick: int
     p: np.ndarray
     version: np.ndarray
     cutoffs: list[datetime]
     fits: list[dict[str, Any]]
+    fill: Callable[[int], None] | None = field(default=None, repr=False, compare=False)
 
     def at(self, tick: int) -> np.ndarray:
+        if self.fill is not None:
+            self.fill(tick)
         out: np.ndarray = self.p[tick - self.first_tick]
         return out
+
+
+LabelSource = Callable[[datetime], tuple[pl.DataFrame, pl.DataFrame | None]]
+"""What a retrain at a cutoff learns from: the events (failures and repairs among them)
+and the inspections of predops' drains (None: no inspections table)."""
 
 
 def model_defs(spec: NodeFeatureSpec = HOURLY_SPEC) -> list[FeatureDef]:
@@ -136,14 +147,24 @@ def training_rows(frame: pl.DataFrame, cutoff: datetime, cfg: RiskConfig) -> pl.
     return frame.filter(keep)
 
 
-def fit_at(
-    frame: pl.DataFrame, events: pl.DataFrame, cutoff: datetime, cfg: RiskConfig
-) -> FailureModel:
-    """A failure model fitted on what was known at ``cutoff``."""
-    rows = training_rows(frame, cutoff, cfg)
-    labelled = add_failure_labels(
-        rows.lazy(), events.lazy(), horizons=(cfg.horizon,), label_cutoff=cutoff
+def labelled_rows(
+    frame: pl.DataFrame,
+    events: pl.DataFrame,
+    cutoff: datetime,
+    cfg: RiskConfig,
+    inspections: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """The training rows of a fit at ``cutoff`` with their labels as known then."""
+    return add_failure_labels(
+        training_rows(frame, cutoff, cfg).lazy(),
+        events.lazy(),
+        horizons=(cfg.horizon,),
+        label_cutoff=cutoff,
+        inspections=None if inspections is None else inspections.lazy(),
     ).collect()
+
+
+def _fit(labelled: pl.DataFrame, cutoff: datetime, cfg: RiskConfig) -> FailureModel:
     return train_failure_model(
         labelled,
         feature_defs=model_defs(),
@@ -155,46 +176,126 @@ def fit_at(
     )
 
 
-def predicted_risk(world: World, cfg: RiskConfig) -> RiskTable:
-    """Retrain every ``retrain_every`` on the past only and score every tick."""
-    wc = world.cfg
-    frame = node_frame(world)
-    events = world.sim.events()
-    ids = world.node_ids
-    col = {n: i for i, n in enumerate(ids)}
-    n_ticks = wc.last_tick - wc.first_tick
-    p = np.zeros((n_ticks, len(ids)))
-    have = np.zeros((n_ticks, len(ids)), dtype=bool)
-    version = np.zeros(n_ticks, dtype=np.int64)
-    cutoffs: list[datetime] = []
-    fits: list[dict[str, Any]] = []
-    every = int(cfg.retrain_every.total_seconds() // HOUR_S)
-    for k, t0 in enumerate(range(wc.first_tick, wc.last_tick, every)):
-        t1 = min(t0 + every, wc.last_tick)
+def fit_at(
+    frame: pl.DataFrame,
+    events: pl.DataFrame,
+    cutoff: datetime,
+    cfg: RiskConfig,
+    inspections: pl.DataFrame | None = None,
+) -> FailureModel:
+    """A failure model fitted on what was known at ``cutoff``."""
+    return _fit(labelled_rows(frame, events, cutoff, cfg, inspections), cutoff, cfg)
+
+
+class Retrainer:
+    """The failure model retrained every ``retrain_every``, block by block: the block
+    of ticks from a cutoff to the next is fitted (on ``labels(cutoff)``) and scored when
+    the loop first reads one of its ticks (``table.fill``), so a retrain learns from
+    what the loop did before its cutoff. Each fit's average precision is measured on
+    the rows it scores against the world's true failures (averted ones included: the
+    next-24 h failures the world holds, whatever the labels said), the same rows for
+    every label source."""
+
+    def __init__(
+        self,
+        world: World,
+        cfg: RiskConfig,
+        *,
+        frame: pl.DataFrame | None = None,
+        labels: LabelSource | None = None,
+    ) -> None:
+        self.world = world
+        self.cfg = cfg
+        self.frame = node_frame(world) if frame is None else frame
+        self.truth_events = world.sim.events()
+        self.labels: LabelSource = labels or (lambda _cutoff: (self.truth_events, None))
+        wc = world.cfg
+        self.ids = world.node_ids
+        self.col = {n: i for i, n in enumerate(self.ids)}
+        n_ticks = wc.last_tick - wc.first_tick
+        self.every = int(cfg.retrain_every.total_seconds() // HOUR_S)
+        self.blocks = list(range(wc.first_tick, wc.last_tick, self.every))
+        self.table = RiskTable(
+            wc.first_tick,
+            np.full((n_ticks, len(self.ids)), np.nan),
+            np.zeros(n_ticks, dtype=np.int64),
+            [],
+            [],
+            fill=self.ensure,
+        )
+        self._done = 0
+
+    def ensure(self, tick: int) -> None:
+        """Fit every block up to the one holding ``tick``."""
+        want = (tick - self.world.cfg.first_tick) // self.every
+        while self._done <= min(want, len(self.blocks) - 1):
+            self._fit_block(self._done)
+            self._done += 1
+
+    def complete(self) -> RiskTable:
+        """Every block fitted; the table, no longer filled lazily."""
+        self.ensure(self.world.cfg.last_tick - 1)
+        self.table.fill = None
+        return self.table
+
+    def _fit_block(self, k: int) -> None:
+        wc, cfg, table = self.world.cfg, self.cfg, self.table
+        t0 = self.blocks[k]
+        t1 = min(t0 + self.every, wc.last_tick)
         cutoff = wc.at(t0)
+        events, inspections = self.labels(cutoff)
         started = time.perf_counter()
-        model = fit_at(frame, events, cutoff, cfg)
+        labelled = labelled_rows(self.frame, events, cutoff, cfg, inspections)
+        model = _fit(labelled, cutoff, cfg)
         fit_s = time.perf_counter() - started
-        rows = frame.filter((pl.col("ts") >= cutoff) & (pl.col("ts") < wc.at(t1)))
+        rows = self.frame.filter((pl.col("ts") >= cutoff) & (pl.col("ts") < wc.at(t1)))
         prob = model.predict_proba(rows)[:, 0]
         tick = (
             (rows["ts"].dt.epoch("us").to_numpy() - wc.start.timestamp() * 1e6) / (HOUR_S * 1e6)
         ).astype(np.int64) - wc.first_tick
-        node = np.array([col[n] for n in rows["node_id"].to_list()], dtype=np.int64)
-        p[tick, node] = prob
-        have[tick, node] = True
-        version[t0 - wc.first_tick : t1 - wc.first_tick] = k + 1
-        cutoffs.append(cutoff)
-        fits.append(
+        node = np.array([self.col[n] for n in rows["node_id"].to_list()], dtype=np.int64)
+        # A node without a feature row at a tick (telemetry gap, node down) has no risk.
+        table.p[tick, node] = prob
+        table.version[t0 - wc.first_tick : t1 - wc.first_tick] = k + 1
+        table.cutoffs.append(cutoff)
+        name = label_name(cfg.horizon)
+        y = labelled.filter(pl.col("usable"))[name]
+        table.fits.append(
             {
                 "cutoff": cutoff.isoformat(),
                 "fit_seconds": round(fit_s, 2),
                 "best_iteration": next(iter(model.classifiers.values())).best_iteration_,
+                "train_rows_labelled": int(y.is_not_null().sum()),
+                "train_positives": int((y == 1).sum()),
+                **self._scored(rows.select("node_id", "ts"), prob),
             }
         )
-    # A node without a feature row at a tick (telemetry gap, node down) has no risk.
-    p[~have] = np.nan
-    return RiskTable(wc.first_tick, p, version, cutoffs, fits)
+
+    def _scored(self, rows: pl.DataFrame, prob: np.ndarray) -> dict[str, Any]:
+        """Average precision of ``prob`` on ``rows`` against the world's true failures
+        within the horizon (rows whose horizon passes the world's end, or whose node
+        is down, left out)."""
+        name = label_name(self.cfg.horizon)
+        truth = add_failure_labels(
+            rows.with_columns(pl.Series("__p", prob)).lazy(),
+            self.truth_events.lazy(),
+            horizons=(self.cfg.horizon,),
+            label_cutoff=self.world.cfg.at(self.world.cfg.last_tick),
+        ).collect()
+        judged = truth.filter(pl.col("usable") & pl.col(name).is_not_null())
+        positives = int(judged[name].sum()) if judged.height else 0
+        ap = pr_auc(judged[name].to_numpy(), judged["__p"].to_numpy()) if positives else None
+        return {
+            "scored_rows": judged.height,
+            "scored_positives": positives,
+            "average_precision": None if ap is None else round(ap, 4),
+        }
+
+
+def predicted_risk(world: World, cfg: RiskConfig) -> RiskTable:
+    """Retrain every ``retrain_every`` on the past only (the world's true failures:
+    the oracle labels) and score every tick."""
+    return Retrainer(world, cfg).complete()
 
 
 def next_failure_within(world: World, tick: int, horizon: timedelta) -> np.ndarray:

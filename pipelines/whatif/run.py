@@ -1,4 +1,6 @@
 """Run the what-if: one world, the chosen policies on it, figures side by side.
+Over 500 lines: the one entry point of every policy, sizing variant and label mode on a
+world, with the comparisons and the pooling of their figures beside the figures they read.
 
 :func:`simulate_ops` builds the world once (same seed: same fleet, failures, workload
 and telemetry for every policy), prepares what each policy reads (the retrained
@@ -25,7 +27,7 @@ from datetime import timedelta
 from typing import Any
 
 from predops.pipelines.whatif.forecasts import ModelForecasts, TrueForecasts, loop_demand
-from predops.pipelines.whatif.loop import POLICIES, Loop, LoopConfig
+from predops.pipelines.whatif.loop import POLICIES, Loop, LoopConfig, retrained_loop
 from predops.pipelines.whatif.risk import RiskConfig, RiskTable, oracle_risk, predicted_risk
 from predops.pipelines.whatif.world import World, WorldConfig, build_world
 from predops.policy.config import CostModel, DisruptionConfig, PolicyConfig, SizingConfig
@@ -88,6 +90,9 @@ class OpsConfig:
     """Soft-taint nodes at or above this p_fail (predictive / oracle); None: off."""
     autoscaler_lead: timedelta = timedelta(minutes=10)
     """The node autoscaler's provisioning delay (the :data:`SIZING_VARIANTS`)."""
+    labels: str = "oracle"  # what the retrains learn from: LoopConfig.labels
+    inspection_find_rate: float = 0.7  # LoopConfig.inspection_find_rate
+    inspection_unknown_rate: float = 0.2  # LoopConfig.inspection_unknown_rate
 
     def __post_init__(self) -> None:
         bad = [p for p in self.policies if p not in RUNNABLE]
@@ -117,6 +122,9 @@ class OpsConfig:
             "demand_retrain_every_days": self.demand_retrain_every / timedelta(days=1),
             "soft_taint_p": self.soft_taint_p,
             "autoscaler_lead_h": self.autoscaler_lead / timedelta(hours=1),
+            "labels": self.labels,
+            "inspection_find_rate": self.inspection_find_rate,
+            "inspection_unknown_rate": self.inspection_unknown_rate,
             "cost_model": {
                 "capacity_value": SIM_COSTS.capacity_value,
                 "inspection_window_h": SIM_COSTS.inspection_window / timedelta(hours=1),
@@ -163,6 +171,9 @@ def _loop_config(cfg: OpsConfig, policy: str) -> LoopConfig:
         reactive_headroom=cfg.reactive_headroom,
         soft_taint_p=cfg.soft_taint_p,
         seed=cfg.world.seed,
+        labels=cfg.labels,
+        inspection_find_rate=cfg.inspection_find_rate,
+        inspection_unknown_rate=cfg.inspection_unknown_rate,
     )
 
 
@@ -215,14 +226,21 @@ def run_policy(
     the same table), so the sizing variants fit it once."""
     sim = world.sim
     if policy == "predictive" or policy in SIZING_VARIANTS:
-        risks = {} if risks is None else risks
-        if "predictive" not in risks:
-            with watch("failure_model"):
-                risks["predictive"] = predicted_risk(world, cfg.risk)
-        risk = risks["predictive"]
         demand = ModelForecasts(loop_demand(world), sim.calendar(), cfg.demand_retrain_every)
+        lcfg = _loop_config(cfg, policy)
+        if cfg.labels != "oracle":  # retrained as the loop goes, on its own labels
+            with watch("failure_features"):
+                loop = retrained_loop(world, lcfg, cfg.risk, demand.at)
+        else:
+            risks = {} if risks is None else risks
+            if "predictive" not in risks:
+                with watch("failure_model"):
+                    risks["predictive"] = predicted_risk(world, cfg.risk)
+            loop = Loop(world, lcfg, risks["predictive"], demand.at)
+        risk = loop.risk
+        assert risk is not None  # a predictive loop always has one
         with watch(f"loop_{policy}"):
-            out = _figures(Loop(world, _loop_config(cfg, policy), risk, demand.at), cfg, progress)
+            out = _figures(loop, cfg, progress)
         out["failure_model_fits"] = risk.fits
         out["demand_model_fits"] = demand.fits
         return out

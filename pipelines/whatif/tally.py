@@ -74,6 +74,8 @@ class Tally:
     missed: Counter[str] = field(default_factory=Counter)
     """Why failures on busy nodes were not drained in time (engine skip reason of the
     node's last plan before the failure, or 'no_plan_in_time')."""
+    inspections: Counter[str] = field(default_factory=Counter)
+    """Drains by their inspection's final outcome (fault_found, no_fault_found, unknown)."""
 
     def to_dict(self) -> dict[str, Any]:
         r = 4
@@ -125,6 +127,7 @@ class Tally:
             "revalidation_drops": dict(sorted(self.revalidation_drops.items())),
             "alerts": self.alerts,
             "missed_failures_by_reason": dict(sorted(self.missed.items())),
+            "inspections": dict(sorted(self.inspections.items())),
         }
 
 

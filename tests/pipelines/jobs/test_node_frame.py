@@ -160,3 +160,48 @@ def test_training_from_a_sampled_frame_states_its_rate(
     assert 0 < sampled["training_rows"] < full["training_rows"]
     # The backtest window is kept whole: both models are judged on the same rows.
     assert sampled["metrics"]["positives_24h"] == full["metrics"]["positives_24h"] > 0
+
+
+def test_the_partitioned_frame_honours_the_inspections_of_drains(
+    lake: tuple[Lake, datetime], tmp_path: Path
+) -> None:
+    """A found fault is the failure it prevented, an unknown outcome censors the rows
+    whose window holds the drain, partition by partition as in the frame built whole,
+    under the negative-sampling rule."""
+    import shutil
+
+    from predops.pipelines.jobs.inspections import record_applied, record_outcome
+
+    src, end = lake
+    lk = Lake(tmp_path / "lake")
+    shutil.copytree(src.root, lk.root)
+    base, _ = _build(lk, tmp_path / "base", end, negative_rate=1.0, grid_cells=CELLS)
+    nodes = sorted(base["node_id"].unique().to_list())
+    found, unknown = nodes[3], nodes[40]  # two partitions apart
+    drained = START + timedelta(days=5, hours=1)
+    clock = FixedClock(drained)
+    ran = [{"kind": "drain", "target": n, "outcome": "done"} for n in (found, unknown)]
+    assert record_applied(lk, ran, drained, clock)["rows_written"] == 2
+    record_outcome(
+        lk, found, "fault_found", cause="gpu_xid", clock=FixedClock(drained + timedelta(hours=3))
+    )
+    whole, _ = _build(lk, tmp_path / "a", end, negative_rate=1.0, partitioned=False)
+    parts, rep = _build(lk, tmp_path / "b", end, negative_rate=0.3, grid_cells=CELLS)
+    assert rep["nodes"]["partitioning"]["partitions"] >= 2
+    label = label_name(timedelta(hours=6))
+    window = (pl.col("ts") < drained) & (pl.col("ts") >= drained - timedelta(hours=6))
+
+    def rows(frame: pl.DataFrame, node: str) -> pl.DataFrame:
+        return frame.filter((pl.col("node_id") == node) & window).sort("ts")
+
+    assert rows(whole, found).height > 0
+    assert (rows(whole, found)[label] == 1).all()
+    assert rows(whole, unknown)[label].is_null().all()
+    assert (rows(base, unknown)[label] == 0).all()  # what the labels said without it
+    # the sampled partitions keep the positives, and every kept row is the whole frame's
+    assert_frame_equal(_key(rows(parts, found)), _key(rows(whole, found)), check_column_order=False)
+    keyed = parts.join(whole, on=["node_id", "ts"], how="left", suffix="_whole")
+    assert keyed[label].equals(keyed[f"{label}_whole"], null_equal=True)
+    # the rest of the fleet is labelled as before
+    rest = pl.col("node_id").is_in([found, unknown]).not_()
+    assert_frame_equal(_key(whole.filter(rest)), _key(base.filter(rest)))

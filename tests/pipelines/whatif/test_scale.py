@@ -25,13 +25,19 @@ SMALL = OpsConfig(
 
 
 def _figures(out: dict[str, Any]) -> dict[str, Any]:
-    """World and policy figures as JSON values, without the fits' timings."""
+    """World and policy figures as JSON values, without the fits' timings and without
+    the figures added after the pin (the inspections of the drains, the fits' label
+    counts and average precision), which change nothing the pin holds."""
     got: dict[str, Any] = json.loads(
         json.dumps({"world": out["world"], "policies": out["policies"]}, default=str)
     )
+    later = ("train_rows_labelled", "train_positives", "scored_rows", "scored_positives")
     for f in got["policies"].values():
+        f.pop("inspections", None)
         for fit in f.get("failure_model_fits", []):
             fit.pop("fit_seconds")
+            for k in (*later, "average_precision"):
+                fit.pop(k, None)
     return got
 
 
