@@ -66,9 +66,11 @@ every node kept (no resizing at all). ``predictive`` itself is the ideal resize.
 RUNNABLE = (*POLICIES, *SIZING_VARIANTS)
 
 
-def sim_policy_config() -> PolicyConfig:
+def sim_policy_config(pacing: str = "slow_start") -> PolicyConfig:
+    """The engine's configuration in the simulator, with drains paced by ``pacing``
+    (``DisruptionConfig.pacing``)."""
     return PolicyConfig(
-        disruption=DisruptionConfig(costs=SIM_COSTS),
+        disruption=DisruptionConfig(costs=SIM_COSTS, pacing=pacing),
         sizing=SizingConfig(costs=SIM_COSTS, scale_in_cooldown=SIM_SCALE_IN_COOLDOWN),
     )
 
@@ -88,6 +90,8 @@ class OpsConfig:
     """Soft-taint nodes at or above this p_fail (predictive / oracle); None: off."""
     autoscaler_lead: timedelta = timedelta(minutes=10)
     """The node autoscaler's provisioning delay (the :data:`SIZING_VARIANTS`)."""
+    pacing: str = "slow_start"
+    """How the engine paces drains against bursts (``DisruptionConfig.pacing``)."""
 
     def __post_init__(self) -> None:
         bad = [p for p in self.policies if p not in RUNNABLE]
@@ -117,6 +121,7 @@ class OpsConfig:
             "demand_retrain_every_days": self.demand_retrain_every / timedelta(days=1),
             "soft_taint_p": self.soft_taint_p,
             "autoscaler_lead_h": self.autoscaler_lead / timedelta(hours=1),
+            "pacing": self.pacing,
             "cost_model": {
                 "capacity_value": SIM_COSTS.capacity_value,
                 "inspection_window_h": SIM_COSTS.inspection_window / timedelta(hours=1),
@@ -156,7 +161,7 @@ def _loop_config(cfg: OpsConfig, policy: str) -> LoopConfig:
         policy="predictive" if policy in SIZING_VARIANTS else policy,
         pool_actuation=SIZING_VARIANTS.get(policy, "ideal"),
         autoscaler_lead=cfg.autoscaler_lead,
-        policy_config=sim_policy_config(),
+        policy_config=sim_policy_config(cfg.pacing),
         horizon=cfg.risk.horizon,
         sizing_every=cfg.sizing_every,
         reactive_sizing_every=cfg.reactive_sizing_every,
