@@ -14,6 +14,11 @@ from the most specific cause up (:meth:`SlowStart.admit`):
    candidates span ``burst_spread_racks`` racks or more (a physical fault does not jump racks; an
    XID code after one job crash or a stopped exporter does). The domain is *paused*
    and the plan alerts: at most ``slow_start_width`` probe drains are in flight in it.
+   The burst's nodes are remembered (a later burst of the domain joins them); once the
+   burst has ebbed (fewer than ``burst_nodes`` candidates of the domain), a candidate
+   that was not part of it gets the first step of slow start (at most
+   ``slow_start_width`` drains in flight in the domain), so a real fault reading the
+   same signal after a flood is not held back with the flood's stragglers.
    An inspection of a probe that finds a fault resumes the domain in slow start (a
    real, driver-confined fault is handled); one that finds none stops the probes until
    the domain has had no candidate for ``pacing_hold``. Other domains go on.
@@ -25,8 +30,10 @@ A paced domain lets at most ``width`` drains be in flight in it; the width grows
 one per disruption that completes (its inspection outcome is known, or the node is
 back in service) without a confirmed false alarm — doubling per round of completions,
 as TCP's slow start — and halves (not below ``slow_start_width``) on a confirmed false
-alarm; at ``slow_start_open_width`` the domain is open again, and so is a paced domain
-with no candidate for ``pacing_hold``. Pacing only ever removes drains: the budgets,
+alarm; a signal or driver domain already at ``slow_start_width`` stops instead, as a
+paused one. Only drains accepted since the domain's last change count for it. At
+``slow_start_open_width`` the domain is open again, and so is a paced domain with no
+candidate for ``pacing_hold``. Pacing only ever removes drains: the budgets,
 PDBs and allocator check still judge every drain it lets through.
 
 :class:`PacingState` is what persists between rounds: the paced / paused domains (at
@@ -104,6 +111,8 @@ class DomainPace:
     since: datetime
     last_seen: datetime
     why: str = ""
+    members: frozenset[str] = frozenset()
+    """A paused domain's burst: the nodes it holds back (others get the first step)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -112,6 +121,7 @@ class DomainPace:
             "since": self.since.isoformat(),
             "last_seen": self.last_seen.isoformat(),
             "why": self.why,
+            "members": sorted(self.members),
         }
 
 
@@ -176,12 +186,16 @@ class PacingState:
                 raise ValueError(f"{at}: field mode must be slow_start, paused or stopped")
             if not isinstance(width, int) or isinstance(width, bool) or width < 0:
                 raise ValueError(f"{at}: field width must be an integer >= 0, got {width!r}")
+            members = v.get("members") or []
+            if not isinstance(members, list):
+                raise ValueError(f"{at}: field members must be a list of node ids")
             domains[str(k)] = DomainPace(
                 str(mode),
                 width,
                 when(v, "since", at),
                 when(v, "last_seen", at),
                 str(v.get("why") or ""),
+                frozenset(str(m) for m in members),
             )
         flights: dict[str, InFlight] = {}
         for n, v in dict(d.get("in_flight") or {}).items():
@@ -214,6 +228,7 @@ class SlowStart:
         self.domains: dict[str, DomainPace] = dict(prior.domains)
         self.in_flight: dict[str, InFlight] = dict(prior.in_flight)
         self._of: dict[str, tuple[str, ...]] = {}
+        self._live: dict[str, int] = {}
         self.notes: list[str] = []
         self.completed: list[tuple[str, bool | None]] = []
         """Disruptions this round saw complete, with the inspection outcome."""
@@ -247,10 +262,13 @@ class SlowStart:
         cfg = self.cfg
         for key in f.domains:
             d = self.domains.get(key)
-            if d is None:
-                continue
+            if d is None or f.accepted_at < d.since:
+                continue  # a drain from before the domain's burst says nothing of it
+            confined = key.split(":", 1)[0] in CONFINED_SCOPES
             if fault is False:  # a confirmed false alarm
-                if d.mode == PAUSED:
+                if d.mode == PAUSED or (
+                    confined and d.mode == SLOW_START and d.width <= cfg.slow_start_width
+                ):
                     self.domains[key] = replace(
                         d, mode=STOPPED, width=0, since=self.now, why=d.why + "; probe: no fault"
                     )
@@ -291,6 +309,10 @@ class SlowStart:
                 del self.domains[key]
         new = sorted(n for n in candidates if n not in self.in_flight)
         seen: set[str] = {k for n in candidates for k in self._of[n]}
+        self._live = {}
+        for n in candidates:
+            for k in self._of[n]:
+                self._live[k] = self._live.get(k, 0) + 1
         for key in sorted(seen & self.domains.keys()):
             self.domains[key] = replace(self.domains[key], last_seen=self.now)
         alerts: list[str] = []
@@ -322,7 +344,7 @@ class SlowStart:
                 what += f"{len(racks)} rack(s) at once"
                 if spread:
                     self.domains[key] = DomainPace(
-                        PAUSED, cfg.slow_start_width, self.now, self.now, what
+                        PAUSED, cfg.slow_start_width, self.now, self.now, what, frozenset(members)
                     )
                     alerts.append(
                         f"slow start: {what} — a burst confined to one "
@@ -341,6 +363,9 @@ class SlowStart:
                     )
         for key in sorted(seen & self.domains.keys()):
             d = self.domains[key]
+            joined = {n for n in new if key in self._of[n] and n not in d.members}
+            if d.mode in (PAUSED, STOPPED) and len(joined) >= cfg.burst_nodes:
+                self.domains[key] = d = replace(d, members=d.members | joined)  # it spread
             if d.mode in (PAUSED, STOPPED) and d.since < self.now:
                 alerts.append(
                     f"slow start: {key.replace(':', ' ', 1)} still paused since "
@@ -369,6 +394,19 @@ class SlowStart:
                 continue
             used = self._count(key)
             label = key.replace(":", " ", 1)
+            if d.mode in (PAUSED, STOPPED) and node_id not in d.members:
+                live = self._live.get(key, 0)
+                if live >= self.cfg.burst_nodes:
+                    return SkipReason.DOMAIN_PAUSED, (
+                        f"{label} paused ({d.why}); {live} of its candidates now: the burst "
+                        "has not ebbed"
+                    )
+                if used >= self.cfg.slow_start_width:  # after the burst: the first step
+                    return SkipReason.PACED, (
+                        f"{label} paused ({d.why}); the burst ebbed, this node was not part "
+                        f"of it: {used} drain(s) in flight, {self.cfg.slow_start_width} allowed"
+                    )
+                continue
             if d.mode == STOPPED:
                 return SkipReason.DOMAIN_PAUSED, (
                     f"{label} paused since {d.since.isoformat()}: its probe drain found no "

@@ -205,8 +205,9 @@ class Loop:
         """Slow-start pacing's state, carried from one planning round to the next."""
         self.drain_found = np.full(n, -1, dtype=np.int8)
         """Per node, what the inspection after our last drain finds (1 a fault, 0 none)."""
-        self.drain_log: list[tuple[float, int, bool]] = []
-        """With ``record``: (time, row, caught a failure) per drain."""
+        self.drain_log: list[tuple[float, int, bool, float]] = []
+        """With ``record``: (time, row, caught a failure, time of the score it acted on)
+        per drain."""
         self.failure_log: list[tuple[float, int, bool, float]] = []
         """With ``record``: (time, row, averted, lost GPU-hours) per failure."""
 
@@ -395,7 +396,9 @@ class Loop:
         ahead = ahead[~self.averted[ahead]]
         self.drain_found[row] = 1 if ahead.size else 0
         if self.cfg.record:
-            self.drain_log.append((at, row, bool(ahead.size)))
+            scored = a.evidence.get("risk", {}).get("as_of")
+            t_scored = (scored - self.world.cfg.start).total_seconds() if scored else at
+            self.drain_log.append((at, row, bool(ahead.size), t_scored))
         if ahead.size:
             i = int(ahead[0])
             self.averted[i] = True

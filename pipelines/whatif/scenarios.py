@@ -35,9 +35,9 @@ no fault), ``needless_drains_flagged`` (those of the event's unfounded alarms),
 ``real_failures`` / ``real_failures_handled`` (the event's real failures, the control
 fault included, and those a drain averted), ``lost_gpu_hours`` (the whole run) and
 ``lost_gpu_hours_event`` (the event's failures), ``hours_to_resume`` (from the onset
-to the first drain that caught one of the event's real failures: how long real work
-waited; None when none did), ``budget_violations`` (the independent auditor), drains,
-alerts and the pacing's skips.
+to the first drain that caught one of the event's real failures, 0 when one was
+caught before: how long real work waited; None when none was), ``budget_violations``
+(the independent auditor), drains, alerts and the pacing's skips.
 """
 
 from __future__ import annotations
@@ -240,7 +240,10 @@ def build_scenario(cfg: ScenarioConfig) -> Scenario:
         if cfg.name == "xid-flood":
             for rack in sorted(racks)[:11]:
                 flagged.update(racks[rack][:7])
-        spare = sorted(set(np.flatnonzero([s.pool == pool for s in world.specs])) - flagged)
+        own = set(world.failures.node.tolist())  # the control has no failure of its own
+        spare = sorted(
+            set(np.flatnonzero([s.pool == pool for s in world.specs]).tolist()) - flagged - own
+        )
         if not spare:
             raise ValueError(f"scenario {cfg.name}: no unflagged node in pool {pool}")
         control = int(spare[len(spare) // 2])
@@ -301,18 +304,18 @@ def run_pacing(sc: Scenario, pacing: str) -> dict[str, Any]:
     t0 = sc.onset * HOUR_S
     real_rows = {r for r, _ in sc.real}
     event_failures = [f for f in loop.failure_log if (f[1], f[0]) in sc.real]
-    caught = sorted(t for t, row, hit in loop.drain_log if hit and row in real_rows and t >= t0)
+    caught = sorted(t for t, row, hit, _ in loop.drain_log if hit and row in real_rows)
     skips = tally.skips
     return {
         "needless_drains": tally.drains_needless,
         "needless_drains_flagged": sum(
-            1 for t, row, hit in loop.drain_log if not hit and _in_window(sc, row, t)
+            1 for _, row, hit, scored in loop.drain_log if not hit and _in_window(sc, row, scored)
         ),
         "real_failures": len(sc.real),
         "real_failures_handled": sum(1 for f in event_failures if f[2]),
         "lost_gpu_hours": round(tally.lost_gpu_hours, 4),
         "lost_gpu_hours_event": round(sum(f[3] for f in event_failures), 4),
-        "hours_to_resume": None if not caught else round((caught[0] - t0) / HOUR_S, 2),
+        "hours_to_resume": None if not caught else round(max(caught[0] - t0, 0) / HOUR_S, 2),
         "budget_violations": tally.budget_violations,
         "drains": tally.drains,
         "alerts": tally.alerts,
@@ -322,14 +325,11 @@ def run_pacing(sc: Scenario, pacing: str) -> dict[str, Any]:
     }
 
 
-def _in_window(sc: Scenario, row: int, t: float) -> bool:
-    """Did a drain at ``t`` act on the event's unfounded alarm of ``row``? (a drain
-    decided within the window may wait up to ``max_checkpoint_wait`` for a checkpoint)"""
+def _in_window(sc: Scenario, row: int, scored: float) -> bool:
+    """Did a drain act on the event's unfounded alarm of ``row``? (the score it acted on,
+    at ``scored`` s, falls in the alarm's window)"""
     w = sc.flagged.get(row)
-    if w is None:
-        return False
-    wait = sim_policy_config().disruption.max_checkpoint_wait.total_seconds()
-    return w[0] * HOUR_S <= t < w[1] * HOUR_S + wait
+    return w is not None and w[0] * HOUR_S <= scored < w[1] * HOUR_S
 
 
 def run_scenario(cfg: ScenarioConfig) -> dict[str, Any]:

@@ -232,3 +232,19 @@ def test_config_checks() -> None:
         DisruptionConfig(pacing="fast")
     with pytest.raises(ValueError, match="slow_start_width"):
         DisruptionConfig(slow_start_width=20, slow_start_open_width=16)
+
+
+def test_after_a_stopped_flood_ebbs_a_node_outside_it_gets_the_first_step() -> None:
+    probe, rest, _, state = probed(False)
+    outsider = risk("train-r4-n3", "xid_errors", at=T0 + 6 * H)  # a real XID fault, later
+    at = T0 + 6 * H
+    still = [risk(r.node_id, "xid_errors", at=at) for r in rest]
+    p, state = round_([*still, outsider], fleet_at(at), state, at)
+    assert drains(p) == []  # the flood goes on: the outsider waits with it
+    at = T0 + 7 * H  # the flood ebbed to 2 stragglers: they stay held, the outsider goes
+    stragglers = [risk(r.node_id, "xid_errors", at=at) for r in rest[:2]]
+    outsider = risk("train-r4-n3", "xid_errors", at=at)
+    p, state = round_([*stragglers, outsider], fleet_at(at), state, at)
+    assert drains(p) == ["train-r4-n3"] and state.domains["signal:xid_errors"].mode == STOPPED
+    assert sorted(skips(p, SkipReason.DOMAIN_PAUSED)) == sorted(r.node_id for r in stragglers)
+    assert probe not in drains(p)
