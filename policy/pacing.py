@@ -20,7 +20,8 @@ from the most specific cause up (:meth:`SlowStart.admit`):
    ``slow_start_width`` drains in flight in the domain), so a real fault reading the
    same signal after a flood is not held back with the flood's stragglers.
    An inspection of a probe that finds a fault resumes the domain in slow start (a
-   real, driver-confined fault is handled); one that finds none stops the probes until
+   real, driver-confined fault is handled), and so does a node of the burst that fails
+   on its own (in repair, not drained by us); one that finds none stops the probes until
    the domain has had no candidate for ``pacing_hold``. Other domains go on.
 2. *physical* bursts, among the candidates no confined burst explained: a rack, then
    a spine, a pool, a SKU (smallest first, so a rack's burst does not also slow its
@@ -257,6 +258,32 @@ class SlowStart:
                 del self.in_flight[node_id]
                 self.completed.append((node_id, outcome))
                 self._complete(f, outcome)
+        self._failed_members(fleet)
+
+    def _failed_members(self, fleet: FleetState) -> None:
+        """A node of a paused burst that failed on its own (in repair, not drained by
+        us) confirms the burst is real: the domain resumes in slow start."""
+        for key in sorted(self.domains):
+            d = self.domains[key]
+            if d.mode not in (PAUSED, STOPPED):
+                continue
+            failed = sorted(
+                n
+                for n in d.members
+                if n not in self.in_flight
+                and (st := fleet.nodes.get(n)) is not None
+                and st.under_repair
+                and st.cordon_owner != self.cfg.owner
+            )
+            if failed:
+                self.domains[key] = replace(
+                    d,
+                    mode=SLOW_START,
+                    width=self.cfg.slow_start_width + 1,
+                    since=self.now,
+                    why=d.why + f"; {failed[0]} of the burst failed: resumed in slow start",
+                )
+                self.notes.append(f"slow start: {key} resumed ({failed[0]} of its burst failed)")
 
     def _complete(self, f: InFlight, fault: bool | None) -> None:
         cfg = self.cfg

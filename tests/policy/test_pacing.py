@@ -248,3 +248,17 @@ def test_after_a_stopped_flood_ebbs_a_node_outside_it_gets_the_first_step() -> N
     assert drains(p) == ["train-r4-n3"] and state.domains["signal:xid_errors"].mode == STOPPED
     assert sorted(skips(p, SkipReason.DOMAIN_PAUSED)) == sorted(r.node_id for r in stragglers)
     assert probe not in drains(p)
+
+
+def test_a_node_of_a_stopped_burst_that_fails_on_its_own_resumes_the_domain() -> None:
+    _, rest, _, state = probed(False)
+    at = T0 + 6 * H
+    failed = rest[0].node_id
+    repair = make_state(
+        failed, observed_at=at, under_repair=True, cordoned=True, cordon_owner="repair"
+    )
+    still = [risk(r.node_id, "xid_errors", at=at) for r in rest[1:]]
+    p, state = round_(still, fleet_at(at, {failed: repair}), state, at)
+    d = state.domains["signal:xid_errors"]
+    assert d.mode == SLOW_START and d.width == 2 and len(drains(p)) == 2
+    assert any("of its burst failed" in a for a in p.alerts)
