@@ -302,9 +302,13 @@ def run_pacing(sc: Scenario, pacing: str) -> dict[str, Any]:
     )
     tally = loop.run()
     t0 = sc.onset * HOUR_S
-    real_rows = {r for r, _ in sc.real}
     event_failures = [f for f in loop.failure_log if (f[1], f[0]) in sc.real]
-    caught = sorted(t for t, row, hit, _ in loop.drain_log if hit and row in real_rows)
+    ahead = loop.cfg.horizon.total_seconds()
+    caught = sorted(
+        t
+        for t, row, hit, _ in loop.drain_log
+        if hit and any(r == row and t <= at <= t + ahead for r, at in sc.real)
+    )
     skips = tally.skips
     return {
         "needless_drains": tally.drains_needless,
