@@ -205,9 +205,9 @@ class Loop:
         """Slow-start pacing's state, carried from one planning round to the next."""
         self.drain_found = np.full(n, -1, dtype=np.int8)
         """Per node, what the inspection after our last drain finds (1 a fault, 0 none)."""
-        self.drain_log: list[tuple[float, int, bool, float]] = []
-        """With ``record``: (time, row, caught a failure, time of the score it acted on)
-        per drain."""
+        self.drain_log: list[tuple[float, int, bool, float, float]] = []
+        """With ``record``: (time, row, caught a failure, time of the score it acted on,
+        time of the failure it averted or NaN) per drain."""
         self.failure_log: list[tuple[float, int, bool, float]] = []
         """With ``record``: (time, row, averted, lost GPU-hours) per failure."""
 
@@ -398,7 +398,8 @@ class Loop:
         if self.cfg.record:
             scored = a.evidence.get("risk", {}).get("as_of")
             t_scored = (scored - self.world.cfg.start).total_seconds() if scored else at
-            self.drain_log.append((at, row, bool(ahead.size), t_scored))
+            averted_at = float(f.at[ahead[0]]) if ahead.size else math.nan
+            self.drain_log.append((at, row, bool(ahead.size), t_scored, averted_at))
         if ahead.size:
             i = int(ahead[0])
             self.averted[i] = True

@@ -303,17 +303,14 @@ def run_pacing(sc: Scenario, pacing: str) -> dict[str, Any]:
     tally = loop.run()
     t0 = sc.onset * HOUR_S
     event_failures = [f for f in loop.failure_log if (f[1], f[0]) in sc.real]
-    ahead = loop.cfg.horizon.total_seconds()
-    caught = sorted(
-        t
-        for t, row, hit, _ in loop.drain_log
-        if hit and any(r == row and t <= at <= t + ahead for r, at in sc.real)
-    )
+    caught = sorted(t for t, row, _, _, averted in loop.drain_log if (row, averted) in sc.real)
     skips = tally.skips
     return {
         "needless_drains": tally.drains_needless,
         "needless_drains_flagged": sum(
-            1 for _, row, hit, scored in loop.drain_log if not hit and _in_window(sc, row, scored)
+            1
+            for _, row, hit, scored, _ in loop.drain_log
+            if not hit and _in_window(sc, row, scored)
         ),
         "real_failures": len(sc.real),
         "real_failures_handled": sum(1 for f in event_failures if f[2]),
