@@ -1,4 +1,7 @@
 """Proactive cordon / drain and uncordon, decided under guards and budgets.
+Over 500 lines: one policy class whose steps (guards, economics, pacing, acceptance,
+uncordons) read and extend the same candidates and ledgers of one round; split, they
+would pass that round state between modules.
 
 Per scored node (latest risk per node): the node guards (:mod:`policy.guards`), then
 the cost threshold (:mod:`policy.costs`), with the inspection window's capacity priced
