@@ -28,6 +28,8 @@ class SkipReason(StrEnum):
     BELOW_THRESHOLD = "below_threshold"
     BUDGET_EXHAUSTED = "budget_exhausted"
     STORM_BREAKER = "storm_breaker"
+    PACED = "paced"
+    DOMAIN_PAUSED = "domain_paused"
     PDB_BLOCKED = "pdb_blocked"
     DO_NOT_DISRUPT = "do_not_disrupt"
     ALREADY_CORDONED = "already_cordoned"
@@ -254,7 +256,11 @@ class Plan:
     provenance: tuple[Provenance, ...] = ()
     dry_run: bool = True
     alerts: tuple[str, ...] = ()
-    """Things a human should look at (a tripped storm breaker, missing inputs)."""
+    """Things a human should look at (a paused failure domain, a tripped storm breaker,
+    missing inputs)."""
+    pacing: dict[str, Any] | None = None
+    """Slow-start pacing's state after this plan, for the next round (the JSON form of
+    ``policy.pacing.PacingState``; None: ``pacing`` 'breaker'). Not in the plan id."""
 
     def __post_init__(self) -> None:
         _require_utc("created_at", self.created_at)
@@ -284,6 +290,7 @@ class Plan:
             "budgets_used": dict(self.budgets_used),
             "provenance": [p.to_dict() for p in self.provenance],
             "alerts": list(self.alerts),
+            "pacing": self.pacing,
         }
 
     @classmethod
@@ -308,6 +315,7 @@ class Plan:
             provenance=prov,
             dry_run=bool(d.get("dry_run", True)),
             alerts=tuple(d.get("alerts") or ()),
+            pacing=d["pacing"] if isinstance(d.get("pacing"), dict) else None,
         )
 
 

@@ -14,6 +14,9 @@ from datetime import timedelta
 
 SCOPES = ("pool", "rack", "spine")
 
+PACINGS = ("slow_start", "breaker")
+"""How drains are paced against correlated bursts (``DisruptionConfig.pacing``)."""
+
 
 @dataclass(frozen=True, slots=True)
 class DisruptionBudget:
@@ -136,8 +139,21 @@ class DisruptionConfig:
       older than that, is stale and never acted on;
     - ``max_clock_skew`` 5 min: a risk from further in the future is rejected as bad data;
     - ``benefit_margin`` 1.0: drain when p x failure cost > margin x drain cost;
-    - ``storm_fraction`` 0.2 / ``storm_min_nodes`` 3: a pool where more than 20 % of the
-      nodes (and at least 3) cross the threshold at once acts on none and alerts;
+    - ``pacing`` 'slow_start': disruption width per failure domain (pool, rack, spine,
+      SKU, driver version, detecting signal; :mod:`policy.pacing`): a domain where
+      ``burst_nodes`` 4 or more candidates cross at once drains at most
+      ``slow_start_width`` 1 at a time, the width growing by one per disruption that
+      completes without a confirmed false alarm (halved on one) until
+      ``slow_start_open_width`` 16 hands it back to the budgets alone; a burst of one
+      detecting signal or one driver version over ``burst_spread_racks`` 3 racks or more
+      pauses that domain (one probe drain; an inspection that finds a fault resumes it
+      in slow start, one that finds none stops the probes) and alerts, the other domains
+      go on; a paced or paused domain with no candidate for ``pacing_hold`` 6 h is open
+      again; at most ``pacing_max_domains`` 1024 domains are remembered between rounds.
+      'breaker' is the former per-pool storm breaker:
+    - ``storm_fraction`` 0.2 / ``storm_min_nodes`` 3 (``pacing`` 'breaker' only): a pool
+      where more than 20 % of the nodes (and at least 3) cross the threshold at once acts
+      on none and alerts;
     - ``min_hold`` 6 h: no drain within 6 h of an uncordon, no uncordon within 6 h of a
       cordon (no flapping; a finished repair or inspection uncordons at once);
     - ``repair_hold`` 0 (off): no drain within that long of a finished repair or
@@ -168,6 +184,13 @@ class DisruptionConfig:
     max_data_age: timedelta = timedelta(hours=6)
     max_clock_skew: timedelta = timedelta(minutes=5)
     benefit_margin: float = 1.0
+    pacing: str = "slow_start"
+    burst_nodes: int = 4
+    burst_spread_racks: int = 3
+    slow_start_width: int = 1
+    slow_start_open_width: int = 16
+    pacing_hold: timedelta = timedelta(hours=6)
+    pacing_max_domains: int = 1024
     storm_fraction: float = 0.2
     storm_min_nodes: int = 3
     min_hold: timedelta = timedelta(hours=6)
@@ -193,6 +216,12 @@ class DisruptionConfig:
             raise ValueError("soft_taint_clear_p must be in [0, soft_taint_p]")
         if self.confirm_scores < 1:
             raise ValueError(f"confirm_scores must be >= 1, got {self.confirm_scores}")
+        if self.pacing not in PACINGS:
+            raise ValueError(f"pacing must be one of {PACINGS}, got {self.pacing!r}")
+        if min(self.burst_nodes, self.burst_spread_racks, self.pacing_max_domains) < 1:
+            raise ValueError("burst_nodes, burst_spread_racks and pacing_max_domains must be >= 1")
+        if not 1 <= self.slow_start_width <= self.slow_start_open_width:
+            raise ValueError("need 1 <= slow_start_width <= slow_start_open_width")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,13 +1,20 @@
 """Proactive cordon / drain and uncordon, decided under guards and budgets.
+Over 500 lines: one policy class whose steps (guards, economics, pacing, acceptance,
+uncordons) read and extend the same candidates and ledgers of one round; split, they
+would pass that round state between modules.
 
 Per scored node (latest risk per node): the node guards (:mod:`policy.guards`), then
 the cost threshold (:mod:`policy.costs`), with the inspection window's capacity priced
 by the pool's headroom (:mod:`policy.headroom`: idle or parked nodes of the same kind
-beyond the demand forecast replace the node). Nodes that pass are counted per pool for the
-storm breaker: if more than ``storm_fraction`` of a pool crosses at once, none of them
-is drained and the plan raises an alert (that is usually bad data or a shared cause, a
-job for a human). The rest are taken best net benefit first (node id breaks ties) and
-each must pass the PDB headroom, the disruption budgets and the allocator check that the
+beyond the demand forecast replace the node). Nodes that pass are paced per failure
+domain (``pacing`` 'slow_start', :mod:`policy.pacing`: a burst of candidates in one
+domain collapses its width, a burst confined to one signal or driver version pauses
+that domain and alerts, the others go on; the state comes in and goes out with the
+decisions) or, with ``pacing`` 'breaker', counted per pool for the storm breaker: if
+more than ``storm_fraction`` of a pool crosses at once, none of them is drained and the
+plan raises an alert. They are taken best net benefit first (node id breaks ties) and
+each must pass the PDB headroom, the disruption budgets, its domains' widths and the
+allocator check that the
 pods of every accepted drain — gangs whole, in their rack / spine — still fit on the
 schedulable rest of the cluster; a drain priced on spare capacity that earlier drains of
 the plan took is priced again and may fall below the threshold. A drain waits for the
@@ -41,6 +48,7 @@ from predops.policy.costs import NodeEconomics, break_even_floor, node_economics
 from predops.policy.fleet import FleetState, NodeState
 from predops.policy.guards import NodeCandidate, PdbLedger, Verdict, first_objection
 from predops.policy.headroom import FLAT_PRICE, Kind, PoolHeadroom, size_of
+from predops.policy.pacing import PacingState, SlowStart, pacing_domains
 
 TOP_REASONS = 3
 
@@ -54,6 +62,8 @@ class Decisions:
     budgets_used: dict[str, int] = field(default_factory=dict)
     alerts: list[str] = field(default_factory=list)
     provenance: list[Provenance] = field(default_factory=list)
+    pacing: PacingState | None = None
+    """Slow-start pacing's state after this round (None: ``pacing`` 'breaker')."""
 
 
 def latest_risk(risks: Iterable[FailureRisk]) -> dict[str, FailureRisk]:
@@ -136,9 +146,11 @@ class CordonDrainPolicy:
         fleet: FleetState,
         now: datetime,
         forecasts: Sequence[Forecast] = (),
+        pacing: PacingState | None = None,
     ) -> Decisions:
         """Drains and uncordons at ``now``; ``forecasts`` (demand) price a drain's
-        capacity by its pool's headroom (none: every pool is taken as full)."""
+        capacity by its pool's headroom (none: every pool is taken as full);
+        ``pacing``: the slow-start state the previous round left (None: none yet)."""
         cfg = self.config
         out = Decisions()
         by_node = latest_risk(risks)
@@ -181,8 +193,21 @@ class CordonDrainPolicy:
                 continue
             passed.append((cand, econ))
 
-        passed = self._storm_breaker(passed, fleet, out)
-        self._accept(passed, snapshot, fleet, gangs, headroom, now, out)
+        pacer: SlowStart | None = None
+        if cfg.pacing == "breaker":
+            passed = self._storm_breaker(passed, fleet, out)
+        else:
+            pacer = SlowStart(cfg, pacing, now)
+            pacer.observe(fleet)
+            doms = {}
+            for cand, _ in passed:
+                assert cand.spec is not None
+                doms[cand.node_id] = pacing_domains(cand.spec, cand.state, cand.risk)
+            drivers = {st.driver_version for st in fleet.nodes.values() if st.driver_version}
+            out.alerts += pacer.admit(doms, several_drivers=len(drivers) > 1)
+        self._accept(passed, snapshot, fleet, gangs, headroom, now, out, pacer)
+        if pacer is not None:
+            out.pacing = pacer.state()
         self._uncordons(by_node, fleet, now, out)
         seen: set[tuple[str, str, str]] = set()
         for r in by_node.values():
@@ -305,6 +330,7 @@ class CordonDrainPolicy:
         headroom: PoolHeadroom | None,
         now: datetime,
         out: Decisions,
+        pacer: SlowStart | None = None,
     ) -> None:
         cfg = self.config
         taken: dict[Kind, float] = {}
@@ -338,6 +364,10 @@ class CordonDrainPolicy:
                 why = ledger.blocked(node_id)
                 if why is not None:
                     v = Verdict(SkipReason.BUDGET_EXHAUSTED, why)
+            if v is None and pacer is not None:
+                held = pacer.blocked(node_id)
+                if held is not None:
+                    v = Verdict(*held)
             check: DrainCheck | None = None
             if v is None:
                 with snapshot.what_if():
@@ -365,7 +395,11 @@ class CordonDrainPolicy:
             pdbs.take(node_id)
             taken[kind] = taken.get(kind, 0.0) + size_of(cand.spec)
             accepted.append(node_id)
-            out.actions.append(self._drain(cand, econ, check, ledger, pdbs, gangs, now))
+            paced = pacer.widths(node_id) if pacer is not None else None
+            drain = self._drain(cand, econ, check, ledger, pdbs, gangs, now, paced)
+            if pacer is not None:
+                pacer.take(node_id, drain.expires or now + cfg.expires_after)
+            out.actions.append(drain)
         out.budgets_used.update(ledger.used())
 
     def _drain(
@@ -377,6 +411,7 @@ class CordonDrainPolicy:
         pdbs: PdbLedger,
         gangs: Mapping[str, Sequence[PodRequest]],
         now: datetime,
+        paced: dict[str, dict[str, Any]] | None = None,
     ) -> Drain:
         r = cand.risk
         timed = econ.not_before > now
@@ -397,6 +432,8 @@ class CordonDrainPolicy:
             "pods": [p.pod_id for p in cand.pods],
             "gangs": sorted({p.gang_id for p in cand.pods if p.gang_id}),
         }
+        if paced is not None:
+            evidence["pacing"] = paced
         return Drain(
             target=cand.node_id,
             reason=reason,

@@ -31,6 +31,7 @@ from predops.policy.buying import InventoryBuyPolicy
 from predops.policy.config import Budgets, PolicyConfig
 from predops.policy.disruption import CordonDrainPolicy, Decisions, latest_risk
 from predops.policy.fleet import FleetState
+from predops.policy.pacing import PacingState
 from predops.policy.sizing import PoolSizingPolicy
 from predops.policy.soft_taint import SoftTaintPolicy
 
@@ -44,15 +45,18 @@ def plan(
     clock: Clock,
     config: PolicyConfig | None = None,
     buy_forecast: Sequence[Forecast] | None = None,
+    pacing: PacingState | None = None,
 ) -> Plan:
     """One planning run at ``clock.now()``; see the module docstring. ``forecast``
     feeds drains and pool sizing (hours ahead); ``buy_forecast``, when given, feeds the
     buys instead (weeks ahead: the procurement model's forecasts), else ``forecast``
-    does."""
+    does. ``pacing``: the slow-start state the previous round left (:mod:`policy.pacing`;
+    None: none yet); the plan carries the state for the next round
+    (:func:`policy.pacing.pacing_after`)."""
     cfg = config or PolicyConfig()
     now = clock.now()
     drains = CordonDrainPolicy(cfg.disruption, budgets).decide(
-        risk, snapshot, inventory, now, forecast
+        risk, snapshot, inventory, now, forecast, pacing
     )
     drained = frozenset(a.target for a in drains.actions if a.kind == "drain")
     parts: list[Decisions] = [
@@ -87,6 +91,7 @@ def plan(
         budgets_used=budgets_used,
         provenance=provenance,
         alerts=alerts,
+        pacing=None if drains.pacing is None else drains.pacing.to_dict(),
     )
 
 

@@ -30,6 +30,9 @@ NODE_STATE_COLUMNS: dict[str, str] = {
     "do_not_disrupt": "carries the do-not-disrupt label (karpenter.sh/do-not-disrupt)",
     "last_checkpoint_at": "latest checkpoint of the jobs on the node (null: unknown)",
     "checkpoint_interval_s": "checkpoint period of those jobs in seconds (null: unknown)",
+    "driver_version": "GPU driver version the node runs (null: unknown)",
+    "inspection_fault": "what the inspection after our last drain found: true a fault, "
+    "false none (null: not known yet)",
 }
 """Columns of the node-state frame (name -> meaning); ``node_id`` and ``observed_at``
 are required, the rest default to false / null."""
@@ -52,6 +55,11 @@ class NodeState:
     checkpoint_interval: timedelta | None = None
     soft_tainted: bool = False
     """Carries predops' soft taint (:mod:`policy.soft_taint`)."""
+    driver_version: str | None = None
+    """The GPU driver version the node runs (a pacing domain, :mod:`policy.pacing`)."""
+    inspection_fault: bool | None = None
+    """What the inspection after predops' last drain of the node found (True: a fault,
+    False: none, a false alarm; None: not known yet); slow-start pacing reads it."""
 
     @property
     def disrupted(self) -> bool:
@@ -205,6 +213,12 @@ def node_states_from_frame(
             do_not_disrupt=bool(row.get("do_not_disrupt") or False),
             last_checkpoint_at=_opt_time(row, "last_checkpoint_at", where),
             checkpoint_interval=timedelta(seconds=float(interval)) if interval else None,
+            driver_version=None
+            if row.get("driver_version") is None
+            else str(row["driver_version"]),
+            inspection_fault=None
+            if row.get("inspection_fault") is None
+            else bool(row["inspection_fault"]),
         )
         old = out.get(st.node_id)
         if old is None or old.observed_at <= st.observed_at:

@@ -12,6 +12,8 @@ from predops.pipelines.cli.support import emit, json_option, parse_duration, rep
 POLICIES = ("reactive", "predictive", "oracle")
 SIZING_VARIANTS = ("predictive-placeholders", "predictive-autoscaler", "predictive-static")
 SIZING_EVERY_H = 1
+SCENARIO_NAMES = ("xid-flood", "exporter-outage", "driver-rollout", "rack-power")
+"""``pipelines.whatif.scenarios.SCENARIOS`` (not imported here: the CLI loads fast)."""
 
 
 @click.command("simulate-ops")
@@ -98,6 +100,22 @@ SIZING_EVERY_H = 1
     show_default=True,
     help="Processes running the (seed, policy) runs side by side (same figures).",
 )
+@click.option(
+    "--pacing",
+    type=click.Choice(["slow_start", "breaker"]),
+    default="slow_start",
+    show_default=True,
+    help="How drains are paced against bursts: slow start per failure domain, or the "
+    "former per-pool storm breaker.",
+)
+@click.option(
+    "--scenario",
+    "scenarios",
+    type=click.Choice([*SCENARIO_NAMES, "all"]),
+    multiple=True,
+    help="Run a flood scenario instead (repeatable): each under both pacings on one "
+    "world. Without --nodes / --days / --warmup-days: 300 nodes, 3 days after 1.",
+)
 @click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True)
 @click.option("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://host:8786.")
 @click.option(
@@ -120,6 +138,8 @@ def simulate_ops_command(
     labels: str,
     inspection_find_rate: float,
     inspection_unknown_rate: float,
+    pacing: str,
+    scenarios: tuple[str, ...],
     seeds: str | None,
     jobs: int,
     engine: str,
@@ -129,7 +149,12 @@ def simulate_ops_command(
 ) -> None:
     """Replay a simulated fleet through a policy, hour by hour, and report what it cost:
     interrupted jobs, lost GPU-hours, drains (needless ones too), budget violations,
-    capacity provisioned vs used, pending-pod and idle node-hours."""
+    capacity provisioned vs used, pending-pod and idle node-hours. With --scenario:
+    a flood (an XID flood after one job crash, an exporter outage, a bad driver
+    rollout, a rack power failure) under the storm breaker and slow-start pacing."""
+    if scenarios:
+        _scenarios(scenarios, nodes, days, warmup_days, seed, as_json)
+        return
     from predops.pipelines.whatif.run import (
         OpsConfig,
         parse_policies,
@@ -148,6 +173,7 @@ def simulate_ops_command(
         labels=labels,
         inspection_find_rate=inspection_find_rate,
         inspection_unknown_rate=inspection_unknown_rate,
+        pacing=pacing,
     )
     chosen = parse_seeds(seeds) if seeds else [seed]
     runs = simulate_seeds(
@@ -157,6 +183,53 @@ def simulate_ops_command(
         emit(runs[chosen[0]], as_json, _human)
     else:
         emit(seeds_report(runs), as_json, _human_seeds)
+
+
+def _scenarios(
+    names: tuple[str, ...], nodes: int, days: float, warmup: float, seed: int, as_json: bool
+) -> None:
+    from predops.pipelines.whatif.scenarios import SCENARIOS, ScenarioConfig, run_scenario
+
+    ctx = click.get_current_context()
+
+    def given(name: str, value: Any, default: Any) -> Any:
+        explicit = ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+        return value if explicit else default
+
+    chosen = SCENARIOS if "all" in names else tuple(n for n in SCENARIOS if n in names)
+    base = ScenarioConfig(chosen[0])
+    try:
+        cfgs = [
+            ScenarioConfig(
+                n,
+                nodes=given("nodes", nodes, base.nodes),
+                days=given("days", days, base.days),
+                warmup_days=given("warmup_days", warmup, base.warmup_days),
+                seed=seed,
+            )
+            for n in chosen
+        ]
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    out = {"scenarios": {c.name: run_scenario(c) for c in cfgs}}
+    emit(out, as_json, _human_scenarios)
+
+
+def _human_scenarios(o: dict[str, Any]) -> str:
+    parts = []
+    for name, r in o["scenarios"].items():
+        w = r["world"]
+        lines = [
+            f"{name}: {w['nodes']} nodes x {w['days']:g} days, seed {w['seed']}, onset "
+            f"{w['onset_h']} h; {w['flagged_unfounded']} unfounded alarms, "
+            f"{w['real_failures']} real failures",
+            f"{'':<26}{'breaker':>12}{'slow_start':>12}",
+        ]
+        for k in r["pacing"]["breaker"]:
+            vals = [r["pacing"][p][k] for p in ("breaker", "slow_start")]
+            lines.append(f"{k:<26}" + "".join(f"{v!s:>12}" for v in vals))
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
 
 
 def _human(o: dict[str, Any]) -> str:

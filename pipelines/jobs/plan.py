@@ -13,7 +13,9 @@ champion ``node_failure`` model and the demand forecasts when those exist — th
 model's for the buys (lead times of weeks); a registry holding only the single
 ``demand`` model of earlier releases answers for the horizon it was trained for — plus
 each stock position's node demand derived from its series, runs
-:func:`predops.policy.engine.plan`, writes the plan to ``<workspace>/plans/<plan_id>.json``
+:func:`predops.policy.engine.plan` with the slow-start pacing state the previous plan
+left (``<workspace>/policy/pacing.json``, :mod:`predops.pipelines.workspace.pacing_state`;
+written back after), writes the plan to ``<workspace>/plans/<plan_id>.json``
 (atomically) with one ``planned`` entry in the audit log, and returns the report: the
 plan (actions with reason, evidence and idempotency key; skips with their typed reason),
 ``inputs`` (what each input was, or why it is missing; ``buy_forecasts``: per SKU and
@@ -73,6 +75,7 @@ from predops.pipelines.workspace.audit import AuditLog
 from predops.pipelines.workspace.errors import FeatureStoreError, RegistryError
 from predops.pipelines.workspace.fleet_state import fleet_from_lake
 from predops.pipelines.workspace.lake import Lake
+from predops.pipelines.workspace.pacing_state import pacing_path, read_pacing, write_pacing
 from predops.pipelines.workspace.plans import write_plan
 from predops.pipelines.workspace.policy_config import (
     REVALIDATION_KEYS,
@@ -84,6 +87,7 @@ from predops.policy.demand_nodes import buy_forecast_coverage, node_demand_forec
 from predops.policy.disruption import latest_risk
 from predops.policy.engine import plan as make_plan
 from predops.policy.fleet import FleetState
+from predops.policy.pacing import pacing_after
 
 
 def _has_registry(settings: Settings) -> bool:
@@ -198,6 +202,8 @@ def plan_in_workspace(
         now,
         config.buy.review_period,
     )
+    paced = config.disruption.pacing == "slow_start"
+    state_file = pacing_path(settings.workspace)
     plan = make_plan(
         risks,
         forecasts,
@@ -207,7 +213,11 @@ def plan_in_workspace(
         FixedClock(now),
         config,
         buy_forecast=buy_forecasts,
+        pacing=read_pacing(state_file) if paced else None,
     )
+    after = pacing_after(plan)
+    if after is not None:
+        write_pacing(state_file, after)
     notes = (
         ("failure risk", risk_note),
         ("demand forecast", forecast_note),
@@ -228,6 +238,14 @@ def plan_in_workspace(
         "buy_forecast_model": buy_note,
         "buy_forecasts": coverage,
         "policy": policy_settings_dict(policy),
+        "pacing": {"pacing": config.disruption.pacing}
+        if after is None
+        else {
+            "pacing": "slow_start",
+            "state_file": str(state_file),
+            "domains_paced": len(after.domains),
+            "drains_in_flight": len(after.in_flight),
+        },
     }
     path = write_plan(settings.plans_dir, plan, {"inputs": inputs})
     AuditLog(settings.audit_log, who=who).append(

@@ -49,7 +49,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -59,7 +59,7 @@ import polars as pl
 from predops.allocator.topology import Topology
 from predops.core.actions import Action, Buy, Drain, LendNodes, ResizePool, Uncordon
 from predops.core.clock import FixedClock
-from predops.core.contracts import FailureRisk, Forecast, Provenance
+from predops.core.contracts import FailureRisk, Forecast, Provenance, Reason
 from predops.pipelines.whatif.autoscaler import NodeAutoscaler
 from predops.pipelines.whatif.cluster import OWNER_MAINTENANCE, OWNER_REPAIR, Cluster
 from predops.pipelines.whatif.labels import LABEL_MODES, LabelBook
@@ -70,6 +70,7 @@ from predops.pipelines.whatif.world import HOUR_S, World
 from predops.policy.config import Budgets, DisruptionConfig, PolicyConfig
 from predops.policy.engine import plan as make_plan
 from predops.policy.fleet import FleetState, NodeState, PoolState
+from predops.policy.pacing import PacingState, pacing_after
 from predops.policy.revalidate import CurrentView, revalidate
 from predops.policy.soft_taint import SoftTaintPolicy, clear_level
 
@@ -94,7 +95,10 @@ class LoopConfig:
     default): off.
     ``pool_actuation``: how the engine's resizes act (module docstring; ``ideal``, the
     default: at once, on the nodes); ``autoscaler_lead``: the node autoscaler's
-    provisioning delay (``placeholders`` / ``autoscaler``)."""
+    provisioning delay (``placeholders`` / ``autoscaler``). ``record``: keep every drain
+    and failure (time, node row, outcome) in :attr:`Loop.drain_log` /
+    :attr:`Loop.failure_log` for per-event figures (the flood scenarios); one entry
+    per event, off by default."""
 
     policy: str
     policy_config: PolicyConfig = field(default_factory=PolicyConfig)
@@ -118,6 +122,7 @@ class LoopConfig:
     """Chance that an inspection closes with no verdict recorded (a ticket closed
     without an outcome, a node reimaged and returned): its drain stays ``unknown``. An
     assumption too: one ticket in five."""
+    record: bool = False
 
     def __post_init__(self) -> None:
         if self.labels not in LABEL_MODES:
@@ -162,7 +167,10 @@ class Loop:
         cfg: LoopConfig,
         risk: RiskTable | None = None,
         forecasts: Callable[[datetime], list[Forecast]] | None = None,
+        drivers: Sequence[str | None] | None = None,
     ) -> None:
+        """``drivers``: each node row's GPU driver version (None: unknown), a pacing
+        domain (:mod:`policy.pacing`)."""
         if cfg.policy != "reactive" and (risk is None or forecasts is None):
             raise ValueError(f"policy {cfg.policy} needs a risk table and forecasts")
         self.world = world
@@ -176,6 +184,7 @@ class Loop:
         self.tally = Tally(capacity_value=dcfg.costs.capacity_value)
         self.auditor = BudgetAuditor(cfg.budgets, world.specs)
         self.floor = drain_floor(dcfg, self.checkpoint)
+        self._inspection_s = dcfg.costs.inspection_window.total_seconds()
         f = world.failures
         self.averted = np.zeros(len(f), dtype=bool)
         self.scheduled: list[tuple[float, int, Drain]] = []
@@ -214,6 +223,21 @@ class Loop:
         """(node row, drained s, outcome, cause, recorded s) records of the drains."""
         self._inspect_rng = np.random.default_rng([cfg.seed, 24])
         self.labels = LabelBook(world, cfg.labels)
+        self.drivers = list(drivers) if drivers is not None else [None] * n
+        self.pacing: PacingState | None = None
+        first: dict[str, int] = {}
+        for r, v in enumerate(self.drivers):
+            if v is not None:
+                first.setdefault(v, r)
+        self._driver_rows = sorted(first.values()) if len(first) > 1 else []
+        """Slow-start pacing's state, carried from one planning round to the next."""
+        self.drain_found = np.full(n, -1, dtype=np.int8)
+        """Per node, what the inspection after our last drain finds (1 a fault, 0 none)."""
+        self.drain_log: list[tuple[float, int, bool, float, float]] = []
+        """With ``record``: (time, row, caught a failure, time of the score it acted on,
+        time of the failure it averted or NaN) per drain."""
+        self.failure_log: list[tuple[float, int, bool, float]] = []
+        """With ``record``: (time, row, averted, lost GPU-hours) per failure."""
 
     # ------------------------------------------------------------------ run
     def run(self, on_tick: Callable[[int], object] | None = None) -> Tally:
@@ -332,15 +356,21 @@ class Loop:
         row = int(f.node[i])
         if self.averted[i]:
             self.tally.failures_averted += 1
+            if self.cfg.record:
+                self.failure_log.append((at, row, True, 0.0))
             return
         self.tally.failures += 1
+        lost = 0.0
         if c.pods_on(row):
             hit = c.evict(row, at)
+            lost = hit.lost_gpu_hours
             self.tally.failures_on_busy_nodes += 1
             self.tally.interrupted_jobs += hit.jobs
             self.tally.interrupted_pods += hit.pods
             self.tally.lost_gpu_hours += hit.lost_gpu_hours
             self.tally.missed[self._why_missed(row)] += 1
+        if self.cfg.record:
+            self.failure_log.append((at, row, False, lost))
         c.down_until[row] = np.fmax(c.down_until[row], at + f.repair_s[i])
         if c.cordon_owner[row] is None:
             c.cordon(row, OWNER_REPAIR, at)
@@ -392,6 +422,12 @@ class Loop:
             (f.node == row) & (f.at >= at) & (f.at <= at + self.cfg.horizon.total_seconds())
         )
         ahead = ahead[~self.averted[ahead]]
+        self.drain_found[row] = 1 if ahead.size else 0
+        if self.cfg.record:
+            scored = a.evidence.get("risk", {}).get("as_of")
+            t_scored = (scored - self.world.cfg.start).total_seconds() if scored else at
+            averted_at = float(f.at[ahead[0]]) if ahead.size else math.nan
+            self.drain_log.append((at, row, bool(ahead.size), t_scored, averted_at))
         if ahead.size:
             i = int(ahead[0])
             self.averted[i] = True
@@ -457,8 +493,10 @@ class Loop:
             prov = Provenance("node_failure", f"whatif-{self.cfg.policy}-{v}", FEATURE_HASH, now)
             self._risk_tick = (k, now, prov)  # one provenance per tick, shared
         _, now, prov = self._risk_tick
+        signal = self.risk.signal_at(k, row)
+        reasons = () if signal is None else (Reason(f"{signal}__scenario", p, signal),)
         return FailureRisk(
-            self.world.node_ids[row], now, self.cfg.horizon, min(max(p, 0.0), 1.0), (), prov
+            self.world.node_ids[row], now, self.cfg.horizon, min(max(p, 0.0), 1.0), reasons, prov
         )
 
     # ------------------------------------------------------------------ engine
@@ -479,6 +517,9 @@ class Loop:
         c = self.cluster
         t = (now - self.world.cfg.start).total_seconds()
         job = c.biggest_job(row) if jobs else None
+        drained = float(c.drained_at[row])
+        inspected = not math.isnan(drained) and t >= drained + self._inspection_s
+        found = int(self.drain_found[row])
         last = None
         if job is not None and not math.isnan(c.origin[job]):
             o = float(c.origin[job])
@@ -494,6 +535,8 @@ class Loop:
             repaired_at=_opt(self, c.repaired_at[row]),
             last_checkpoint_at=last,
             checkpoint_interval=self.checkpoint if last is not None else None,
+            driver_version=self.drivers[row],
+            inspection_fault=bool(found) if inspected and found >= 0 else None,
         )
 
     def _earlier(self, rows: list[int], k: int) -> list[FailureRisk]:
@@ -526,7 +569,11 @@ class Loop:
             extra = np.flatnonzero(c.active & ~np.isnan(p) & ~ok)
             risks += [self._risk(int(r), float(p[r]), k) for r in extra]
         stateful = set(rows) | set(np.flatnonzero(c.disrupted() & c.active).tolist())
+        if self.pacing is not None:  # pacing reads how its drains in flight went
+            stateful |= {self.row_of[n] for n in self.pacing.in_flight}
         states = {self.world.node_ids[r]: self._state(r, now) for r in sorted(stateful)}
+        for d in self._driver_rows:  # one node per driver version: which ones the fleet runs
+            states.setdefault(self.world.node_ids[d], self._state(d, now, jobs=False))
         for r in risks:  # the rest only feed the sizing buffer: no checkpoint lookup
             if r.node_id not in states:
                 states[r.node_id] = self._state(self.row_of[r.node_id], now, jobs=False)
@@ -547,8 +594,16 @@ class Loop:
         forecasts = self.forecasts(now) if sizing else []
         c.sync_schedulable()
         result = make_plan(
-            risks, forecasts, c.snapshot, fleet, self.cfg.budgets, FixedClock(now), self.pcfg
+            risks,
+            forecasts,
+            c.snapshot,
+            fleet,
+            self.cfg.budgets,
+            FixedClock(now),
+            self.pcfg,
+            pacing=self.pacing,
         )
+        self.pacing = pacing_after(result)
         self.tally.alerts += len(result.alerts)
         self.last_skip = {}
         for s in result.skips:

@@ -82,12 +82,23 @@ class RiskTable:
     cutoffs: list[datetime]
     fits: list[dict[str, Any]]
     fill: Callable[[int], None] | None = field(default=None, repr=False, compare=False)
+    signal: np.ndarray | None = None
+    """Per tick and node row, the detecting signal of the score (an index into
+    ``signal_names``; -1: none), read by slow-start pacing as the risk's top reason;
+    None: no reasons (the retrained model's table)."""
+    signal_names: tuple[str, ...] = ()
 
     def at(self, tick: int) -> np.ndarray:
         if self.fill is not None:
             self.fill(tick)
         out: np.ndarray = self.p[tick - self.first_tick]
         return out
+
+    def signal_at(self, tick: int, row: int) -> str | None:
+        if self.signal is None:
+            return None
+        i = int(self.signal[tick - self.first_tick, row])
+        return None if i < 0 else self.signal_names[i]
 
 
 LabelSource = Callable[[datetime], tuple[pl.DataFrame, pl.DataFrame | None]]

@@ -68,9 +68,11 @@ every node kept (no resizing at all). ``predictive`` itself is the ideal resize.
 RUNNABLE = (*POLICIES, *SIZING_VARIANTS)
 
 
-def sim_policy_config() -> PolicyConfig:
+def sim_policy_config(pacing: str = "slow_start") -> PolicyConfig:
+    """The engine's configuration in the simulator, with drains paced by ``pacing``
+    (``DisruptionConfig.pacing``)."""
     return PolicyConfig(
-        disruption=DisruptionConfig(costs=SIM_COSTS),
+        disruption=DisruptionConfig(costs=SIM_COSTS, pacing=pacing),
         sizing=SizingConfig(costs=SIM_COSTS, scale_in_cooldown=SIM_SCALE_IN_COOLDOWN),
     )
 
@@ -93,6 +95,8 @@ class OpsConfig:
     labels: str = "oracle"  # what the retrains learn from: LoopConfig.labels
     inspection_find_rate: float = 0.7  # LoopConfig.inspection_find_rate
     inspection_unknown_rate: float = 0.2  # LoopConfig.inspection_unknown_rate
+    pacing: str = "slow_start"
+    """How the engine paces drains against bursts (``DisruptionConfig.pacing``)."""
 
     def __post_init__(self) -> None:
         bad = [p for p in self.policies if p not in RUNNABLE]
@@ -125,6 +129,7 @@ class OpsConfig:
             "labels": self.labels,
             "inspection_find_rate": self.inspection_find_rate,
             "inspection_unknown_rate": self.inspection_unknown_rate,
+            "pacing": self.pacing,
             "cost_model": {
                 "capacity_value": SIM_COSTS.capacity_value,
                 "inspection_window_h": SIM_COSTS.inspection_window / timedelta(hours=1),
@@ -164,7 +169,7 @@ def _loop_config(cfg: OpsConfig, policy: str) -> LoopConfig:
         policy="predictive" if policy in SIZING_VARIANTS else policy,
         pool_actuation=SIZING_VARIANTS.get(policy, "ideal"),
         autoscaler_lead=cfg.autoscaler_lead,
-        policy_config=sim_policy_config(),
+        policy_config=sim_policy_config(cfg.pacing),
         horizon=cfg.risk.horizon,
         sizing_every=cfg.sizing_every,
         reactive_sizing_every=cfg.reactive_sizing_every,

@@ -60,6 +60,7 @@ from predops.pipelines.workspace.config import (
     read_toml,
 )
 from predops.policy.config import (
+    PACINGS,
     Budgets,
     BuyConfig,
     CostModel,
@@ -99,6 +100,11 @@ NUMBER_RANGES: Mapping[str, tuple[float, float | None]] = {
     "benefit_margin": (0.0, None),
     "storm_fraction": (0.0, 1.0),
     "storm_min_nodes": (1, None),
+    "burst_nodes": (1, None),
+    "burst_spread_racks": (1, None),
+    "slow_start_width": (1, None),
+    "slow_start_open_width": (1, None),
+    "pacing_max_domains": (1, 1_000_000),
     "uncordon_p_fail": (0.0, 1.0),
     "confirm_scores": (1, None),
     "seed": (0, None),
@@ -135,6 +141,7 @@ ZERO_DURATIONS = frozenset(
 
 TEXT_CHOICES: Mapping[str, tuple[str, ...]] = {
     "placement_policy": PLACEMENT_POLICIES,
+    "pacing": PACINGS,
     "packing_policy": PLACEMENT_POLICIES,
 }
 

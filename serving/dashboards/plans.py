@@ -170,6 +170,12 @@ ADVICE = (
         "Open the pool's nodes on the risk board: many nodes crossing at once is more often "
         "a data or exporter fault, or one bad job, than real hardware failures.",
     ),
+    (
+        "slow start:",
+        "Drains in the named domain are paced or paused while the others go on. A paused "
+        "signal or driver version usually means an exporter, a crashed job or a rollout: "
+        "check it; the probe drain's inspection resumes or stops the domain.",
+    ),
 )
 """What to do about an alert, by how its text starts."""
 

@@ -39,9 +39,13 @@ EAGER = PolicyConfig(
 
 
 def run(
-    risks: list, snap: ClusterSnapshot, fleet: FleetState, budgets: Budgets | None = None
+    risks: list,
+    snap: ClusterSnapshot,
+    fleet: FleetState,
+    budgets: Budgets | None = None,
+    config: PolicyConfig = EAGER,
 ) -> Plan:
-    return plan(risks, [], snap, fleet, budgets or Budgets(), clock(), EAGER)
+    return plan(risks, [], snap, fleet, budgets or Budgets(), clock(), config)
 
 
 def drain_outcome(p: Plan, node_id: str) -> Drain | SkipReason:
@@ -177,22 +181,29 @@ def test_unknown_node_and_missing_state(fleet20: tuple) -> None:
     assert drain_outcome(p, "train-r1-n0") is SkipReason.STALE_DATA
 
 
+BREAKER = PolicyConfig(disruption=replace(EAGER.disruption, pacing="breaker"))
+"""The former per-pool storm breaker instead of slow-start pacing."""
+UNPACED = PolicyConfig(disruption=replace(EAGER.disruption, burst_nodes=1000))
+"""Slow start with no burst small enough to pace: the budgets alone bind."""
+
+
 def test_storm_breaker_trips_and_alerts(fleet20: tuple) -> None:
     nodes, snap = fleet20
     bad = [n.node_id for n in nodes[:5]]  # 5 of 20 = 25 % > 20 %
-    p = run([make_risk(n, 0.95) for n in bad], snap, make_fleet(nodes))
+    p = run([make_risk(n, 0.95) for n in bad], snap, make_fleet(nodes), config=BREAKER)
     assert [drain_outcome(p, n) for n in bad] == [SkipReason.STORM_BREAKER] * 5
     assert len(p.alerts) == 1 and "pool train" in p.alerts[0]
     # 4 of 20 = 20 % is not "more than" 20 %: acts, within budgets
-    p = run([make_risk(n, 0.95) for n in bad[:4]], snap, make_fleet(nodes))
+    p = run([make_risk(n, 0.95) for n in bad[:4]], snap, make_fleet(nodes), config=BREAKER)
     assert not p.alerts and any(isinstance(drain_outcome(p, n), Drain) for n in bad[:4])
 
 
 def test_pool_and_rack_budgets_most_restrictive_wins(fleet20: tuple) -> None:
     nodes, snap = fleet20
-    # one node in each of 4 racks: pool budget max(1, 10 % of 20) = 2
+    # one node in each of 4 racks: pool budget max(1, 10 % of 20) = 2 (four candidates
+    # of one signal over 4 racks would be a paced burst: pacing is kept out of it)
     risky = ["train-r0-n0", "train-r1-n0", "train-r2-n0", "train-r3-n0"]
-    p = run([make_risk(n, 0.95) for n in risky], snap, make_fleet(nodes))
+    p = run([make_risk(n, 0.95) for n in risky], snap, make_fleet(nodes), config=UNPACED)
     outcomes = [drain_outcome(p, n) for n in risky]
     assert sum(isinstance(o, Drain) for o in outcomes) == 2
     assert outcomes.count(SkipReason.BUDGET_EXHAUSTED) == 2
@@ -208,7 +219,7 @@ def test_pool_and_rack_budgets_most_restrictive_wins(fleet20: tuple) -> None:
     assert drain_outcome(p, "train-r0-n0") is SkipReason.BUDGET_EXHAUSTED
     # a count budget tighter than the percentage wins
     tight = Budgets((*Budgets().budgets, DisruptionBudget("pool", max_nodes=1, domain="train")))
-    p = run([make_risk(n, 0.95) for n in risky], snap, make_fleet(nodes), tight)
+    p = run([make_risk(n, 0.95) for n in risky], snap, make_fleet(nodes), tight, UNPACED)
     assert sum(isinstance(drain_outcome(p, n), Drain) for n in risky) == 1
     zero = Budgets((DisruptionBudget("pool", max_nodes=0),))
     p = run([make_risk("train-r0-n0", 0.95)], snap, make_fleet(nodes), zero)

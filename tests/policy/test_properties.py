@@ -1,6 +1,7 @@
 """Invariants of plan() over generated fleets: budgets never exceeded, no action on a
 do-not-disrupt node, every candidate exactly once, deterministic, no stranded gang, the
-storm breaker trips, the snapshot is untouched."""
+storm breaker trips (``pacing`` 'breaker'), the snapshot is untouched. The budgets under
+slow-start pacing over many rounds with its state carried: ``test_pacing_properties``."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from predops.policy.engine import plan
 from predops.policy.fleet import FleetState, NodeState
 from tests.allocator.factories import make_allocator, make_pod
 from tests.policy.factories import T0, H, clock, make_fleet, make_risk, make_state, rack_nodes
-from tests.policy.test_disruption import EAGER
+from tests.policy.test_disruption import BREAKER, EAGER
 
 
 @dataclass
@@ -183,7 +184,7 @@ def test_storm_breaker_trips_above_the_fraction(n: int, k: int) -> None:
     for i in range(n):
         assert alloc.place(make_pod(f"p{i}", gpus=2), rows=np.array([i])).placed
     risks = [make_risk(nodes[i].node_id, 0.99) for i in range(k)]
-    p = plan(risks, [], snap, make_fleet(nodes), Budgets(), clock(), EAGER)
+    p = plan(risks, [], snap, make_fleet(nodes), Budgets(), clock(), BREAKER)
     trips = k >= 3 and k > 0.2 * n
     assert bool(p.alerts) == trips
     if trips:

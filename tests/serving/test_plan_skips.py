@@ -35,6 +35,10 @@ def test_alerts_read_in_words_with_what_to_do() -> None:
     assert "predops score failure" in a["advice"]
     assert "+00:00" not in alert_view("buy a100@eu: forecasts reach 2026-05-03T00:00Z")["text"]
     assert alert_view("something new")["advice"] == ""
+    paused = alert_view(
+        "slow start: signal xid_errors still paused since 2026-05-01T12:00:00+00:00"
+    )
+    assert "2026-05-01 12:00 UTC" in paused["text"] and "probe drain" in paused["advice"]
 
 
 def test_evidence_numbers_read_as_numbers_with_cost_units() -> None:

@@ -138,6 +138,11 @@ def test_plan_with_a_failure_model_proposes_drains_with_evidence(
         "spine:rg-1/rg-1b/rg-1b-sp01": 1,
     }
     assert out["provenance"][0]["model_name"] == "predops.node_failure"
+    # slow-start pacing: its state goes to the workspace for the next round, the drain
+    # in flight in it, and the plan carries the same state
+    assert out["inputs"]["pacing"]["drains_in_flight"] >= 1
+    state = json.loads((workspace / "policy" / "pacing.json").read_text())
+    assert "node-00035" in state["in_flight"] and out["pacing"] == state
 
 
 def test_plan_without_forecasts_skips_every_stocked_sku_and_shows_the_stock(
