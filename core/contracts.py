@@ -140,3 +140,51 @@ class Forecast:
             provenance=provenance or (Provenance.from_dict(prov) if prov else None),
             extra={str(k): float(v) for k, v in (d.get("extra") or {}).items()},
         )
+
+
+@dataclass(frozen=True, slots=True)
+class UsageForecast:
+    """Forecast peak usage of one node (or VM) over ``window`` after ``issued_at``:
+    the 50th / 95th / 99th percentiles of the highest usage sample in the window
+    (``p50 <= p95 <= p99``), in the unit of ``allocatable`` (CPU cores, bytes, or %
+    with ``allocatable`` 100). ``resource`` names what is used ("cpu", "memory")."""
+
+    node_id: str
+    issued_at: datetime
+    window: timedelta
+    p50: float
+    p95: float
+    p99: float
+    allocatable: float | None = None
+    resource: str = "cpu"
+    provenance: Provenance | None = None
+
+    def __post_init__(self) -> None:
+        _require_utc("issued_at", self.issued_at)
+        if self.window <= timedelta(0):
+            raise ValueError(f"{self.node_id}: window must be positive, got {self.window}")
+        for q in ("p50", "p95", "p99"):
+            v = getattr(self, q)
+            if not math.isfinite(v) or v < 0:
+                raise ValueError(f"{self.node_id}: {q} must be finite and >= 0, got {v}")
+        if not (self.p50 <= self.p95 <= self.p99):
+            raise ValueError(
+                f"{self.node_id}: quantiles cross: p50={self.p50} p95={self.p95} p99={self.p99}"
+            )
+        if self.allocatable is not None and not (
+            math.isfinite(self.allocatable) and self.allocatable > 0
+        ):
+            raise ValueError(f"{self.node_id}: allocatable must be > 0, got {self.allocatable}")
+
+    def peak(self, quantile: float) -> float:
+        """The forecast peak at ``quantile`` (0.5, 0.95 or 0.99)."""
+        try:
+            return float({0.5: self.p50, 0.95: self.p95, 0.99: self.p99}[quantile])
+        except KeyError:
+            raise ValueError(f"quantile must be 0.5, 0.95 or 0.99, got {quantile}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = _iso(asdict(self))
+        d["window_hours"] = self.window.total_seconds() / 3600
+        del d["window"]
+        return dict(d)
