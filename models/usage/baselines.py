@@ -42,7 +42,7 @@ class Rule:
         return f"{self.name}({inner})" if inner else self.name
 
 
-RATIO_GRID = tuple(float(v) for v in np.round(np.linspace(0.0, 1.0, 41), 3))
+RATIO_GRID = tuple(float(v) for v in np.round(np.linspace(0.0, 1.0, 101), 3))
 SIGMA_GRID = tuple(
     float(v) for v in np.round(np.concatenate([np.arange(0, 4, 0.25), np.arange(4, 21, 1.0)]), 3)
 )
@@ -58,9 +58,7 @@ def rules() -> list[Rule]:
     for p in (0.9, 0.95, 0.99):
         for h in (1.0, 6.0, 24.0):
             out.append(
-                Rule(
-                    "koordinator", {"percentile": p, "hours": h}, "reclaim_ratio", RATIO_GRID[::-1]
-                )
+                Rule("koordinator", {"percentile": p, "hours": h}, "reclaim_ratio", RATIO_GRID)
             )
     for h in (6.0, 24.0, 168.0):
         out.append(Rule("nsigma", {"hours": h}, "n_sigma", SIGMA_GRID[::-1]))
