@@ -176,6 +176,15 @@ class Design:
         )
         return out
 
+    def step_usage(self, rows: np.ndarray, cols: np.ndarray, ahead: np.ndarray) -> np.ndarray:
+        """Usage (share) ``ahead`` steps after the origin; NaN past the grid."""
+        at = cols + ahead
+        inside = at < self.grid.steps
+        out: np.ndarray = np.where(
+            inside, self.raw[rows, np.minimum(at, self.grid.steps - 1)], np.nan
+        )
+        return out
+
     def current(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """Usage (share) at the origin, carried forward over a short gap."""
         out: np.ndarray = self.u[rows, cols]

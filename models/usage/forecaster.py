@@ -49,6 +49,7 @@ LOOKBACK = timedelta(days=8)
 MIN_TRAIN_ROWS = 200
 MIN_CAL_ROWS = 100
 METHOD = "lightgbm-quantile"
+TARGETS = ("peak", "step")
 
 
 def level_name(level: float) -> str:
@@ -85,7 +86,10 @@ class UsageForecaster:
     0.99); LightGBM's ``n_estimators``, ``learning_rate``, ``num_leaves``,
     ``min_child_samples``; ``max_train_rows`` (pairs kept, sampled evenly per node);
     ``min_history`` (a node's first origin); ``calibration`` (held-out tail) and
-    ``refit``; ``aci_gamma`` (online step, 0 = off); ``chunk_series`` (nodes read at
+    ``refit``; ``aci_gamma`` (online step, 0 = off); ``target`` ("peak": the window's
+    highest sample, the default; "step": the usage at a step of the window drawn
+    uniformly, so a bound held over the window at level q is exceeded in about 1 - q
+    of its steps); ``chunk_series`` (nodes read at
     once); ``random_state``; ``n_jobs`` (LightGBM threads, None = its default).
     """
 
@@ -103,6 +107,7 @@ class UsageForecaster:
         calibration: timedelta = timedelta(days=2),
         refit: bool = True,
         aci_gamma: float = 0.02,
+        target: str = "peak",
         chunk_series: int = 256,
         random_state: int = 0,
         n_jobs: int | None = None,
@@ -119,6 +124,7 @@ class UsageForecaster:
         self.calibration = calibration
         self.refit = refit
         self.aci_gamma = aci_gamma
+        self.target = target
         self.chunk_series = chunk_series
         self.random_state = random_state
         self.n_jobs = n_jobs
@@ -139,6 +145,8 @@ class UsageForecaster:
             raise ValueError(f"levels must be increasing and inside (0, 1), got {lv}")
         if not set(API_LEVELS) <= set(lv):
             raise ValueError(f"levels must hold {API_LEVELS}, got {lv}")
+        if self.target not in TARGETS:
+            raise ValueError(f"target must be one of {TARGETS}, got {self.target!r}")
         if int(self.max_train_rows) < MIN_TRAIN_ROWS:
             raise ValueError(f"max_train_rows must be >= {MIN_TRAIN_ROWS}")
         if int(self.chunk_series) < 1 or int(self.n_estimators) < 1:
@@ -211,13 +219,18 @@ class UsageForecaster:
             if not rows_l:
                 continue
             r, c = np.concatenate(rows_l), np.concatenate(cols_l)
+            y = d.target(r, c)
+            if self.target == "step":  # one step of each pair's window, drawn uniformly
+                y = d.step_usage(r, c, rng.integers(1, w + 1, size=c.size))
+            keep = np.isfinite(y)
+            r, c, y, calf = r[keep], c[keep], y[keep], np.concatenate(calf_l)[keep]
             parts.append(
                 (
                     d.inputs(r, c),
-                    d.target(r, c),
+                    y,
                     d.reference(r, c),
                     d.scale(r, c),
-                    np.concatenate(calf_l),
+                    calf,
                 )
             )
         if not parts:

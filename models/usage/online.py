@@ -36,7 +36,8 @@ class OnlineCorrection:
 
     def update(self, series: list[str], missed: np.ndarray) -> None:
         """Learn from one resolved forecast per series: ``missed`` (series, levels) is
-        True where the realised peak exceeded the bound (NaN-free booleans)."""
+        True (1) where the realised usage exceeded the bound, or the share of the
+        window's steps that did (a step target), NaN-free."""
         if self.gamma == 0.0 or not series:
             return
         step = self.gamma * (np.asarray(missed, dtype=np.float64) - (1.0 - self.levels))

@@ -52,6 +52,13 @@ def _hours(text: str) -> tuple[float, ...]:
     return out
 
 
+def _targets(text: str) -> tuple[str, ...]:
+    out = tuple(v.strip() for v in text.split(",") if v.strip())
+    if not out or any(v not in ("peak", "step") for v in out):
+        raise click.BadParameter(f"{text!r}: peak and / or step, separated by commas")
+    return out
+
+
 @click.command("colocation")
 @click.option("--source", type=click.Choice(("azure-vm", "synthetic")), required=True)
 @click.option("--path", default=None, help="azure-vm: the folder (or one file) of the trace.")
@@ -75,6 +82,12 @@ def _hours(text: str) -> tuple[float, ...]:
     show_default=True,
     help="Forecast windows (hours) tried on the validation window.",
 )
+@click.option(
+    "--targets",
+    default="peak",
+    show_default=True,
+    help="Forecaster targets tried on the validation window (peak, step).",
+)
 @click.option("--n-estimators", type=click.IntRange(1), default=150, show_default=True)
 @click.option("--threads", type=click.IntRange(1), default=2, show_default=True)
 @json_option
@@ -91,6 +104,7 @@ def eval_colocation(
     test_days: float,
     val_days: float,
     windows: str,
+    targets: str,
     n_estimators: int,
     threads: int,
     as_json: bool,
@@ -114,6 +128,7 @@ def eval_colocation(
         test_days=test_days,
         val_days=val_days,
         windows_h=_hours(windows),
+        targets=_targets(targets),
         model_params={"n_estimators": n_estimators, "n_jobs": threads},
     )
     emit(_finite({"source": source, "path": path, **report}), as_json, _human)

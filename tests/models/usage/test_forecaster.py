@@ -156,3 +156,23 @@ def test_bad_history_is_named() -> None:
         UsageForecaster(window=timedelta(days=2))
     with pytest.raises(ValueError, match="levels must hold"):
         UsageForecaster(levels=(0.5, 0.9))
+
+
+def test_step_target_covers_each_step() -> None:
+    """target="step": a bound at level q is exceeded in about 1 - q of the window's
+    steps; on iid N(mu, sigma) usage its p95 is near mu + 1.645 sigma."""
+    hist = _history(8, 12, seed=6)
+    model = _model(target="step").fit(hist.filter(pl.col("ts") < T0 + timedelta(days=9)))
+    grid = to_grid(hist, t0_us=int(T0.timestamp() * 1e6), step=STEP, steps=12 * 288)
+    d = Design(grid, model.window_steps)
+    cols = np.tile(np.arange(9 * 288, 12 * 288 - 12, 12), 8)
+    rows = np.repeat(np.arange(8), cols.size // 8)
+    q = model.quantiles(d, rows, cols)
+    win = np.stack([d.step_usage(rows, cols, np.full(cols.size, h)) for h in range(1, 13)], 1)
+    share_below = (win[:, :, None] <= q[:, None, :]).mean(axis=(0, 1))
+    for j, lv in enumerate(LEVELS):
+        assert abs(share_below[j] - lv) <= (0.05 if lv == 0.5 else 0.02), (lv, share_below[j])
+    true95 = MU + 0.01 * (rows % 5) + 1.645 * SIGMA
+    assert np.median(np.abs(q[:, LEVELS.index(0.95)] - true95)) < 0.3 * SIGMA
+    with pytest.raises(ValueError, match="target must be"):
+        UsageForecaster(target="mean")
