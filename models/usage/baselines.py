@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from predops.models.usage.design import BATCH, Design, quiet
+from predops.models.usage.design import BATCH, Design, quiet, row_quantiles
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def peaks(rule: Rule, design: Design, rows: np.ndarray, cols: np.ndarray) -> np.
     knob = np.asarray(rule.grid, dtype=np.float64)[None, :]
     if rule.name in ("koordinator", "crane"):
         p = rule.settings["percentile"]
-        base = _batched(design, rows, cols, steps, lambda w: np.nanquantile(w, p, axis=1))
+        base = _batched(design, rows, cols, steps, lambda w: row_quantiles(w, p))
         base = base[:, None]
         if rule.name == "koordinator":
             out: np.ndarray = base + (1.0 - knob)

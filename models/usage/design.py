@@ -137,11 +137,11 @@ class Design:
         cols += [m1, m6, m24, s1, s24, self.hpeak[r, c]]
         with np.errstate(invalid="ignore"), quiet():
             hp24 = self.trailing(self.hpeak, r, c, 24, h)
-            cols += [*list(np.nanquantile(hp24, [0.5, 0.95], axis=1)), np.nanmax(hp24, axis=1)]
+            cols += [*list(row_quantiles(hp24, [0.5, 0.95], axis=1)), np.nanmax(hp24, axis=1)]
             hp7 = self.trailing(self.hpeak, r, c, 168, h)
-            cols += [*list(np.nanquantile(hp7, [0.5, 0.95, 0.99], axis=1)), np.nanmax(hp7, axis=1)]
+            cols += [*list(row_quantiles(hp7, [0.5, 0.95, 0.99], axis=1)), np.nanmax(hp7, axis=1)]
             u24 = self.trailing(self.u, r, c, d, 1)
-            cols += list(np.nanquantile(u24, [0.95, 0.99], axis=1))
+            cols += list(row_quantiles(u24, [0.95, 0.99], axis=1))
         if self.inmax_1h is not None and self.inmax_24h is not None and self.gap is not None:
             cols += [self.inmax_1h[r, c], self.inmax_24h[r, c], self.gap[r, c]]
         else:
@@ -189,6 +189,26 @@ class Design:
         """Usage (share) at the origin, carried forward over a short gap."""
         out: np.ndarray = self.u[rows, cols]
         return out
+
+
+def row_quantiles(x: np.ndarray, q: float | list[float], axis: int = 1) -> np.ndarray:
+    """``np.nanquantile(x, q, axis=1)`` (linear interpolation) of a 2-D array, in one
+    vectorised pass: numpy's NaN path loops row by row in Python. NaN for a row with
+    no finite value."""
+    if axis != 1:
+        raise ValueError("row_quantiles works along axis 1")
+    s = np.sort(x, axis=1)  # NaN sort last
+    n = np.isfinite(x).sum(axis=1)
+    r = np.arange(x.shape[0])
+    qs = np.atleast_1d(np.asarray(q, dtype=np.float64))
+    out = np.empty((qs.size, x.shape[0]))
+    for k, v in enumerate(qs):
+        pos = v * np.maximum(n - 1, 0)
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, np.maximum(n - 1, 0))
+        a, b = s[r, lo], s[r, hi]
+        out[k] = np.where(n > 0, a + (pos - lo) * (b - a), np.nan)
+    return out[0] if np.ndim(q) == 0 else out
 
 
 @contextmanager

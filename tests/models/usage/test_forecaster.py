@@ -176,3 +176,15 @@ def test_step_target_covers_each_step() -> None:
     assert np.median(np.abs(q[:, LEVELS.index(0.95)] - true95)) < 0.3 * SIGMA
     with pytest.raises(ValueError, match="target must be"):
         UsageForecaster(target="mean")
+
+
+def test_row_quantiles_match_numpy() -> None:
+    from predops.models.usage.design import row_quantiles
+
+    x = np.random.default_rng(7).random((40, 25))
+    x[3, :5] = np.nan
+    x[7] = np.nan
+    x[9, :24] = np.nan
+    with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):
+        want = np.nanquantile(x, [0.5, 0.95, 0.99], axis=1)
+    np.testing.assert_allclose(row_quantiles(x, [0.5, 0.95, 0.99]), want, equal_nan=True)
