@@ -145,3 +145,39 @@ def to_grid(frame: pl.DataFrame, *, t0_us: int, step: timedelta, steps: int) -> 
 def epoch_us(value: datetime) -> int:
     """A UTC datetime as epoch microseconds."""
     return round(value.timestamp() * 1_000_000)
+
+
+RESOURCES = ("cpu", "memory")
+
+
+def telemetry_history(
+    telemetry: pl.DataFrame | pl.LazyFrame,
+    inventory: pl.DataFrame | pl.LazyFrame,
+    resource: str = "cpu",
+) -> pl.LazyFrame:
+    """The usage history of the lake's ``telemetry`` rows (TELEMETRY contract), with
+    each node's allocatable from its latest ``inventory`` snapshot (INVENTORY): CPU
+    in cores (``cpu_util_pct`` x ``cpu_milli`` / 100,000) or memory in bytes
+    (``mem_used_bytes`` against ``memory_mib``). Lazy: a scan stays a scan; a node
+    without inventory is left out (nothing to lend against)."""
+    if resource not in RESOURCES:
+        raise ValueError(f"resource must be one of {RESOURCES}, got {resource!r}")
+    alloc = (
+        inventory.lazy()
+        .sort("ts")
+        .group_by("node_id")
+        .agg(
+            (pl.col("cpu_milli").last() / 1000.0).alias("__cores__"),
+            (pl.col("memory_mib").last() * float(2**20)).alias("__bytes__"),
+        )
+    )
+    t = telemetry.lazy().join(alloc, on="node_id", how="inner")
+    if resource == "cpu":
+        usage = pl.col("cpu_util_pct").cast(pl.Float64) / 100.0 * pl.col("__cores__")
+        cap = pl.col("__cores__")
+    else:
+        usage = pl.col("mem_used_bytes").cast(pl.Float64)
+        cap = pl.col("__bytes__")
+    return t.select(
+        pl.col("node_id").alias(SERIES), "ts", usage.alias("usage"), cap.alias("allocatable")
+    )

@@ -44,7 +44,7 @@ import polars as pl
 from predops.models.usage.baselines import Rule, peaks, reclaimable, rules
 from predops.models.usage.design import Design
 from predops.models.usage.forecaster import UsageForecaster, at_level, corrected, level_name
-from predops.models.usage.grid import UsageGrid
+from predops.models.usage.grid import UsageGrid, telemetry_history, to_grid
 from predops.models.usage.online import OnlineCorrection
 from predops.pipelines.ingest.traces.azure_vm import DEFAULT_EPOCH, STEP, vm_columns
 from predops.pipelines.ingest.traces.publisher_files import csv_files, csv_stem, read_table
@@ -145,29 +145,36 @@ def load_azure(path: str, *, subset: int | None = None, seed: int = 0, usage: st
         )
         info[name] = {"vms": int(keep.size), "of": len(ids), "steps": raw.height}
     return Fleet(
-        grids, {"families": info, "usage": usage_stat, "subset_seed": seed if subset else None}
+        grids,
+        {
+            "families": info,
+            "usage": usage_stat,
+            "subset_seed": seed if subset else None,
+            "allocatable": "100 % of each VM's CPU (the trace has no core count); a "
+            "core-hour is one VM's whole CPU for one hour",
+        },
     )
 
 
 def load_synthetic(*, nodes: int, days: float, seed: int) -> Fleet:
-    """The simulated fleet's node CPU % (``cpu_util_pct``, 5-minute samples)."""
+    """The simulated fleet's node CPU (``cpu_util_pct`` x the node's cores, 5-minute
+    samples; allocatable = its cores), read block by block."""
     from predops.pipelines.jobs.evaluation import SYNTHETIC_START
     from predops.pipelines.synthetic.run import SimConfig, build
 
     cfg = SimConfig(nodes=nodes, days=days, interval=STEP_5MIN, seed=seed, start=SYNTHETIC_START)
     sim = build(cfg)
-    from predops.models.usage.grid import to_grid
-
+    inventory = sim.inventory()
     t0 = int(SYNTHETIC_START.timestamp() * 1_000_000)
-    parts = []
-    for block in sim.telemetry_blocks():
-        df = block.select(
-            pl.col("node_id").alias("series_id"),
-            "ts",
-            pl.col("cpu_util_pct").cast(pl.Float64).alias("usage"),
-            pl.lit(100.0).alias("allocatable"),
-        ).filter(pl.col("usage").is_not_null())
-        parts.append(to_grid(df, t0_us=t0, step=STEP_5MIN, steps=cfg.n_samples))
+    parts = [
+        to_grid(
+            telemetry_history(block, inventory).collect(),
+            t0_us=t0,
+            step=STEP_5MIN,
+            steps=cfg.n_samples,
+        )
+        for block in sim.telemetry_blocks()
+    ]
     grid = UsageGrid(
         [s for g in parts for s in g.series],
         t0,
@@ -177,7 +184,7 @@ def load_synthetic(*, nodes: int, days: float, seed: int) -> Fleet:
         np.concatenate([g.allocatable for g in parts]),
     )
     info = {"nodes": nodes, "days": days, "seed": seed, "steps": cfg.n_samples}
-    return Fleet([grid], {"synthetic": info})
+    return Fleet([grid], {"synthetic": info, "allocatable": "each node's cores (inventory)"})
 
 
 # ---------------------------------------------------------------- accounting
@@ -453,8 +460,7 @@ def evaluate_colocation(
         comparison[key] = {"predops": p, "best_baseline": base, "baseline": b, "ratio": ratio}
         met &= ratio >= (BAR if r == CHOOSE_AT else 1.0)
     return {
-        "allocatable": "100 % of each node's CPU (no core count in the data); core-hours = "
-        "one node's whole CPU for one hour",
+        "allocatable": fleet.info["allocatable"],
         "round_hours": ROUND.total_seconds() / 3600,
         "violation": "5-minute step with usage > allocatable - reclaimed",
         "data": fleet.info,

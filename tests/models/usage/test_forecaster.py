@@ -188,3 +188,32 @@ def test_row_quantiles_match_numpy() -> None:
     with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):
         want = np.nanquantile(x, [0.5, 0.95, 0.99], axis=1)
     np.testing.assert_allclose(row_quantiles(x, [0.5, 0.95, 0.99]), want, equal_nan=True)
+
+
+def test_telemetry_history_cpu_cores_and_memory_bytes() -> None:
+    from predops.models.usage.grid import telemetry_history
+
+    tel = pl.DataFrame(
+        {
+            "ts": [T0, T0 + STEP, T0],
+            "node_id": ["a", "a", "z"],
+            "cpu_util_pct": [50.0, None, 10.0],
+            "mem_used_bytes": [2**30, 2**31, 1],
+        }
+    )
+    inv = pl.DataFrame(
+        {
+            "ts": [T0 - timedelta(days=1), T0],
+            "node_id": ["a", "a"],
+            "cpu_milli": [4000, 8000],
+            "memory_mib": [1024, 4096],
+        }
+    )
+    cpu = telemetry_history(tel, inv).collect().sort("ts")
+    assert cpu["series_id"].to_list() == ["a", "a"]  # z has no inventory
+    assert cpu["usage"].to_list() == [4.0, None] and cpu["allocatable"].to_list() == [8.0, 8.0]
+    mem = telemetry_history(tel, inv, "memory").collect().sort("ts")
+    assert mem["usage"].to_list() == [2.0**30, 2.0**31]
+    assert mem["allocatable"].to_list() == [4096.0 * 2**20] * 2
+    with pytest.raises(ValueError, match="resource"):
+        telemetry_history(tel, inv, "gpu")

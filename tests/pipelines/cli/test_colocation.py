@@ -101,3 +101,13 @@ def test_real_trace_subset() -> None:
     fam = r["data"]["families"]
     assert {k: v["vms"] for k, v in fam.items()} == {"microsoft_100": 4, "periodic_78": 4}
     assert fam["periodic_78"]["of"] == 77  # VM 83972 is listed twice, kept once
+
+
+def test_synthetic_fleet() -> None:
+    r = _run(
+        "--source", "synthetic", "--nodes", "6", "--days", "10", "--test-days", "2",
+        "--val-days", "2", "--windows", "1", "--n-estimators", "10", "--threads", "1",
+    )  # fmt: skip
+    _check(r)
+    assert r["data"]["synthetic"]["nodes"] == 6
+    assert "cores" in r["allocatable"]
