@@ -144,47 +144,48 @@ class Forecast:
 
 @dataclass(frozen=True, slots=True)
 class UsageForecast:
-    """Forecast peak usage of one node (or VM) over ``window`` after ``issued_at``:
-    the 50th / 95th / 99th percentiles of the highest usage sample in the window
-    (``p50 <= p95 <= p99``), in the unit of ``allocatable`` (CPU cores, bytes, or %
-    with ``allocatable`` 100). ``resource`` names what is used ("cpu", "memory")."""
+    """Quantiles of one node's peak high-priority (online) CPU usage, in cores, over
+    ``window`` after ``as_of`` (p50 <= p95 <= p99); optionally the same of its memory, in
+    bytes. The input of the reclaimable-capacity decision (:mod:`policy.reclaim`)."""
 
     node_id: str
-    issued_at: datetime
+    as_of: datetime
     window: timedelta
     p50: float
     p95: float
     p99: float
-    allocatable: float | None = None
-    resource: str = "cpu"
+    memory_p50: float | None = None
+    memory_p95: float | None = None
+    memory_p99: float | None = None
     provenance: Provenance | None = None
 
     def __post_init__(self) -> None:
-        _require_utc("issued_at", self.issued_at)
+        _require_utc("as_of", self.as_of)
+        if not self.node_id:
+            raise ValueError("usage forecast: node_id is empty")
         if self.window <= timedelta(0):
-            raise ValueError(f"{self.node_id}: window must be positive, got {self.window}")
-        for q in ("p50", "p95", "p99"):
-            v = getattr(self, q)
-            if not math.isfinite(v) or v < 0:
-                raise ValueError(f"{self.node_id}: {q} must be finite and >= 0, got {v}")
-        if not (self.p50 <= self.p95 <= self.p99):
-            raise ValueError(
-                f"{self.node_id}: quantiles cross: p50={self.p50} p95={self.p95} p99={self.p99}"
-            )
-        if self.allocatable is not None and not (
-            math.isfinite(self.allocatable) and self.allocatable > 0
-        ):
-            raise ValueError(f"{self.node_id}: allocatable must be > 0, got {self.allocatable}")
+            raise ValueError(f"usage forecast {self.node_id}: window must be positive")
+        for prefix in ("", "memory_"):
+            qs = [getattr(self, f"{prefix}p{q}") for q in (50, 95, 99)]
+            if prefix and all(v is None for v in qs):
+                continue
+            if any(v is None or not math.isfinite(v) or v < 0 for v in qs):
+                raise ValueError(
+                    f"usage forecast {self.node_id}: {prefix}p50/p95/p99 must be finite "
+                    f"and >= 0, got {qs}"
+                )
+            if not qs[0] <= qs[1] <= qs[2]:
+                raise ValueError(f"usage forecast {self.node_id}: {prefix}quantiles cross: {qs}")
 
-    def peak(self, quantile: float) -> float:
-        """The forecast peak at ``quantile`` (0.5, 0.95 or 0.99)."""
-        try:
-            return float({0.5: self.p50, 0.95: self.p95, 0.99: self.p99}[quantile])
-        except KeyError:
-            raise ValueError(f"quantile must be 0.5, 0.95 or 0.99, got {quantile}") from None
+    def cpu_at(self, risk: float) -> float:
+        """The CPU quantile exceeded with probability ``risk`` (0.5, 0.05 or 0.01)."""
+        return float(getattr(self, _QUANTILE_OF_RISK[risk]))
 
-    def to_dict(self) -> dict[str, Any]:
-        d = _iso(asdict(self))
-        d["window_hours"] = self.window.total_seconds() / 3600
-        del d["window"]
-        return dict(d)
+    def memory_at(self, risk: float) -> float | None:
+        v = getattr(self, "memory_" + _QUANTILE_OF_RISK[risk])
+        return None if v is None else float(v)
+
+
+_QUANTILE_OF_RISK = {0.5: "p50", 0.05: "p95", 0.01: "p99"}
+RISKS = tuple(sorted(_QUANTILE_OF_RISK))
+"""The violation risks a :class:`UsageForecast` answers (its quantiles' tails)."""

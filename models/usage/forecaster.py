@@ -416,17 +416,33 @@ def corrected(q: np.ndarray, scale: np.ndarray, offsets: np.ndarray) -> np.ndarr
     return monotone(q + offsets * scale[:, None])
 
 
-def to_forecasts(frame: pl.DataFrame, window: timedelta) -> list[UsageForecast]:
-    """A :meth:`UsageForecaster.predict` frame as ``UsageForecast`` objects."""
-    return [
-        UsageForecast(
-            node_id=r[SERIES],
-            issued_at=r["issued_at"],
-            window=window,
-            p50=float(r["p50"]),
-            p95=float(r["p95"]),
-            p99=float(r["p99"]),
-            allocatable=float(r["allocatable"]),
+def to_forecasts(
+    frame: pl.DataFrame, window: timedelta, memory: pl.DataFrame | None = None
+) -> list[UsageForecast]:
+    """A :meth:`UsageForecaster.predict` frame (CPU, e.g. in cores) as
+    :class:`~core.contracts.UsageForecast` objects (``as_of`` = the frame's
+    ``issued_at``); ``memory``, the predict frame of a model fitted on the nodes' memory
+    (bytes), fills their ``memory_p*`` where it has the node."""
+    mem: dict[str, tuple[float, float, float]] = {}
+    if memory is not None:
+        mem = {
+            r[SERIES]: (float(r["p50"]), float(r["p95"]), float(r["p99"]))
+            for r in memory.iter_rows(named=True)
+        }
+    out = []
+    for r in frame.iter_rows(named=True):
+        m = mem.get(r[SERIES])
+        out.append(
+            UsageForecast(
+                node_id=r[SERIES],
+                as_of=r["issued_at"],
+                window=window,
+                p50=float(r["p50"]),
+                p95=float(r["p95"]),
+                p99=float(r["p99"]),
+                memory_p50=None if m is None else m[0],
+                memory_p95=None if m is None else m[1],
+                memory_p99=None if m is None else m[2],
+            )
         )
-        for r in frame.iter_rows(named=True)
-    ]
+    return out

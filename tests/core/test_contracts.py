@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from predops.core.actions import Buy, Cordon, Drain, Plan, ResizePool, Skip, SkipReason, Uncordon
-from predops.core.contracts import FailureRisk, Forecast, Provenance, Reason, UsageForecast
+from predops.core.contracts import FailureRisk, Forecast, Provenance, Reason
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -96,17 +96,3 @@ def test_plan_names_each_candidate_once() -> None:
     assert d["dry_run"] is True and d["skips"][0]["reason"] == "budget_exhausted"
     with pytest.raises(ValueError, match="twice"):
         Plan("p2", T0, T0, acts, (Skip("drain", "gpu-1", SkipReason.STORM_BREAKER),))
-
-
-def test_usage_forecast_orders_quantiles_and_reports_window() -> None:
-    f = UsageForecast("n1", T0, timedelta(hours=2), 3.0, 5.0, 6.5, allocatable=8.0)
-    assert f.peak(0.95) == 5.0
-    assert f.to_dict()["window_hours"] == 2.0
-    with pytest.raises(ValueError, match="quantiles cross"):
-        UsageForecast("n1", T0, timedelta(hours=1), 3.0, 2.0, 4.0)
-    with pytest.raises(ValueError, match="window must be positive"):
-        UsageForecast("n1", T0, timedelta(0), 1.0, 2.0, 3.0)
-    with pytest.raises(ValueError, match="allocatable"):
-        UsageForecast("n1", T0, timedelta(hours=1), 1.0, 2.0, 3.0, allocatable=0.0)
-    with pytest.raises(ValueError, match="quantile must be"):
-        f.peak(0.9)

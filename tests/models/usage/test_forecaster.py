@@ -12,7 +12,13 @@ import pytest
 
 from predops.core.contracts import UsageForecast
 from predops.models.usage.design import Design
-from predops.models.usage.forecaster import LEVELS, UsageForecaster, at_level, level_name
+from predops.models.usage.forecaster import (
+    LEVELS,
+    UsageForecaster,
+    at_level,
+    level_name,
+    to_forecasts,
+)
 from predops.models.usage.grid import to_grid
 from predops.models.usage.online import BOUNDS, OnlineCorrection
 
@@ -70,8 +76,12 @@ def test_quantiles_are_ordered_and_the_api_frame(
     assert set(out.columns) >= {"series_id", "issued_at", "window_hours", "allocatable", "p50"}
     fc = model.forecasts(hist, as_of=T0 + timedelta(days=13))
     assert all(isinstance(f, UsageForecast) for f in fc)
-    assert fc[0].issued_at == T0 + timedelta(days=13, minutes=5)  # end of the as_of step
-    assert fc[0].window == timedelta(hours=1) and fc[0].allocatable == 8.0
+    assert fc[0].as_of == T0 + timedelta(days=13, minutes=5)  # end of the as_of step
+    assert fc[0].window == timedelta(hours=1) and fc[0].memory_p99 is None
+    assert fc[0].cpu_at(0.01) == fc[0].p99 <= 8.0
+    # Memory quantiles from a second predict frame (here: the same, as a stand-in).
+    both = to_forecasts(out, model.window, memory=out.head(3))
+    assert both[0].memory_p95 == both[0].p95 and both[5].memory_p95 is None
 
 
 def test_coverage_matches_the_known_peak_distribution(
