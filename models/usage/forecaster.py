@@ -161,43 +161,60 @@ class UsageForecaster:
 
     # ---------------------------------------------------------------- reading
     def _chunks(
-        self, lf: pl.LazyFrame, series: list[str], t0_us: int, steps: int
+        self, lf: pl.LazyFrame, spans: pl.DataFrame, lookback: timedelta | None = None
     ) -> Iterator[UsageGrid]:
+        """``chunk_series`` series at a time on their own grid (from their first sample,
+        or from ``lookback`` before each one's last), read with a filter on the lazy
+        history: only that chunk's rows are ever collected."""
         n = int(self.chunk_series)
-        for lo in range(0, len(series), n):
-            part = series[lo : lo + n]
-            df = lf.filter(pl.col(SERIES).is_in(part)).collect()
-            yield to_grid(df, t0_us=t0_us, step=self.step, steps=steps)
+        step_us = int(self.step.total_seconds() * 1_000_000)
+        for lo in range(0, spans.height, n):
+            part = spans.slice(lo, n)
+            names = part[SERIES].to_list()
+            first, last = part["a"].to_numpy(), part["b"].to_numpy()
+            q = lf.filter(pl.col(SERIES).is_in(names))
+            if lookback is not None:
+                lb = int(lookback.total_seconds() * 1_000_000)
+                first = np.maximum(first, last - lb + 1)
+                cut = pl.DataFrame({SERIES: names, "__from__": first})
+                q = q.filter(pl.col("ts").dt.epoch("us") >= int(first.min()))
+                q = q.join(cut.lazy(), on=SERIES).filter(
+                    pl.col("ts").dt.epoch("us") >= pl.col("__from__")
+                )
+                q = q.drop("__from__")
+            t0 = int(first.min()) - int(first.min()) % step_us
+            steps = (int(last.max()) - t0) // step_us + 1
+            yield to_grid(q.collect(), t0_us=t0, step=self.step, steps=steps)
 
-    def _span(self, lf: pl.LazyFrame) -> tuple[list[str], int, int]:
-        """The series, the grid's first column (epoch us) and its length."""
+    def _span(self, lf: pl.LazyFrame) -> pl.DataFrame:
+        """Per series (sorted), its first and last sample time (epoch us: ``a``, ``b``);
+        one streaming pass over the history."""
         s = (
             lf.group_by(SERIES)
-            .agg(pl.col("ts").min().alias("a"), pl.col("ts").max().alias("b"))
-            .collect()
+            .agg(
+                pl.col("ts").min().dt.epoch("us").alias("a"),
+                pl.col("ts").max().dt.epoch("us").alias("b"),
+            )
+            .collect(engine="streaming")
             .sort(SERIES)
         )
         if s.height == 0:
             raise ValueError("usage history is empty")
-        step_us = int(self.step.total_seconds() * 1_000_000)
-        a = int(s["a"].dt.epoch("us").to_numpy().min())
-        t0 = a - a % step_us
-        end = int(s["b"].dt.epoch("us").to_numpy().max())
-        return s[SERIES].to_list(), t0, (end - t0) // step_us + 1
+        return s
 
     # ---------------------------------------------------------------- fit
     def fit(self, history: pl.DataFrame | pl.LazyFrame) -> UsageForecaster:
         """Fit on a history frame (series_id, ts, usage[, max][, allocatable])."""
         self._validate()
         lf = history_columns(history)
-        series, t0, steps = self._span(lf)
+        spans = self._span(lf)
         w = self.window_steps
-        cap = max(1, int(self.max_train_rows) // len(series))
+        cap = max(1, int(self.max_train_rows) // spans.height)
         cal = self._steps(self.calibration)
         first = self._steps(self.min_history)
         rng = np.random.default_rng(int(self.random_state))
         parts: list[tuple[np.ndarray, ...]] = []
-        for grid in self._chunks(lf, series, t0, steps):
+        for grid in self._chunks(lf, spans):
             d = Design(grid, w)
             rows_l, cols_l, calf_l = [], [], []
             for i in range(len(grid.series)):
@@ -242,10 +259,10 @@ class UsageForecaster:
         if y.size < MIN_TRAIN_ROWS:
             raise ValueError(f"{y.size} training pairs; at least {MIN_TRAIN_ROWS} needed")
         z = y - ref
-        self.n_series_ = len(series)
+        self.n_series_ = spans.height
         self.n_train_rows_ = int(y.size)
         self.data_cutoff_ = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(
-            microseconds=t0 + (steps - 1) * int(self.step.total_seconds() * 1e6)
+            microseconds=int(spans["b"].max())  # type: ignore[arg-type]
         )
         self.shift_ = np.zeros(len(self.levels))
         self.calibration_ = "none"
@@ -336,10 +353,8 @@ class UsageForecaster:
         lf = history_columns(history)
         if as_of is not None:
             lf = lf.filter(pl.col("ts") <= as_of)
-        lf = lf.filter(pl.col("ts") > pl.col("ts").max().over(SERIES) - LOOKBACK)
-        series, t0, steps = self._span(lf)
         out: list[pl.DataFrame] = []
-        for grid in self._chunks(lf, series, t0, steps):
+        for grid in self._chunks(lf, self._span(lf), LOOKBACK):
             out.append(self._predict_grid(grid))
         return pl.concat(out).sort(SERIES)
 
