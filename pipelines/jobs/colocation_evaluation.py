@@ -138,9 +138,9 @@ def load_azure(path: str, *, subset: int | None = None, seed: int = 0, usage: st
                 [f"{name}/{ids[i]}" for i in keep],
                 t0,
                 int(STEP_5MIN.total_seconds() * 1_000_000),
-                cpu[keep],
-                None if peak is None else peak[keep],
-                np.full(keep.size, 100.0),
+                cpu[keep] / 100.0,  # one VM's whole CPU = 1 (a "core-hour" is a VM-hour)
+                None if peak is None else peak[keep] / 100.0,
+                np.ones(keep.size),
             )
         )
         info[name] = {"vms": int(keep.size), "of": len(ids), "steps": raw.height}

@@ -67,6 +67,8 @@ def test_fixture_end_to_end(tmp_path: Path) -> None:
     assert r["data"]["families"] == {"tiny_3": {"vms": 3, "of": 3, "steps": 11 * 288}}
     assert r["split"]["test_steps"] == [[9 * 288, 11 * 288]]
     assert r["test"]["predops"]["settings"]["window_hours"] == 1.0
+    # A core-hour is one VM's whole CPU for an hour: 3 VMs x 48 h bound the oracle.
+    assert 0.5 * 144 < r["oracle"]["reclaimed_core_hours"] < 144
     cover = r["forecaster"]["test_backtest"]["coverage"]
     assert cover["p50"] <= cover["p95"] <= cover["p99"]
 
