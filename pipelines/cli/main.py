@@ -17,7 +17,7 @@ from typing import Any
 import click
 import polars as pl
 
-from predops.pipelines.cli import demand, failure, labels, spares
+from predops.pipelines.cli import colocation, demand, failure, labels, spares
 from predops.pipelines.cli.allocator import allocator_group
 from predops.pipelines.cli.bootstrap import bootstrap_command
 from predops.pipelines.cli.lake import LAKE_COMMANDS
@@ -455,6 +455,7 @@ eval_group.add_command(demand.eval_demand)
 eval_group.add_command(failure.eval_failure)
 eval_group.add_command(labels.eval_labels)
 eval_group.add_command(spares.eval_spares)
+eval_group.add_command(colocation.eval_colocation)
 train_group.add_command(demand.train_demand)
 train_group.add_command(failure.train_failure)
 forecast_group.add_command(demand.forecast_demand)
