@@ -151,7 +151,39 @@ def node_states(
                     st["repaired_at"] = at
             elif kind in BACK_IN_SERVICE:
                 st["under_repair"] = False
+    for node_id, fault in _inspection_faults(lake, now).items():
+        if node_id in acc:
+            acc[node_id]["inspection_fault"] = fault
     return {n: NodeState(node_id=n, **kw) for n, kw in acc.items()}
+
+
+def _inspection_faults(lake: Lake, now: datetime) -> dict[str, bool]:
+    """Per node, what the inspection of its latest drain or cordon (at or before
+    ``now``) found, as last recorded by ``now``: True a fault, False none; nodes whose
+    latest drain has no verdict (``unknown``, or nothing recorded) are left out. What
+    slow-start pacing reads as a confirmed (or refuted) alarm."""
+    if not _has(lake, "inspections"):
+        return {}
+    rec = (
+        lake.scan("inspections")
+        .filter((pl.col("drained_at") <= now) & (pl.col("recorded_at") <= now))
+        .select("node_id", "drained_at", "recorded_at", "outcome")
+        .collect()
+    )
+    if rec.height == 0:
+        return {}
+    last_drain = rec.group_by("node_id").agg(pl.col("drained_at").max())
+    latest = (
+        rec.join(last_drain, on=["node_id", "drained_at"])
+        .sort("node_id", "recorded_at", "outcome")
+        .group_by("node_id", maintain_order=True)
+        .last()
+        .filter(pl.col("outcome") != "unknown")
+    )
+    return {
+        n: o == "fault_found"
+        for n, o in zip(latest["node_id"].to_list(), latest["outcome"].to_list(), strict=True)
+    }
 
 
 def running_pods(lake: Lake, now: datetime) -> pl.DataFrame:

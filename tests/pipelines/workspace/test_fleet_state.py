@@ -202,3 +202,38 @@ def test_schemas_name_the_row_and_field_of_bad_stock_rows(tmp_path: Path) -> Non
     q = lake.read_quarantine("purchase_orders").row(0, named=True)
     assert (q["row"], q["field"]) == (4, "status") and "lost not one of" in q["reason"]
     assert STOCK.key == ("sku", "region", "ts") and PURCHASE_ORDERS.key == ("po_id", "ts")
+
+
+def test_the_inspection_of_each_nodes_latest_drain_reaches_its_state(lake: Lake) -> None:
+    """What slow-start pacing reads: the latest record, at ``now``, of each node's latest
+    drain; an unknown outcome (or none yet) leaves the verdict open."""
+    h = timedelta(hours=1)
+    rows = [  # node, drained, outcome, recorded
+        ("n0", NOW - 2 * DAY, "fault_found", NOW - DAY),  # an older drain: superseded
+        ("n0", NOW - DAY, "unknown", NOW - DAY),
+        ("n0", NOW - DAY, "no_fault_found", NOW - h),  # the verdict on the latest drain
+        ("n1", NOW - DAY, "unknown", NOW - DAY),
+        ("n1", NOW - DAY, "fault_found", NOW + h),  # recorded after now: not known yet
+        ("n3", NOW - DAY, "unknown", NOW - DAY),
+        ("n3", NOW - DAY, "fault_found", NOW - h),
+    ]
+    frame = pl.DataFrame(
+        {
+            "node_id": [r[0] for r in rows],
+            "drained_at": [r[1] for r in rows],
+            "action": ["drain"] * len(rows),
+            "outcome": [r[2] for r in rows],
+            "cause": [None] * len(rows),
+            "recorded_at": [r[3] for r in rows],
+            "detail": [None] * len(rows),
+        }
+    )
+    report = ingest(
+        lake, "predops", [Batch("inspections", frame)], clock=FixedClock(NOW), input_name="insp"
+    )
+    assert report.rows_quarantined == 0
+    states = fleet_from_lake(lake, NOW).fleet.nodes
+    got = {n: s.inspection_fault for n, s in states.items()}
+    assert got == {"n0": False, "n1": None, "n2": None, "n3": True, "n4": None}
+    later = fleet_from_lake(lake, NOW + 2 * h).fleet.nodes
+    assert later["n1"].inspection_fault is True
