@@ -216,6 +216,25 @@ class LendNodes(Action):
         return {"to_pool": self.to_pool, "nodes": self.nodes}
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetReclaimable(Action):
+    """Publish on node ``target`` the capacity batch (best-effort) work may use:
+    ``cpu_milli`` millicores and, when known, ``memory_bytes`` (Koordinator's
+    ``kubernetes.io/batch-cpu`` / ``batch-memory`` units; see :mod:`policy.reclaim`)."""
+
+    kind: ClassVar[str] = "set_reclaimable"
+    cpu_milli: int
+    memory_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        Action.__post_init__(self)
+        if self.cpu_milli < 0 or (self.memory_bytes is not None and self.memory_bytes < 0):
+            raise ValueError(f"set_reclaimable {self.target}: capacity must be >= 0")
+
+    def params(self) -> dict[str, Any]:
+        return {"cpu_milli": self.cpu_milli, "memory_bytes": self.memory_bytes}
+
+
 @dataclass(frozen=True, slots=True)
 class Skip:
     """A candidate the engine considered and did not act on, with a typed reason.
@@ -351,6 +370,13 @@ def action_from_dict(d: dict[str, Any], where: str = "action") -> Action:
             )
         elif kind == "lend_nodes":
             action = LendNodes(**common, to_pool=str(params["to_pool"]), nodes=int(params["nodes"]))
+        elif kind == "set_reclaimable":
+            mem = params.get("memory_bytes")
+            action = SetReclaimable(
+                **common,
+                cpu_milli=int(params["cpu_milli"]),
+                memory_bytes=None if mem is None else int(mem),
+            )
         elif kind == "buy":
             action = Buy(
                 **common,

@@ -140,3 +140,52 @@ class Forecast:
             provenance=provenance or (Provenance.from_dict(prov) if prov else None),
             extra={str(k): float(v) for k, v in (d.get("extra") or {}).items()},
         )
+
+
+@dataclass(frozen=True, slots=True)
+class UsageForecast:
+    """Quantiles of one node's peak high-priority (online) CPU usage, in cores, over
+    ``window`` after ``as_of`` (p50 <= p95 <= p99); optionally the same of its memory, in
+    bytes. The input of the reclaimable-capacity decision (:mod:`policy.reclaim`)."""
+
+    node_id: str
+    as_of: datetime
+    window: timedelta
+    p50: float
+    p95: float
+    p99: float
+    memory_p50: float | None = None
+    memory_p95: float | None = None
+    memory_p99: float | None = None
+    provenance: Provenance | None = None
+
+    def __post_init__(self) -> None:
+        _require_utc("as_of", self.as_of)
+        if not self.node_id:
+            raise ValueError("usage forecast: node_id is empty")
+        if self.window <= timedelta(0):
+            raise ValueError(f"usage forecast {self.node_id}: window must be positive")
+        for prefix in ("", "memory_"):
+            qs = [getattr(self, f"{prefix}p{q}") for q in (50, 95, 99)]
+            if prefix and all(v is None for v in qs):
+                continue
+            if any(v is None or not math.isfinite(v) or v < 0 for v in qs):
+                raise ValueError(
+                    f"usage forecast {self.node_id}: {prefix}p50/p95/p99 must be finite "
+                    f"and >= 0, got {qs}"
+                )
+            if not qs[0] <= qs[1] <= qs[2]:
+                raise ValueError(f"usage forecast {self.node_id}: {prefix}quantiles cross: {qs}")
+
+    def cpu_at(self, risk: float) -> float:
+        """The CPU quantile exceeded with probability ``risk`` (0.5, 0.05 or 0.01)."""
+        return float(getattr(self, _QUANTILE_OF_RISK[risk]))
+
+    def memory_at(self, risk: float) -> float | None:
+        v = getattr(self, "memory_" + _QUANTILE_OF_RISK[risk])
+        return None if v is None else float(v)
+
+
+_QUANTILE_OF_RISK = {0.5: "p50", 0.05: "p95", 0.01: "p99"}
+RISKS = tuple(sorted(_QUANTILE_OF_RISK))
+"""The violation risks a :class:`UsageForecast` answers (its quantiles' tails)."""
