@@ -10,7 +10,6 @@ from pathlib import Path
 
 from predops.core.actions import SetReclaimable
 from predops.core.clock import FixedClock
-from predops.pipelines.actuators.apply import apply_plan
 from predops.pipelines.actuators.reclaim import (
     BATCH_CPU,
     BATCH_MEMORY,
@@ -20,7 +19,7 @@ from predops.pipelines.actuators.reclaim import (
 )
 from predops.pipelines.workspace.audit import AuditLog
 from tests.fakes.kube_api import FakeKubeAPI
-from tests.pipelines.actuators.conftest import T0, assert_role_grants, kube_for, plan_of
+from tests.pipelines.actuators.conftest import T0, apply_by, assert_role_grants, kube_for
 
 WINDOW = {"not_before": T0, "expires": T0 + timedelta(minutes=15)}
 
@@ -39,16 +38,7 @@ def reclaim(node: str, cpu_milli: int, memory_bytes: int | None = None) -> SetRe
 def apply(fake, tmp_path, clock, audit, action, plan_id, execute=True, **kw):  # type: ignore[no-untyped-def]
     api, _, state, sleeper = kube_for(fake, tmp_path, clock)
     act = ReclaimActuator(api, clock, sleeper, **kw)
-    report = apply_plan(
-        plan_of([action], plan_id),
-        state=state,
-        actuators={"set_reclaimable": act},
-        audit=audit,
-        clock=clock,
-        execute=execute,
-    )
-    (out,) = report.outcomes
-    return out
+    return apply_by(act, state, audit, clock, action, plan_id, execute)
 
 
 def test_publishes_batch_resources_and_the_annotation(
