@@ -6,9 +6,10 @@ candidate appears exactly once, as an action or as a typed skip:
 
 - a ``drain`` candidate per scored node and an ``uncordon`` candidate per cordoned node
   (:mod:`policy.disruption`);
-- a ``resize_pool`` candidate per pool (:mod:`policy.sizing`), a ``lend_nodes``
-  candidate per pool with a partner of opposite daily peaks naming the nodes lent, and a
-  ``return_nodes`` per lender and borrower with loans due back (:mod:`policy.lending`);
+- a ``resize_pool`` candidate per pool (:mod:`policy.sizing`); with the loans given
+  (``loans``), a ``lend_nodes`` candidate per pool with a partner of opposite daily
+  peaks naming the nodes lent, and a ``return_nodes`` per lender and borrower with
+  loans due back (:mod:`policy.lending`);
 - a ``buy`` candidate per SKU and region with a stock position (:mod:`policy.buying`);
 - with usage forecasts given (``usage``), a ``set_reclaimable`` candidate per node: the
   capacity batch work may use (:mod:`policy.reclaim`);
@@ -51,13 +52,15 @@ def plan(
     config: PolicyConfig | None = None,
     buy_forecast: Sequence[Forecast] | None = None,
     usage: Reclaiming | None = None,
-    loans: Sequence[Loan] = (),
+    loans: Sequence[Loan] | None = None,
 ) -> Plan:
     """One planning run at ``clock.now()``; see the module docstring. ``forecast``
     feeds drains and pool sizing (hours ahead); ``buy_forecast``, when given, feeds the
     buys instead (weeks ahead: the procurement model's forecasts), else ``forecast``
     does. ``usage``, when given, feeds the reclaimable capacity; ``loans`` are the
-    nodes on loan between pools now (:mod:`policy.lending`)."""
+    nodes on loan between pools now (:mod:`policy.lending`): lending is planned only
+    when the caller tracks them (``()``: none on loan), so every node lent can come
+    back; None plans no lending."""
     cfg = config or PolicyConfig()
     now = clock.now()
     drains = CordonDrainPolicy(cfg.disruption, budgets).decide(
@@ -68,11 +71,12 @@ def plan(
         drains,
         SoftTaintPolicy(cfg.disruption).decide(latest_risk(risk), inventory, drained, now),
         PoolSizingPolicy(cfg.sizing).decide(forecast, risk, snapshot, inventory, now),
-        TidalLending(cfg.sizing).decide(forecast, snapshot, inventory, loans, now),
         InventoryBuyPolicy(cfg.buy).decide(
             forecast if buy_forecast is None else buy_forecast, risk, inventory, now
         ),
     ]
+    if loans is not None:
+        parts.append(TidalLending(cfg.sizing).decide(forecast, snapshot, inventory, loans, now))
     if usage is not None:
         parts.append(
             ReclaimPolicy(cfg.reclaim).decide(

@@ -40,7 +40,7 @@ def tidal(web_level: float = 0.0) -> list:  # type: ignore[type-arg]
 
 def test_lend_names_idle_nodes_first() -> None:
     web, train, snap = world()
-    p = plan([], tidal(), snap, make_fleet([*web, *train]), Budgets(), clock())
+    p = plan([], tidal(), snap, make_fleet([*web, *train]), Budgets(), clock(), loans=())
     (lend,) = [a for a in p.actions if isinstance(a, LendNodes)]
     assert (lend.target, lend.to_pool) == ("web", "train")
     assert len(lend.node_ids) == lend.nodes >= 1
