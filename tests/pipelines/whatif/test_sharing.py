@@ -76,3 +76,21 @@ def test_lending_moves_nodes_to_the_night_pool(worlds: tuple[World, World]) -> N
     assert lent["lends"] >= 1 and lent["node_hours_lent"] > 0
     assert lent["borrower_served_core_hours"] >= none["borrower_served_core_hours"]
     assert lent["borrower_throughput_gained_core_hours"] > 0
+
+
+def test_cli_sharing_needs_another_tuning_seed_and_reports_both() -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from predops.pipelines.cli.main import main
+
+    args = ["simulate-ops", "--sharing", "--nodes", "30", "--days", "1", "--warmup-days", "8"]
+    res = CliRunner().invoke(main, [*args, "--seed", "5", "--json"])
+    assert res.exit_code != 0 and "--tune-seed" in res.output
+    res = CliRunner().invoke(main, [*args, "--seed", "5", "--tune-seed", "6", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["seed"] == 5 and out["colocation"]["tuned_on_seed"] == 6
+    assert set(out["colocation"]["methods"]) == {"predops", "trailing_max", "none"}
+    assert "with_lending" in out["lending"] and "no_lending" in out["lending"]
