@@ -44,6 +44,7 @@ policy code; the world is the what-if's :class:`~pipelines.whatif.world.World`.
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections.abc import Mapping
@@ -287,6 +288,20 @@ def colocation(world: World, tune: World, cfg: SharingConfig) -> dict[str, Any]:
         if base["batch_core_hours"]
         else None
     )
+    # the trade-off on the evaluation world itself (reported, never used to choose):
+    # each method's knob swept, and the baseline interpolated at predops' violation rate
+    curve_p = {
+        m: _brief(
+            run_predops(
+                world, u, fc, ReclaimConfig(risk=rp, margin_share=m, max_grow_percent=gp), pod
+            )
+        )
+        for m in cfg.predops_margins
+    }
+    curve_b = {
+        m: _brief(run_trailing_max(world, u, cfg.max_hours, m, pod)) for m in cfg.baseline_margins
+    }
+    matched = _interpolate(curve_b, ours["violation_rate"])
     return {
         "nodes": len(u.specs),
         "tuned_on_seed": tune.cfg.seed,
@@ -306,7 +321,33 @@ def colocation(world: World, tune: World, cfg: SharingConfig) -> dict[str, Any]:
         },
         "methods": {"predops": ours, "trailing_max": base, "none": none.to_dict()},
         "batch_gain_vs_trailing_max": None if gain is None else round(gain, 4),
+        "evaluation_curves": {
+            "predops": {f"margin={k}": v for k, v in curve_p.items()},
+            "trailing_max": {f"margin={k}": v for k, v in curve_b.items()},
+        },
+        "trailing_max_at_predops_violation_rate": matched,
+        "batch_gain_vs_trailing_max_at_same_violation_rate": None
+        if not matched
+        else round(ours["batch_core_hours"] / matched - 1, 4),
     }
+
+
+def _interpolate(curve: Mapping[float, Mapping[str, float]], rate: float) -> float | None:
+    """Batch core-hours of a knob sweep at violation rate ``rate`` (linear between the
+    two nearest points of the sweep's upper frontier; None outside its range)."""
+    pts = sorted((c["violation_rate"], c["batch_core_hours"]) for c in curve.values())
+    frontier: list[tuple[float, float]] = []
+    for v, b in pts:
+        if frontier and v == frontier[-1][0]:
+            frontier[-1] = (v, max(b, frontier[-1][1]))
+        elif not frontier or b > frontier[-1][1]:
+            frontier.append((v, b))
+    if not frontier or not frontier[0][0] <= rate <= frontier[-1][0]:
+        return None
+    for (v0, b0), (v1, b1) in itertools.pairwise(frontier):
+        if v0 <= rate <= v1:
+            return round(b0 + (b1 - b0) * (rate - v0) / (v1 - v0), 1) if v1 > v0 else b1
+    return frontier[0][1]
 
 
 def _brief(o: Outcome) -> dict[str, float]:

@@ -94,3 +94,17 @@ def test_cli_sharing_needs_another_tuning_seed_and_reports_both() -> None:
     assert out["seed"] == 5 and out["colocation"]["tuned_on_seed"] == 6
     assert set(out["colocation"]["methods"]) == {"predops", "trailing_max", "none"}
     assert "with_lending" in out["lending"] and "no_lending" in out["lending"]
+
+
+def test_interpolation_on_the_upper_frontier() -> None:
+    from predops.pipelines.whatif.sharing import _interpolate
+
+    curve = {
+        0.0: {"violation_rate": 0.02, "batch_core_hours": 100.0},
+        0.1: {"violation_rate": 0.0, "batch_core_hours": 40.0},
+        0.05: {"violation_rate": 0.01, "batch_core_hours": 80.0},
+        0.2: {"violation_rate": 0.0, "batch_core_hours": 20.0},  # dominated
+    }
+    assert _interpolate(curve, 0.015) == 90.0
+    assert _interpolate(curve, 0.005) == 60.0
+    assert _interpolate(curve, 0.03) is None
