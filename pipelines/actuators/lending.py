@@ -178,6 +178,14 @@ class LendActuator:
             return Verdict(
                 SkipReason.NOT_OWNED, f"node {name} is not on loan from {dst}: not returned"
             )
+        if (
+            isinstance(action, LendNodes)
+            and pool == dst
+            and notes.get(LEND_KEY) != (action.idempotency_key)
+        ):
+            return Verdict(
+                SkipReason.POOL_CHANGED, f"node {name} is in pool {dst} already, not by this loan"
+            )
         if "true" in (labels.get(DO_NOT_DISRUPT), notes.get(DO_NOT_DISRUPT)) and pool == src:
             return Verdict(SkipReason.DO_NOT_DISRUPT, f"node {name} is do-not-disrupt")
         if (node.get("spec") or {}).get("unschedulable"):

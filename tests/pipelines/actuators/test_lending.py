@@ -143,6 +143,9 @@ def test_dry_run_and_revalidation_touch_nothing(
     fake.node("web-1")["metadata"]["labels"][POOL] = "gpu"  # someone moved it
     out = apply(fake, tmp_path, clock, audit, lend("web-1"))
     assert (out.outcome, out.reason) == ("dropped", "pool_changed")
+    fake.node("web-1")["metadata"]["labels"][POOL] = "batch"  # there already, no loan of ours
+    out = apply(fake, tmp_path, clock, audit, lend("web-1"))
+    assert (out.outcome, out.reason) == ("dropped", "pool_changed")
     fake.node("web-0")["metadata"]["labels"][POOL] = "batch"  # moved by hand, no loan
     out = apply(fake, tmp_path, clock, audit, back("web-0", at=timedelta(0)))
     assert (out.outcome, out.reason) == ("dropped", "not_owned")
