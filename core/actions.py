@@ -201,11 +201,14 @@ class Buy(Action):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LendNodes(Action):
     """Lend ``nodes`` nodes of pool ``target`` to pool ``to_pool`` between ``not_before``
-    and ``expires`` (pools whose daily peaks fall at different hours)."""
+    and ``expires`` (pools whose daily peaks fall at different hours); ``node_ids``
+    names them (the cheapest drains, :mod:`policy.lending`; empty: a count only, as
+    plans written before nodes were named)."""
 
     kind: ClassVar[str] = "lend_nodes"
     to_pool: str
     nodes: int
+    node_ids: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         Action.__post_init__(self)
@@ -213,9 +216,57 @@ class LendNodes(Action):
             raise ValueError(f"lend_nodes {self.target}: nodes must be positive")
         if self.to_pool == self.target:
             raise ValueError(f"lend_nodes {self.target}: cannot lend a pool to itself")
+        if self.node_ids and len(set(self.node_ids)) != self.nodes:
+            raise ValueError(f"lend_nodes {self.target}: {self.nodes} nodes, named {self.node_ids}")
 
     def params(self) -> dict[str, Any]:
-        return {"to_pool": self.to_pool, "nodes": self.nodes}
+        out: dict[str, Any] = {"to_pool": self.to_pool, "nodes": self.nodes}
+        if self.node_ids:  # absent when empty: the keys of count-only plans stay as they were
+            out["node_ids"] = list(self.node_ids)
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReturnNodes(Action):
+    """Give nodes ``node_ids`` lent by pool ``target`` back from pool ``from_pool``: the
+    loan expired, or the lender's own forecast rose."""
+
+    kind: ClassVar[str] = "return_nodes"
+    from_pool: str
+    node_ids: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        Action.__post_init__(self)
+        if not self.node_ids or len(set(self.node_ids)) != len(self.node_ids):
+            raise ValueError(f"return_nodes {self.target}: node_ids must be distinct, not empty")
+        if self.from_pool == self.target:
+            raise ValueError(f"return_nodes {self.target}: from_pool is the pool itself")
+
+    def params(self) -> dict[str, Any]:
+        return {"from_pool": self.from_pool, "node_ids": list(self.node_ids)}
+
+    @property
+    def candidate(self) -> str:
+        return f"{self.target}<-{self.from_pool}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetReclaimable(Action):
+    """Publish on node ``target`` the capacity batch (best-effort) work may use:
+    ``cpu_milli`` millicores and, when known, ``memory_bytes`` (Koordinator's
+    ``kubernetes.io/batch-cpu`` / ``batch-memory`` units; see :mod:`policy.reclaim`)."""
+
+    kind: ClassVar[str] = "set_reclaimable"
+    cpu_milli: int
+    memory_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        Action.__post_init__(self)
+        if self.cpu_milli < 0 or (self.memory_bytes is not None and self.memory_bytes < 0):
+            raise ValueError(f"set_reclaimable {self.target}: capacity must be >= 0")
+
+    def params(self) -> dict[str, Any]:
+        return {"cpu_milli": self.cpu_milli, "memory_bytes": self.memory_bytes}
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,7 +409,25 @@ def action_from_dict(d: dict[str, Any], where: str = "action") -> Action:
                 **common, from_nodes=int(params["from_nodes"]), to_nodes=int(params["to_nodes"])
             )
         elif kind == "lend_nodes":
-            action = LendNodes(**common, to_pool=str(params["to_pool"]), nodes=int(params["nodes"]))
+            action = LendNodes(
+                **common,
+                to_pool=str(params["to_pool"]),
+                nodes=int(params["nodes"]),
+                node_ids=tuple(str(n) for n in params.get("node_ids") or ()),
+            )
+        elif kind == "return_nodes":
+            action = ReturnNodes(
+                **common,
+                from_pool=str(params["from_pool"]),
+                node_ids=tuple(str(n) for n in params["node_ids"]),
+            )
+        elif kind == "set_reclaimable":
+            mem = params.get("memory_bytes")
+            action = SetReclaimable(
+                **common,
+                cpu_milli=int(params["cpu_milli"]),
+                memory_bytes=None if mem is None else int(mem),
+            )
         elif kind == "buy":
             action = Buy(
                 **common,

@@ -283,9 +283,55 @@ class BuyConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ReclaimConfig:
+    """Reclaimable (batch) capacity knobs (:mod:`policy.reclaim`).
+
+    - ``risk`` 0.01: the forecast peak is the usage quantile exceeded with this
+      probability over the window (0.5, 0.05 or 0.01: the forecast's p50 / p95 / p99);
+    - ``margin_share`` 0.05 / ``margin_cores`` 0: held back beyond that peak, the larger
+      of this share of allocatable and these cores (memory: the share);
+    - ``max_share`` 0.8: never more than this share of a node's allocatable;
+    - ``grow_deadband_milli`` 250 / ``grow_deadband_mib`` 256: an increase smaller than
+      this is not published (a decrease always is, at once);
+    - ``max_grow_percent`` 25: at most this share of a pool's nodes (at least one) may
+      have their value raised in one round; decreases are never budgeted;
+    - ``hold`` 1 h: the time to the next planning round; a forecast whose window ends
+      before it is stale;
+    - ``max_forecast_age`` 2 h / ``max_usage_age`` 15 min: older inputs are stale, and
+      a node with stale or missing inputs is set to 0 (nothing reclaimed blind);
+    - ``expires_after`` 15 min: an increase applied later than that is dropped (usage may
+      have risen since).
+    """
+
+    risk: float = 0.01
+    margin_share: float = 0.05
+    margin_cores: float = 0.0
+    max_share: float = 0.8
+    grow_deadband_milli: int = 250
+    grow_deadband_mib: int = 256
+    max_grow_percent: float = 25.0
+    hold: timedelta = timedelta(hours=1)
+    max_forecast_age: timedelta = timedelta(hours=2)
+    max_usage_age: timedelta = timedelta(minutes=15)
+    expires_after: timedelta = timedelta(minutes=15)
+    costs: CostModel = field(default_factory=CostModel)
+
+    def __post_init__(self) -> None:
+        if self.risk not in (0.5, 0.05, 0.01):
+            raise ValueError(f"reclaim risk must be 0.5, 0.05 or 0.01, got {self.risk}")
+        if not 0.0 <= self.margin_share <= 1.0 or not 0.0 <= self.max_share <= 1.0:
+            raise ValueError("reclaim margin_share and max_share must be in [0, 1]")
+        if self.margin_cores < 0 or self.grow_deadband_milli < 0 or self.grow_deadband_mib < 0:
+            raise ValueError("reclaim margin_cores and deadbands must be >= 0")
+        if not 0.0 <= self.max_grow_percent <= 100.0:
+            raise ValueError("reclaim max_grow_percent must be in 0..100")
+
+
+@dataclass(frozen=True, slots=True)
 class PolicyConfig:
     """All policy knobs; ``PolicyConfig()`` is the documented default."""
 
     disruption: DisruptionConfig = field(default_factory=DisruptionConfig)
     sizing: SizingConfig = field(default_factory=SizingConfig)
     buy: BuyConfig = field(default_factory=BuyConfig)
+    reclaim: ReclaimConfig = field(default_factory=ReclaimConfig)

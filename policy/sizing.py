@@ -1,4 +1,4 @@
-"""Elastic pool sizing: how many nodes each pool should hold, and lending between pools.
+"""Elastic pool sizing: how many nodes each pool should hold.
 
 Per pool, over the window ``now .. now + scale_up_lead + hold`` (capacity ordered now
 arrives after the lead time and must cover the demand until the next sizing round,
@@ -34,9 +34,7 @@ p90 (``anchor_history``; a persistence forecast beat the forecaster's next hour 
 every pool of the simulated fleet).
 
 Series ids are ``<pool>/gpus/<gpu_model>`` and ``<pool>/cpu_cores`` (the demand
-contract's series naming). Lending: two pools of the same GPU model whose hourly p50
-profiles over the next day correlate below ``-lend_min_anticorrelation`` have opposite
-peaks; when one is short of its p90 while the other has spare nodes, propose lending.
+contract's series naming). Lending between pools with opposite peaks: :mod:`policy.lending`.
 """
 
 from __future__ import annotations
@@ -54,7 +52,7 @@ from predops.allocator.estimator import Estimate, NodeCountEstimator, sample_pod
 from predops.allocator.requests import PodBatch, PodRequest
 from predops.allocator.snapshot import ClusterSnapshot
 from predops.allocator.topology import GPU_MILLI, NodeSpec
-from predops.core.actions import LendNodes, ResizePool, Skip, SkipReason
+from predops.core.actions import ResizePool, Skip, SkipReason
 from predops.core.contracts import FailureRisk, Forecast, Provenance
 from predops.policy.anchoring import ANCHORED, anchor_next_hour
 from predops.policy.config import SizingConfig
@@ -160,7 +158,7 @@ def _resource_ratio(pods: Sequence[PodRequest], part: Sequence[PodRequest]) -> f
 
 
 class PoolSizingPolicy:
-    """Node counts per pool and lending between pools; see the module docstring."""
+    """Node counts per pool; see the module docstring."""
 
     def __init__(self, config: SizingConfig) -> None:
         self.config = config
@@ -205,7 +203,6 @@ class PoolSizingPolicy:
                 used_prov.setdefault((p.model_name, p.model_version, p.feature_set_hash), p)
             self._size(pool, nodes, pd, snapshot, pods_by_node, by_risk, fleet, now, window, out)
         out.provenance.extend(used_prov[k] for k in sorted(used_prov))
-        self._lending(pools, forecasts, pods_by_node, fleet, now, out)
         return out
 
     def _bad_forecast(
@@ -374,95 +371,3 @@ class PoolSizingPolicy:
                 expected_cost=round(max(0, delta) * node_h, 4),
             )
         )
-
-    def _lending(
-        self,
-        pools: Mapping[str, Sequence[NodeSpec]],
-        forecasts: Sequence[Forecast],
-        pods_by_node: Mapping[str, Sequence[PodRequest]],
-        fleet: FleetState,
-        now: datetime,
-        out: Decisions,
-    ) -> None:
-        cfg = self.config
-        demand = pool_demand(forecasts, now, now + cfg.lend_horizon)
-        profiles: dict[str, dict[datetime, tuple[float, float]]] = {}
-        model: dict[str, str | None] = {}
-        for pool in sorted(pools):
-            pd = demand.get(pool)
-            nodes = pools[pool]
-            if pd is None or any(f.provenance is None for f in pd.forecasts):
-                continue
-            t = nodes[0]
-            model[pool] = t.gpu_model
-            prof: dict[datetime, tuple[float, float]] = {}
-            for at in sorted(set(pd.gpus) | set(pd.cpu_cores)):
-                g = pd.gpus.get(at, (0.0, 0.0, 0.0))
-                c = pd.cpu_cores.get(at, (0.0, 0.0, 0.0))
-                # demand in nodes of the pool's SKU: the binding resource of p50 / p90
-                p50 = max(g[1] / t.gpus if t.gpus else 0.0, c[1] / (t.cpu_milli / 1000))
-                p90 = max(g[2] / t.gpus if t.gpus else 0.0, c[2] / (t.cpu_milli / 1000))
-                prof[at] = (p50, p90)
-            profiles[pool] = prof
-        for lender in sorted(profiles):
-            best: tuple[float, str, int, datetime, datetime, float] | None = None
-            partners: list[str] = []
-            for borrower in sorted(profiles):
-                if borrower == lender or model[borrower] != model[lender]:
-                    continue
-                common = sorted(set(profiles[lender]) & set(profiles[borrower]))
-                if len(common) < 6:
-                    continue
-                a = np.array([profiles[lender][t][0] for t in common])
-                b = np.array([profiles[borrower][t][0] for t in common])
-                if a.std() == 0 or b.std() == 0:
-                    continue
-                corr = float(np.corrcoef(a, b)[0, 1])
-                if corr > -cfg.lend_min_anticorrelation:
-                    continue
-                partners.append(borrower)
-                cap_l, cap_b = len(pools[lender]), len(pools[borrower])
-                busy_l = sum(1 for n in pools[lender] if pods_by_node.get(n.node_id))
-                short = [t for t in common if profiles[borrower][t][1] > cap_b]
-                if not short:
-                    continue
-                spare = min(cap_l - max(busy_l, math.ceil(profiles[lender][t][1])) for t in short)
-                need = max(math.ceil(profiles[borrower][t][1]) - cap_b for t in short)
-                n = min(spare, need)
-                if n <= 0:
-                    continue
-                if best is None or (corr, borrower) < (best[0], best[1]):
-                    best = (corr, borrower, n, short[0], short[-1], float(need))
-            if best is None:
-                if partners:
-                    out.skips.append(
-                        Skip(
-                            "lend_nodes",
-                            lender,
-                            SkipReason.NOT_NEEDED,
-                            f"opposite peaks with {', '.join(partners)} but no shortfall there "
-                            "that spare nodes here could cover",
-                        )
-                    )
-                continue
-            corr, borrower, n, start, end, shortfall = best
-            lt = pools[lender][0]
-            node_hour = cfg.costs.hourly(lt.gpus, lt.cpu_milli / 1000)
-            out.actions.append(
-                LendNodes(
-                    target=lender,
-                    to_pool=borrower,
-                    nodes=n,
-                    reason=(
-                        f"daily peaks opposite (p50 correlation {corr:.2f}); {borrower} is "
-                        f"{shortfall:g} nodes short of its p90 from {start.isoformat()} to "
-                        f"{end.isoformat()} while {lender} has {n} spare"
-                    ),
-                    evidence={"correlation": round(corr, 4), "borrower_shortfall": shortfall},
-                    not_before=max(now, start - cfg.scale_up_lead),
-                    expires=end + HOUR,
-                    # value of the borrowed node-hours; the lender keeps its p90 covered
-                    expected_benefit=round(n * node_hour * ((end - start + HOUR) / HOUR), 4),
-                    expected_cost=0.0,
-                )
-            )

@@ -31,11 +31,24 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from predops.core.actions import Buy, Cordon, Drain, LendNodes, ResizePool, SkipReason, Uncordon
+from predops.core.actions import (
+    Buy,
+    Cordon,
+    Drain,
+    LendNodes,
+    ResizePool,
+    ReturnNodes,
+    SetReclaimable,
+    SkipReason,
+    Uncordon,
+)
 from predops.serving.errors import ASGIApp, Message, Receive, Scope, Send
 from predops.serving.fleet_metrics import FleetFamilies
 
-ACTION_KINDS = tuple(a.kind for a in (Cordon, Drain, Uncordon, ResizePool, LendNodes, Buy))
+ACTION_KINDS = tuple(
+    a.kind
+    for a in (Cordon, Drain, Uncordon, ResizePool, LendNodes, ReturnNodes, SetReclaimable, Buy)
+)
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 

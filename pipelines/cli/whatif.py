@@ -124,6 +124,14 @@ SCENARIO_NAMES = ("xid-flood", "exporter-outage", "driver-rollout", "rack-power"
     show_default=True,
     help="A progress line per run on stderr (local engine).",
 )
+@click.option(
+    "--sharing",
+    is_flag=True,
+    help="Instead of the policies: co-location on reclaimed capacity (predops' reclaim "
+    "policy against a trailing-max rule and none) and tidal lending of whole nodes, on "
+    "the world of --seed, knobs tuned on the world of --tune-seed (docs/whatif.md).",
+)
+@click.option("--tune-seed", type=int, default=None, help="With --sharing: the tuning world.")
 @json_option
 @reports
 def simulate_ops_command(
@@ -145,6 +153,8 @@ def simulate_ops_command(
     engine: str,
     scheduler: str | None,
     progress: bool,
+    sharing: bool,
+    tune_seed: int | None,
     as_json: bool,
 ) -> None:
     """Replay a simulated fleet through a policy, hour by hour, and report what it cost:
@@ -164,6 +174,9 @@ def simulate_ops_command(
     )
     from predops.pipelines.whatif.world import WorldConfig
 
+    if sharing:
+        _sharing(nodes, days, warmup_days, seed, tune_seed, as_json)
+        return
     cfg = OpsConfig(
         world=WorldConfig(nodes=nodes, days=days, seed=seed, warmup_days=warmup_days),
         policies=parse_policies(policies),
@@ -256,3 +269,16 @@ def _human_seeds(o: dict[str, Any]) -> str:
     parts = [f"seed {s}\n{_human(r)}" for s, r in o["seeds"].items()]
     parts.append("pooled " + json.dumps(o["pooled"], indent=2))
     return "\n\n".join(parts)
+
+
+def _sharing(
+    nodes: int, days: float, warmup_days: float, seed: int, tune_seed: int | None, as_json: bool
+) -> None:
+    from predops.pipelines.whatif.sharing import sharing
+    from predops.pipelines.whatif.world import WorldConfig, build_world
+
+    if tune_seed is None or tune_seed == seed:
+        raise click.UsageError("--sharing needs --tune-seed, a seed other than --seed")
+    world = build_world(WorldConfig(nodes=nodes, days=days, seed=seed, warmup_days=warmup_days))
+    tune = build_world(WorldConfig(nodes=nodes, days=days, seed=tune_seed, warmup_days=warmup_days))
+    emit(sharing(world, tune), as_json, lambda o: json.dumps(o, indent=2))

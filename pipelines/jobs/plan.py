@@ -340,8 +340,10 @@ def apply_in_workspace(
     signals = None
     if kubeconfig:
         from predops.pipelines.actuators.kube import KubeActuator, KubeOptions, KubeState, connect
+        from predops.pipelines.actuators.lending import LendActuator
         from predops.pipelines.actuators.node_signals import NodeSignals
         from predops.pipelines.actuators.pool_resizers import PoolResizers, parse_pool_actuators
+        from predops.pipelines.actuators.reclaim import ReclaimActuator
         from predops.pipelines.actuators.soft_taint import SoftTaintActuator
 
         choice = parse_pool_actuators(pool_actuators)
@@ -351,6 +353,9 @@ def apply_in_workspace(
         actuators.update(dict.fromkeys(("cordon", "drain", "uncordon"), kube))
         taints = SoftTaintActuator(api, sleep)
         actuators.update(dict.fromkeys(taints.kinds, taints))
+        actuators["set_reclaimable"] = ReclaimActuator(api, clock, sleep)
+        lend = LendActuator(api, clock, sleep)
+        actuators.update(dict.fromkeys(lend.kinds, lend))
         pools = PoolResizers(api, clock, sleep, choice)
         actuators["resize_pool"], previews = pools, pools.previews
         signals = NodeSignals(api, sleep)

@@ -67,6 +67,7 @@ from predops.policy.config import (
     DisruptionBudget,
     DisruptionConfig,
     PolicyConfig,
+    ReclaimConfig,
     SizingConfig,
 )
 
@@ -117,6 +118,14 @@ NUMBER_RANGES: Mapping[str, tuple[float, float | None]] = {
     "anchor_min_changes": (1, None),
     "max_packed_pods": (1, None),
     "lend_min_anticorrelation": (0.0, 1.0),
+    # ReclaimConfig (risk: 0.5, 0.05 or 0.01, checked by the dataclass)
+    "risk": (0.0, 1.0),
+    "margin_share": (0.0, 1.0),
+    "margin_cores": (0.0, None),
+    "max_share": (0.0, 1.0),
+    "grow_deadband_milli": (0, None),
+    "grow_deadband_mib": (0, None),
+    "max_grow_percent": (0.0, 100.0),
     # BuyConfig: failures per node-year and a share of nodes
     "annual_failure_rate": (0.0, 1.0),
     "repair_yield": (0.0, 1.0),
@@ -173,12 +182,14 @@ def parse_policy(
     disruption = _read_nested(policy, "disruption", DisruptionConfig(), shared_costs)
     sizing = _read_nested(policy, "sizing", SizingConfig(), shared_costs)
     buy = _read_fields(_subtable(policy, "buy"), BuyConfig())
+    reclaim = _read_nested(policy, "reclaim", ReclaimConfig(), shared_costs)
     budgets = _read_budgets(policy)
     approval = _read_fields(_subtable(policy, "approval"), ApprovalRule())
     policy.done()
     ours = [k for k in env_keys if k.startswith(POLICY_ENV_PREFIX)]
     origin = f"{where} [policy]" + (f" + environment ({', '.join(ours)})" if ours else "")
-    return PolicySettings(budgets, PolicyConfig(disruption, sizing, buy), origin, approval)
+    config = PolicyConfig(disruption, sizing, buy, reclaim)
+    return PolicySettings(budgets, config, origin, approval)
 
 
 def load_policy_settings(path: Path | None, env: Mapping[str, str]) -> PolicySettings:
@@ -296,6 +307,7 @@ def policy_settings_dict(settings: PolicySettings) -> dict[str, Any]:
         "disruption": _jsonable(settings.config.disruption),
         "sizing": _jsonable(settings.config.sizing),
         "buy": _jsonable(settings.config.buy),
+        "reclaim": _jsonable(settings.config.reclaim),
     }
 
 

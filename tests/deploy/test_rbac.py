@@ -21,7 +21,8 @@ CALLS: dict[str, set[tuple[str, str, str]]] = {
     "list_pod_for_all_namespaces": {("", "pods", "list")},
     "create_namespaced_pod_eviction": {("", "pods/eviction", "create")},  # honours PDBs
     # CoreV1Api: risk on the node for kubectl describe (pipelines/actuators/node_signals.py)
-    "patch_node_status": {("", "nodes/status", "patch")},  # the PredictedFailure condition
+    # the PredictedFailure condition; Koordinator's batch-cpu / batch-memory (reclaim.py)
+    "patch_node_status": {("", "nodes/status", "patch")},
     "create_namespaced_event": {("", "events", "create")},  # PredopsDrain, PredopsSkip...
     # CustomObjectsApi on Cluster API objects (pipelines/actuators/clusterapi.py)
     "list_custom_object_for_all_namespaces": {("cluster.x-k8s.io", "machinedeployments", "list")},
@@ -62,6 +63,8 @@ def test_every_actuator_call_is_known_here() -> None:
     calls = actuator_calls()
     assert {"read_node", "patch_node", "create_namespaced_pod_eviction"} <= calls
     assert {"patch_node_status", "create_namespaced_event"} <= calls
+    reclaim = (ACTUATORS / "reclaim.py").read_text()
+    assert set(CLIENT_CALL.findall(reclaim)) == {"patch_node_status"}  # + KubeApi's node calls
     unknown = calls - set(CALLS)
     assert not unknown, (
         f"the actuators call {sorted(unknown)}: add each to CALLS with the RBAC it needs, "

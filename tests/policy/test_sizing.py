@@ -163,7 +163,11 @@ def test_lending_between_pools_with_opposite_peaks() -> None:
         day = 0.5 + 0.5 * math.sin(2 * math.pi * k / 24)  # web by day, train by night
         fc.append(forecast("web/gpus/A100", T0 + k * H, 8 + 40 * day, spread=0.1))
         fc.append(forecast("train/gpus/A100", T0 + k * H, 8 + 40 * (1 - day), spread=0.1))
-    p = plan([], fc, snap, make_fleet([*web_nodes, *train_nodes]), Budgets(), clock())
+    fleet = make_fleet([*web_nodes, *train_nodes])
+    assert not [
+        a for a in plan([], fc, snap, fleet, Budgets(), clock()).actions if isinstance(a, LendNodes)
+    ]  # loans not tracked: no lending
+    p = plan([], fc, snap, fleet, Budgets(), clock(), loans=())
     lends = [a for a in p.actions if isinstance(a, LendNodes)]
     assert [(a.target, a.to_pool) for a in lends] == [("web", "train")]
     lend = lends[0]

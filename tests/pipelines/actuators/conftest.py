@@ -177,3 +177,24 @@ def cli_apply(
     args = ["--workspace", str(ws), "apply", plan.plan_id, "--kubeconfig", str(kubeconfig)]
     args += ["--at", T0.isoformat(), "--json"]
     return lambda *extra: CliRunner().invoke(main, [*args, *extra])
+
+
+def apply_by(
+    actuator: Actuator,
+    state: StateSource,
+    audit: AuditLog,
+    clock: FixedClock,
+    action: Action,
+    plan_id: str,
+    execute: bool = True,
+) -> ActionOutcome:
+    """What became of ``action`` applied alone by ``actuator`` (for its kind)."""
+    (out,) = apply_plan(
+        plan_of([action], plan_id),
+        state=state,
+        actuators={action.kind: actuator},
+        audit=audit,
+        clock=clock,
+        execute=execute,
+    ).outcomes
+    return out

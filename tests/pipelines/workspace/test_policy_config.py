@@ -101,6 +101,22 @@ review_period = "14d"
 annual_failure_rate = 0.1
 repair_yield = 0.5
 max_forecast_age = "3d"
+
+[policy.reclaim]
+risk = 0.05
+margin_share = 0.1
+margin_cores = 1.0
+max_share = 0.6
+grow_deadband_milli = 500
+grow_deadband_mib = 512
+max_grow_percent = 50.0
+hold = "30m"
+max_forecast_age = "1h"
+max_usage_age = "10m"
+expires_after = "10m"
+
+[policy.reclaim.costs]
+cpu_core_hour = 0.03
 """
 
 
