@@ -36,8 +36,8 @@ from predops.policy.buying import InventoryBuyPolicy
 from predops.policy.config import Budgets, PolicyConfig
 from predops.policy.disruption import CordonDrainPolicy, Decisions, latest_risk
 from predops.policy.fleet import FleetState
-from predops.policy.pacing import PacingState
 from predops.policy.lending import Loan, TidalLending
+from predops.policy.pacing import PacingState
 from predops.policy.reclaim import NodeUsage, ReclaimPolicy
 from predops.policy.sizing import PoolSizingPolicy
 from predops.policy.soft_taint import SoftTaintPolicy
