@@ -1,5 +1,7 @@
 """Capacity sharing in the closed loop: co-location on reclaimed capacity, and tidal
 lending of whole nodes (``predops simulate-ops --sharing``).
+Over 500 lines: one experiment whose two halves share the world, the tuning on another
+seed and the report; split, the report's comparison would be spread over modules.
 
 **Co-location.** Each node of the world's ``online`` pool runs its online work (the
 synthetic telemetry's hourly CPU use x the node's allocatable cores) and, beside it,
