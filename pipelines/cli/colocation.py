@@ -10,22 +10,11 @@ validation window before the test window (see
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import click
 
-from predops.pipelines.cli.support import emit, json_option, lightgbm_env, reports
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
-    return obj
+from predops.pipelines.cli.support import emit, finite_json, json_option, lightgbm_env, reports
 
 
 def _human(r: dict[str, Any]) -> str:
@@ -131,4 +120,4 @@ def eval_colocation(
         targets=_targets(targets),
         model_params={"n_estimators": n_estimators, "n_jobs": threads},
     )
-    emit(_finite({"source": source, "path": path, **report}), as_json, _human)
+    emit(finite_json({"source": source, "path": path, **report}), as_json, _human)

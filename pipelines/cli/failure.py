@@ -16,7 +16,6 @@ Importing this module attaches the ``failure`` subcommands to the shared verb gr
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import click
@@ -25,6 +24,7 @@ from predops.pipelines.cli.engine import engine_client, engine_options
 from predops.pipelines.cli.support import (
     current_settings,
     emit,
+    finite_json,
     json_option,
     lightgbm_env,
     parse_duration,
@@ -36,17 +36,6 @@ from predops.pipelines.workspace.clock import SystemClock
 
 def _human(report: dict[str, Any]) -> str:
     return json.dumps(report, indent=2, default=str)
-
-
-def _finite(obj: Any) -> Any:
-    """NaN / inf (an undefined precision, no positives) become null: strict JSON."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
-    return obj
 
 
 @click.command("failure")
@@ -130,7 +119,7 @@ def eval_failure(
             stride=parse_duration(stride) if stride else None,
             validation=validation,
         )
-    emit(_finite({"source": source, "path": path, **report}), as_json, _human)
+    emit(finite_json({"source": source, "path": path, **report}), as_json, _human)
 
 
 @click.command("failure")
@@ -178,7 +167,7 @@ def train_failure(
                 backtest_days=backtest_days,
                 max_rows=max_rows,
             )
-    emit(_finite(report), as_json, _human)
+    emit(finite_json(report), as_json, _human)
 
 
 @click.command("failure")
@@ -216,4 +205,4 @@ def score_failure(
             reasons_for=reasons_for,
             client=client,
         )
-    emit(_finite(report), as_json, _human)
+    emit(finite_json(report), as_json, _human)

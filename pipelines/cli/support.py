@@ -8,6 +8,7 @@ models, ...) can use it without importing the main command (which imports them).
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -117,3 +118,15 @@ def key_values(pairs: Sequence[str], param_hint: str = "--option") -> dict[str, 
         k, v = kv.split("=", 1)
         out[k.strip()] = v
     return out
+
+
+def finite_json(obj: Any) -> Any:
+    """``obj`` with NaN / inf (an undefined precision, no positives) as None, so the
+    JSON a command prints is strict JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite_json(v) for v in obj]
+    return obj
