@@ -32,6 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from predops.pipelines.workspace.atomic import atomic_write_text
+
 COMMIT_LOG: Final = "_commits.jsonl"
 PENDING_DIR: Final = "_pending"
 _TAGGED = re.compile(r"^part-\d+-(?P<tx>[0-9a-f]{24})\.parquet$")
@@ -220,16 +222,7 @@ def checkpoint(root: Path, commits: CommitLog, *, keep_maintenance: int = 200) -
             kept.append(e)
     if len(kept) < len(lines):
         text = "".join(json.dumps(e, sort_keys=True, default=str) + "\n" for e in kept)
-        tmp = commits.path.with_name(f".{commits.path.name}.{uuid.uuid4().hex}.tmp")
-        try:
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, commits.path)
-        finally:
-            tmp.unlink(missing_ok=True)
-        _fsync_dir(commits.path.parent)
+        atomic_write_text(commits.path, text)
     return {"lines_before": len(lines), "lines_after": len(kept)}
 
 
