@@ -182,6 +182,31 @@ class Allocator:
             detail,
         )
 
+    def pin(self, pod: PodRequest, row: int) -> bool:
+        """Place ``pod`` on node ``row`` and commit it; False when it does not fit there.
+
+        The same outcome and devices as ``place(pod, rows=np.array([row]))`` (with one
+        candidate there is nothing to score and no tie to break), without the scoring
+        and the decision record: for pods already bound to a node, e.g. a snapshot of
+        the running pods (``tests/allocator/test_engine.py`` checks the two agree). The
+        policy is asked only for a GPU share's preferred device, so a policy that draws
+        random numbers while scoring (``random_fit``) would draw fewer of them."""
+        snap = self.snapshot
+        if not snap.schedulable[row]:
+            return False
+        pref = None
+        if pod.is_share:
+            ns = self.policy.score(snap, pod, np.array([row], dtype=np.int64), _NO_CONTEXT)
+            if ns.gpu is not None and ns.gpu[0] >= 0:
+                pref = int(ns.gpu[0])
+        placement = pick_devices(snap, row, pod, pref, self.policy.prefers_locality)
+        if placement is None and (pref is not None or self.policy.prefers_locality):
+            placement = pick_devices(snap, row, pod)
+        if placement is None:
+            return False
+        snap.place(placement)
+        return True
+
     def _runner_up(
         self, cand: np.ndarray, scores: np.ndarray, pick: int, tied: int
     ) -> tuple[str | None, float | None]:

@@ -47,7 +47,8 @@ def node_local_features(
     visible = cutoff - spec.ingestion_delay
     buckets = bucket_telemetry(telemetry, spec, cutoff=visible)
     grid = bucket_grid(buckets, spec, cutoff=visible)
-    lf = add_window_features(grid, spec)
+    # The grid ends at the visible cutoff's bucket end: its last column is the online row.
+    lf = add_window_features(grid, spec, last_only=latest_only)
     if latest_only:
         lf = lf.filter(pl.col(END) == floor_to_bucket(visible, spec.bucket))
     elif eval_every is not None:

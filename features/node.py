@@ -31,7 +31,15 @@ from predops.features.definitions import (
     gauge_name,
     window_label,
 )
-from predops.features.windows import Windowed, buckets_since, forward_fill, window_max
+from predops.features.windows import (
+    Windowed,
+    buckets_since,
+    buckets_since_last,
+    forward_fill,
+    forward_fill_last,
+    window_max,
+    window_max_last,
+)
 
 ORIGIN = datetime(2020, 1, 1, tzinfo=UTC)
 """Bucket indices count from here (integers keep the slope sums exact)."""
@@ -174,20 +182,51 @@ def window_feature_names(spec: NodeFeatureSpec) -> list[str]:
     return names
 
 
-def add_window_features(grid: pl.LazyFrame, spec: NodeFeatureSpec) -> pl.LazyFrame:
+def add_window_features(
+    grid: pl.LazyFrame, spec: NodeFeatureSpec, *, last_only: bool = False
+) -> pl.LazyFrame:
     """Trailing-window gauge stats, counter increases and missing-data indicators.
 
     Runs the numpy kernels of :mod:`features.windows` on the (nodes x buckets) grid of
-    :func:`bucket_grid`; the result keeps each node's own span only."""
+    :func:`bucket_grid`; the result keeps each node's own span only. ``last_only``: only
+    the grid's last bucket end (the online row), computed at that column alone, bitwise
+    equal to that column of the full result (``tests/features/test_node_features.py``)."""
     utc = pl.Datetime("us", "UTC")
     schema = pl.Schema(
         {NODE: pl.String(), END: utc, "last_ts": utc}
         | {n: pl.Float32() for n in window_feature_names(spec)}
     )
-    return grid.map_batches(lambda df: _window_frame(df, spec, schema), schema=schema)
+    return grid.map_batches(lambda df: _window_frame(df, spec, schema, last_only), schema=schema)
 
 
-def _window_frame(df: pl.DataFrame, spec: NodeFeatureSpec, schema: pl.Schema) -> pl.DataFrame:
+class _Columns:
+    """The window kernels over every column of the grid, or at its last column only
+    (then every array is ``(nodes, 1)``; elementwise arithmetic is the same, so the
+    values are bitwise equal)."""
+
+    def __init__(self, n_b: int, last: bool) -> None:
+        self.last = last
+        self.index = np.arange(n_b - 1 if last else 0, n_b, dtype=np.float64)[None, :]
+
+    def sum(self, w: Windowed, k: int) -> np.ndarray:
+        return w.sum_last(k) if self.last else w.sum(k)
+
+    def max(self, x: np.ndarray, k: int) -> np.ndarray:
+        return window_max_last(x, k) if self.last else window_max(x, k)
+
+    def ffill(self, x: np.ndarray, limit: int | None = None) -> np.ndarray:
+        return forward_fill_last(x, limit) if self.last else forward_fill(x, limit)
+
+    def since(self, mask: np.ndarray, limit: int) -> np.ndarray:
+        return buckets_since_last(mask, limit) if self.last else buckets_since(mask, limit)
+
+    def at(self, x: np.ndarray) -> np.ndarray:
+        return x[:, -1:] if self.last else x
+
+
+def _window_frame(
+    df: pl.DataFrame, spec: NodeFeatureSpec, schema: pl.Schema, last_only: bool = False
+) -> pl.DataFrame:
     n_nodes = df[NODE].n_unique()
     if n_nodes == 0 or df.height == 0:
         return pl.DataFrame(schema=schema)
@@ -199,7 +238,9 @@ def _window_frame(df: pl.DataFrame, spec: NodeFeatureSpec, schema: pl.Schema) ->
         return df[col].cast(pl.Float64).fill_null(fill).to_numpy().reshape(n_nodes, n_b)
 
     bh = spec.bucket.total_seconds() / 3600
-    col_i = np.arange(n_b, dtype=np.float64)[None, :]
+    at = _Columns(n_b, last_only)
+    col_i = np.arange(n_b, dtype=np.float64)[None, :]  # for the cumulative sums
+    oi = at.index  # the columns computed
     out: dict[str, np.ndarray] = {}
     means: dict[tuple[str, timedelta], np.ndarray] = {}
     stds: dict[tuple[str, timedelta], np.ndarray] = {}
@@ -226,25 +267,25 @@ def _window_frame(df: pl.DataFrame, spec: NodeFeatureSpec, schema: pl.Schema) ->
             }
             for w in spec.windows:
                 k = spec.buckets_in(w)
-                rn, rs, rss = cum["n"].sum(k), cum["s"].sum(k), cum["ss"].sum(k)
-                rnj, rnjj = cum["nj"].sum(k), cum["njj"].sum(k)
-                rst, rstt, rstx = cum["st"].sum(k), cum["stt"].sum(k), cum["stx"].sum(k)
-                rstj, rsj = cum["stj"].sum(k), cum["sj"].sum(k)
+                rn, rs, rss = at.sum(cum["n"], k), at.sum(cum["s"], k), at.sum(cum["ss"], k)
+                rnj, rnjj = at.sum(cum["nj"], k), at.sum(cum["njj"], k)
+                rst, rstt, rstx = at.sum(cum["st"], k), at.sum(cum["stt"], k), at.sum(cum["stx"], k)
+                rstj, rsj = at.sum(cum["stj"], k), at.sum(cum["sj"], k)
                 mean = np.where(rn > 0, rs / rn, np.nan)
                 var = np.where(rn > 1, np.maximum((rss - rs * rs / rn) / (rn - 1), 0.0), np.nan)
                 # Sample times relative to the window end, in hours: t = t_off + (j - I) * bh.
-                s_t = rst + bh * (rnj - col_i * rn)
+                s_t = rst + bh * (rnj - oi * rn)
                 s_tt = (
                     rstt
-                    + 2 * bh * (rstj - col_i * rst)
-                    + bh * bh * (rnjj - 2 * col_i * rnj + col_i * col_i * rn)
+                    + 2 * bh * (rstj - oi * rst)
+                    + bh * bh * (rnjj - 2 * oi * rnj + oi * oi * rn)
                 )
-                s_tx = rstx + bh * (rsj - col_i * rs)
+                s_tx = rstx + bh * (rsj - oi * rs)
                 den = rn * s_tt - s_t * s_t
                 slope = np.where((rn > 1) & (den > 1e-9), (rn * s_tx - s_t * rs) / den, np.nan)
                 means[(g, w)], stds[(g, w)] = mean * scale, np.sqrt(var) * scale
                 out[gauge_name(g, "mean", w)] = means[(g, w)]
-                out[gauge_name(g, "max", w)] = window_max(mx, k) * scale
+                out[gauge_name(g, "max", w)] = at.max(mx, k) * scale
                 out[gauge_name(g, "std", w)] = stds[(g, w)]
                 out[gauge_name(g, "slope", w)] = slope * scale
         lookback = spec.buckets_in(max(spec.windows))
@@ -252,37 +293,40 @@ def _window_frame(df: pl.DataFrame, spec: NodeFeatureSpec, schema: pl.Schema) ->
             inc = arr(f"{c}__inc")
             inc_cum = Windowed(inc)
             for w in spec.windows:
-                out[counter_name(c, w)] = inc_cum.sum(spec.buckets_in(w))
-            out[counter_name(c, None)] = forward_fill(arr(f"{c}__last", np.nan), lookback)
+                out[counter_name(c, w)] = at.sum(inc_cum, spec.buckets_in(w))
+            out[counter_name(c, None)] = at.ffill(arr(f"{c}__last", np.nan), lookback)
             out[f"{c.removesuffix('_total')}__hours_since_increase"] = (
-                buckets_since(inc > 0, lookback) * bh
+                at.since(inc > 0, lookback) * bh
             )
         count, r_n, r_false = arr("n"), arr("ready__n"), arr("ready__false")
         count_cum, rn_cum, rfalse_cum = Windowed(count), Windowed(r_n), Windowed(r_false)
         per_bucket = spec.bucket / spec.sample_interval
         for w in spec.missing_windows:
             k = spec.buckets_in(w)
-            cnt = count_cum.sum(k)
+            cnt = at.sum(count_cum, k)
             lbl = window_label(w)
             out[f"samples__count_{lbl}"] = cnt
             out[f"samples__missing_frac_{lbl}"] = np.clip(1 - cnt / (k * per_bucket), 0.0, 1.0)
-            rn = rn_cum.sum(k)
-            out[f"not_ready__frac_{lbl}"] = np.where(rn > 0, rfalse_cum.sum(k) / rn, np.nan)
+            rn = at.sum(rn_cum, k)
+            out[f"not_ready__frac_{lbl}"] = np.where(rn > 0, at.sum(rfalse_cum, k) / rn, np.nan)
         ends = df[END].dt.epoch("us").to_numpy().reshape(n_nodes, n_b)
         last = df["last_ts"].dt.epoch("us").cast(pl.Float64).to_numpy().reshape(n_nodes, n_b)
-        last_ff = forward_fill(last)
-        out["samples__minutes_since_last"] = (ends - last_ff) / 60e6
-        out["not_ready__hours_since"] = buckets_since(r_false > 0, lookback) * bh
+        last_ff = at.ffill(last)
+        out["samples__minutes_since_last"] = (at.at(ends) - last_ff) / 60e6
+        out["not_ready__hours_since"] = at.since(r_false > 0, lookback) * bh
         base, short = spec.baseline_window, spec.short_window
         for g in spec.gauges:
             dev = means[(g, short)] - means[(g, base)]
             sd = stds[(g, base)]
             out[f"{g}__dev_own_{window_label(base)}"] = dev
             out[f"{g}__z_own_{window_label(base)}"] = np.where(sd > 0, dev / sd, np.nan)
+    rows = df
+    if last_only:  # each node's last grid row (rows are sorted by node, bucket end)
+        rows = df.gather(np.arange(n_nodes) * n_b + (n_b - 1))
     frame = pl.DataFrame(
         {
-            NODE: df[NODE],
-            END: df[END],
+            NODE: rows[NODE],
+            END: rows[END],
             "last_ts": pl.Series(last_ff.ravel(), nan_to_null=True)
             .cast(pl.Int64)
             .cast(pl.Datetime("us", "UTC")),
@@ -294,7 +338,7 @@ def _window_frame(df: pl.DataFrame, spec: NodeFeatureSpec, schema: pl.Schema) ->
             },
         }
     )
-    return frame.filter((df[END] >= df["__first"]) & (df[END] <= df["__until"]))
+    return frame.filter((rows[END] >= rows["__first"]) & (rows[END] <= rows["__until"]))
 
 
 def _median_name(src: str) -> str:

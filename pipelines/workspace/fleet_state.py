@@ -236,7 +236,7 @@ def snapshot_of(
             gpu_models=parse_gpu_spec(spec),
             gang_id=gang,
         )
-        if alloc.place(req, rows=np.array([row])).placed:
+        if alloc.pin(req, row):
             counts["placed"] += 1
         else:
             counts["does_not_fit"] += 1

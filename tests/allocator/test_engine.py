@@ -146,3 +146,47 @@ def test_drained_gang_member_must_return_to_its_gangs_rack() -> None:
     # Other racks have idle 4-GPU nodes, but the member may not leave its rack.
     assert not check.fits
     assert sum(check.unplaced.values()) == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 2**31 - 1),
+    st.sampled_from(["best_fit", "topology_aware"]),
+)
+def test_pin_places_exactly_as_place_on_one_row(seed: int, policy: str) -> None:
+    """Pods bound to a node: ``pin`` gives the outcome and devices of ``place`` limited
+    to that row, pod after pod, whatever the pod shape."""
+    rng = np.random.default_rng(seed)
+
+    def cluster() -> ClusterSnapshot:
+        return make_cluster(
+            make_node(
+                8,
+                node_id="g8",
+                numa_nodes=2,
+                gpu_numa=[0] * 4 + [1] * 4,
+                nvlink="d1",
+                nvlink_groups=[0, 0, 0, 0, 1, 1, 1, 1],
+            ),
+            make_node(4, node_id="g4", cpu_milli=32_000),
+            make_node(0, node_id="c1", cpu_milli=16_000, memory_mib=64 * 1024),
+        )
+
+    a, b = cluster(), cluster()
+    pa = make_allocator(a, policy=policy, seed=seed)
+    pb = make_allocator(b, policy=policy, seed=seed)
+    for i in range(40):
+        row = int(rng.integers(3))
+        kind = int(rng.integers(4))
+        pod = make_pod(
+            f"p{i}",
+            cpu=int(rng.integers(0, 12)) * 1000,
+            mem=int(rng.integers(1, 64)) * 1024,
+            gpus=[0, 1, 2, 4][kind] if kind else 0,
+            milli=int(rng.integers(100, 900)) if kind == 1 and rng.random() < 0.5 else None,
+            numa=bool(rng.random() < 0.3),
+            nvlink=bool(rng.random() < 0.3),
+        )
+        placed = pa.place(pod, rows=np.array([row])).placed
+        assert pb.pin(pod, row) == placed, (i, pod)
+        assert ClusterSnapshot.same_state(a.state(), b.state()), (i, pod)

@@ -160,3 +160,22 @@ def test_samples_only_in_an_incomplete_bucket_give_an_empty_frame_with_all_colum
     f = node_features(one.lazy(), inv.lazy(), ev.lazy(), cutoff=cutoff, latest_only=True).collect()
     assert f.height == 0
     assert f.columns == ["node_id", "ts", *node_feature_set().names, "last_sample_ts"]
+
+
+def test_latest_only_is_bitwise_the_last_bucket_of_the_full_computation(data, feats) -> None:
+    """The online row is computed at the grid's last column alone; on the same rows read
+    it must be exactly (not approximately) the full computation's last bucket end, so the
+    online store and the training frame can never disagree."""
+    tel, inv, ev = data
+    gappy = tel.filter(
+        ~((pl.col("node_id") == "n2") & (pl.col("ts") > CUTOFF - timedelta(hours=5)))
+    )
+    for frame, full in ((tel, feats), (gappy, None)):
+        if full is None:
+            full = node_features(frame.lazy(), inv.lazy(), ev.lazy(), cutoff=CUTOFF).collect()
+        online = node_features(
+            frame.lazy(), inv.lazy(), ev.lazy(), cutoff=CUTOFF, latest_only=True
+        ).collect()
+        last = full.filter(pl.col("ts") == CUTOFF)
+        assert online.height == last.height > 0
+        assert online.equals(last)
