@@ -65,7 +65,12 @@ from predops.pipelines.workspace.config import (
     read_toml,
 )
 from predops.pipelines.workspace.errors import LakeError
-from predops.pipelines.workspace.lake import PARQUET_COMPRESSION, Lake, partition_day
+from predops.pipelines.workspace.lake import (
+    PARQUET_COMPRESSION,
+    QUARANTINE_DIR,
+    Lake,
+    partition_day,
+)
 from predops.pipelines.workspace.lake_commits import checkpoint
 
 log = logging.getLogger("predops.lake")
@@ -95,11 +100,18 @@ class LakeSettings:
     """Removed files stay on disk this long after their commit (for running readers)."""
     retention: Mapping[str, timedelta] = field(default_factory=dict)
     """Per table: partitions whose day ended longer ago than this are dropped. A table
-    not listed is kept whole."""
+    not listed is kept whole. The key ``_quarantine`` (:data:`QUARANTINE_KEY`) does the
+    same for the quarantined rows of every table, by the day they were ingested."""
 
     @property
     def target_bytes(self) -> int:
         return self.target_file_mb * 1024 * 1024
+
+
+QUARANTINE_KEY: Final = QUARANTINE_DIR
+"""``[lake.retention] _quarantine = "180d"``: quarantined rows ingested on a day that
+ended longer ago are dropped (default: kept whole, like every table). Files found corrupt
+and moved aside (``_quarantine/_files``) are evidence of a damaged disk and never dropped."""
 
 
 def parse_lake_settings(document: Mapping[str, Any], where: str) -> LakeSettings:
@@ -115,8 +127,9 @@ def parse_lake_settings(document: Mapping[str, Any], where: str) -> LakeSettings
     rt = ConfigTable(raw_ret, where, "lake.retention")
     retention = {}
     for name in sorted(raw_ret):
-        if name not in SCHEMAS:
-            raise rt.fail(name, f"is not a lake table ({', '.join(sorted(SCHEMAS))})")
+        if name not in SCHEMAS and name != QUARANTINE_KEY:
+            known = ", ".join([*sorted(SCHEMAS), QUARANTINE_KEY])
+            raise rt.fail(name, f"is not a lake table ({known})")
         keep = rt.duration(name, None)
         if keep is None or keep <= timedelta(0):
             raise rt.fail(name, "must be a positive duration such as '90d'")
@@ -164,8 +177,18 @@ class Partition:
 
 def partitions(lake: Lake, table: str) -> list[Partition]:
     """The table's day partitions with their visible (committed, not removed) files."""
+    return _by_day(table, lake.files(table))
+
+
+def quarantine_partitions(lake: Lake, table: str) -> list[Partition]:
+    """The day partitions (ingest day) of ``table``'s quarantined rows; their
+    :attr:`Partition.table` is ``_quarantine/<table>``."""
+    return _by_day(f"{QUARANTINE_DIR}/{table}", lake.quarantine_files(table))
+
+
+def _by_day(table: str, files_: list[Path]) -> list[Partition]:
     by_folder: dict[Path, list[Path]] = {}
-    for f in lake.files(table):
+    for f in files_:
         by_folder.setdefault(f.parent, []).append(f)
     out = []
     for folder, files in sorted(by_folder.items()):
@@ -174,6 +197,13 @@ def partitions(lake: Lake, table: str) -> list[Partition]:
             continue
         out.append(Partition(table, folder, day, files, sum(_size(f) for f in files)))
     return out
+
+
+def _listing(lake: Lake, table: str) -> list[Partition]:
+    """:func:`partitions`, or :func:`quarantine_partitions` for ``_quarantine/<t>``."""
+    if table.startswith(f"{QUARANTINE_DIR}/"):
+        return quarantine_partitions(lake, table.split("/", 1)[1])
+    return partitions(lake, table)
 
 
 def _size(f: Path) -> int:
@@ -204,7 +234,8 @@ def needs_compaction(
 
 
 def expired(p: Partition, settings: LakeSettings, now: datetime) -> bool:
-    keep = settings.retention.get(p.table)
+    key = QUARANTINE_KEY if p.table.startswith(f"{QUARANTINE_DIR}/") else p.table
+    keep = settings.retention.get(key)
     return keep is not None and _day_end(p.day) <= now - keep
 
 
@@ -365,7 +396,7 @@ def drop_partitions(lake: Lake, table: str, ps: list[Partition], why: str) -> di
     with lake.transaction() as tx:
         tx.hold()
         wanted = {p.folder for p in ps}
-        now_visible = [q for q in partitions(lake, table) if q.folder in wanted]
+        now_visible = [q for q in _listing(lake, table) if q.folder in wanted]
         files = [f for q in now_visible for f in q.files]
         if not files:
             return {"action": "drop", "table": table, "status": "nothing to do"}
@@ -465,6 +496,8 @@ def maintain(
     compacted: list[dict[str, Any]] = []
     for name in names:
         ps = partitions(lake, name)
+        if QUARANTINE_KEY in settings.retention:
+            dropped += _retain(lake, f"{QUARANTINE_DIR}/{name}", settings, now, dry_run)
         old = [p for p in ps if expired(p, settings, now)]
         if old:
             keep = settings.retention[name]
@@ -517,6 +550,26 @@ def maintain(
     }
 
 
+def _retain(
+    lake: Lake, table: str, settings: LakeSettings, now: datetime, dry_run: bool
+) -> list[dict[str, Any]]:
+    """Retention of the quarantined rows of one table (``_quarantine/<table>``)."""
+    old = [p for p in _listing(lake, table) if expired(p, settings, now)]
+    if not old:
+        return []
+    keep = settings.retention[QUARANTINE_KEY]
+    if dry_run:
+        names = [p.name(lake.root) for p in old]
+        files = sum(len(p.files) for p in old)
+        return [{"action": "drop", "table": table, "partitions": names, "files": files,
+                 "bytes": sum(p.bytes for p in old), "status": "dry run"}]  # fmt: skip
+    why = (
+        f"[lake.retention] {QUARANTINE_KEY} = {_days(keep)}: "
+        f"ingested on a day that ended before {(now - keep).isoformat(timespec='seconds')}"
+    )
+    return [drop_partitions(lake, table, old, why)]
+
+
 def status(lake: Lake, settings: LakeSettings | None = None) -> dict[str, Any]:
     """Files, bytes and partitions per table (from the file system, no data read),
     small files, removed files still on disk, and the latest maintenance commits."""
@@ -536,6 +589,18 @@ def status(lake: Lake, settings: LakeSettings | None = None) -> dict[str, Any]:
             "last_day": max(p.day for p in ps).isoformat(),
             "retention": _days(settings.retention[name]) if name in settings.retention else None,
         }
+    quarantine: dict[str, Any] = {}
+    for name in sorted(SCHEMAS):
+        qs = quarantine_partitions(lake, name)
+        if qs:
+            quarantine[name] = {
+                "partitions": len(qs),
+                "files": sum(len(p.files) for p in qs),
+                "bytes": sum(p.bytes for p in qs),
+                "first_day": qs[0].day.isoformat(),
+                "last_day": max(p.day for p in qs).isoformat(),
+            }
+    q_keep = settings.retention.get(QUARANTINE_KEY)
     waiting = waiting_bytes = 0
     for _, folder, names in lake._commits.removals():
         for n in names:
@@ -546,6 +611,8 @@ def status(lake: Lake, settings: LakeSettings | None = None) -> dict[str, Any]:
     recent = [e for e in lake._commits.entries() if isinstance(e.get("maintenance"), dict)]
     return {
         "tables": tables,
+        "quarantine": quarantine,
+        "quarantine_retention": _days(q_keep) if q_keep is not None else None,
         "removed_files_on_disk": waiting,
         "removed_bytes_on_disk": waiting_bytes,
         "recent_maintenance": [

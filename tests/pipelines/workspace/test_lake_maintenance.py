@@ -303,3 +303,48 @@ def test_a_file_reaching_the_target_size_is_closed_and_left_alone_after(lake: La
     assert all(s >= 1 << 20 for s in sizes[:-1])  # all but the last reached the target
     assert rows(lake).equals(before)
     assert maintain(lake, small, clock=_clock())["changed"] == 0
+
+
+def _quarantine_on(lake: Lake, day: datetime, row: int) -> None:
+    bad = pl.DataFrame(
+        {"row": [row], "field": ["ts"], "reason": ["not a time"], "record": ["{}"]},
+        schema=QUARANTINE_SCHEMA,
+    )
+    lake.quarantine("telemetry", "prometheus", bad, input_name=f"{row}.csv", ingested_at=day)
+
+
+def test_quarantine_retention_drops_only_old_ingest_days_and_only_when_asked(
+    three_days: Lake,
+) -> None:
+    lake = three_days
+    for d in range(3):
+        _quarantine_on(lake, T0 + timedelta(days=d, hours=1), row=d)
+    now = T0 + timedelta(days=2, hours=12)
+    # No setting: quarantined rows are kept whatever their age.
+    assert maintain(lake, LakeSettings(min_files=1000), clock=FixedClock(now))["dropped"] == []
+    assert len(Lake(lake.root).read_quarantine("telemetry")) == 3
+    keep = LakeSettings(
+        min_files=1000, keep_removed=timedelta(0), retention={"_quarantine": timedelta(days=1)}
+    )
+    dry = maintain(lake, keep, clock=FixedClock(now), dry_run=True)
+    assert [d["status"] for d in dry["dropped"]] == ["dry run"]
+    assert len(Lake(lake.root).read_quarantine("telemetry")) == 3
+    report = maintain(lake, keep, clock=FixedClock(now))
+    (drop,) = report["dropped"]
+    assert drop["table"] == "_quarantine/telemetry" and drop["rows"] == 1
+    assert [p[-10:] for p in drop["partitions"]] == ["2026-03-01"]
+    assert "_quarantine" in drop["why"]
+    left = Lake(lake.root).read_quarantine("telemetry")
+    assert sorted(left["row"].to_list()) == [1, 2]
+    assert rows(lake).height == NODES * 3 * 48  # the table itself is untouched
+    st = status(lake, keep)
+    assert st["quarantine"]["telemetry"]["files"] == 2
+    assert st["quarantine_retention"] == "1d"
+    assert maintain(lake, keep, clock=FixedClock(now))["dropped"] == []  # idempotent
+
+
+def test_quarantine_retention_is_a_known_key() -> None:
+    doc = {"lake": {"retention": {"_quarantine": "180d"}}}
+    assert parse_lake_settings(doc, "p.toml").retention == {"_quarantine": timedelta(days=180)}
+    with pytest.raises(ConfigError, match="_quarantine"):
+        parse_lake_settings({"lake": {"retention": {"quarantine": "1d"}}}, "p.toml")
