@@ -20,7 +20,7 @@ from predops.features.node import (
     add_window_features,
     bucket_grid,
     bucket_telemetry,
-    floor_to_bucket,
+    latest_window_features,
 )
 
 DEFAULT_HORIZONS = (timedelta(hours=6), timedelta(hours=24), timedelta(hours=72))
@@ -46,13 +46,12 @@ def node_local_features(
     nodes, e.g. on Dask): windows, static attributes, events. Peers come after."""
     visible = cutoff - spec.ingestion_delay
     buckets = bucket_telemetry(telemetry, spec, cutoff=visible)
-    grid = bucket_grid(buckets, spec, cutoff=visible)
-    # The grid ends at the visible cutoff's bucket end: its last column is the online row.
-    lf = add_window_features(grid, spec, last_only=latest_only)
-    if latest_only:
-        lf = lf.filter(pl.col(END) == floor_to_bucket(visible, spec.bucket))
-    elif eval_every is not None:
-        lf = lf.filter(_on_every(eval_every))
+    if latest_only:  # the online rows: the grid's last column alone, without the grid
+        lf = latest_window_features(buckets, spec, cutoff=visible)
+    else:
+        lf = add_window_features(bucket_grid(buckets, spec, cutoff=visible), spec)
+        if eval_every is not None:
+            lf = lf.filter(_on_every(eval_every))
     if since is not None:
         lf = lf.filter(pl.col(END) + spec.ingestion_delay >= since)
     lf = add_static_features(lf, inventory.filter(pl.col("ts") <= cutoff))

@@ -179,3 +179,36 @@ def test_latest_only_is_bitwise_the_last_bucket_of_the_full_computation(data, fe
         last = full.filter(pl.col("ts") == CUTOFF)
         assert online.height == last.height > 0
         assert online.equals(last)
+
+
+def test_the_online_rows_without_the_grid_equal_the_grids_last_column(data) -> None:
+    """Scattering buckets into arrays gives what the grid gives, including a node with a
+    gap, a node seen only in the bucket still open at the cutoff, and one long gone."""
+    from predops.features.node import (
+        add_window_features,
+        bucket_grid,
+        bucket_telemetry,
+        latest_window_features,
+    )
+
+    tel = data[0]
+    spec = NodeFeatureSpec()
+    cutoff = CUTOFF + timedelta(minutes=7)  # mid-bucket: a partial bucket after E
+    late = (
+        tel.filter(pl.col("node_id") == "n0")
+        .tail(1)
+        .with_columns(pl.lit("n9").alias("node_id"), pl.lit(cutoff).alias("ts"))
+    )
+    gone = (
+        tel.filter(pl.col("node_id") == "n1").head(30).with_columns(pl.lit("n8").alias("node_id"))
+    )
+    gappy = tel.filter(
+        ~((pl.col("node_id") == "n2") & (pl.col("ts") > CUTOFF - timedelta(hours=3)))
+    )
+    frame = pl.concat([gappy, late, gone])
+    buckets = bucket_telemetry(frame.lazy(), spec, cutoff=cutoff)
+    grid = add_window_features(bucket_grid(buckets, spec, cutoff=cutoff), spec, last_only=True)
+    a = latest_window_features(buckets, spec, cutoff=cutoff).collect()
+    b = grid.collect()
+    assert a.height == b.height and set(a["node_id"]) == {"n0", "n1", "n2", "n3"}
+    assert a.equals(b)
