@@ -108,13 +108,19 @@ def served_forecast(ctx: ServeContext, demand: pl.DataFrame) -> ServedForecast:
 
 
 def series_view(
-    demand: pl.DataFrame, forecast: ServedForecast, series_id: str, *, history: timedelta
+    demand: pl.DataFrame,
+    forecast: ServedForecast,
+    series_id: str,
+    *,
+    history: timedelta,
+    until: datetime | None = None,
 ) -> dict[str, Any]:
-    """One series: the last ``history`` of actuals and capacity, and its forecast."""
+    """One series: ``history`` of actuals and capacity up to ``until`` (default: its
+    last row), and its forecast."""
     rows = demand.filter(pl.col("series_id") == series_id)
-    end = rows["ts"].max()
+    end = rows["ts"].max() if until is None else until
     assert isinstance(end, datetime)
-    recent = rows.filter(pl.col("ts") > end - history)
+    recent = rows.filter((pl.col("ts") > end - history) & (pl.col("ts") <= end))
     fc = forecast.frame.filter(pl.col("series_id") == series_id)
     return {"actual": recent, "forecast": fc, "end": end}
 
