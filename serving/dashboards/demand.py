@@ -133,6 +133,14 @@ def pool_capacity(demand: pl.DataFrame) -> dict[str, float]:
     return {r["series_id"]: float(r["capacity"] or 0.0) for r in last.iter_rows(named=True)}
 
 
+def issued_at(forecast: ServedForecast) -> datetime | None:
+    """When the served forecast was issued (its newest ``issued_at``), None without one."""
+    if forecast.frame.height == 0:
+        return None
+    t = forecast.frame["issued_at"].max()
+    return t if isinstance(t, datetime) else None
+
+
 SERIES_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,252}$")
 
 

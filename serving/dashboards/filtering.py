@@ -112,3 +112,23 @@ def plan_view(
     states = fleet.node_states(lake_dir, plan_targets(plan), now) if "state" in chosen else {}
     actions, skips = place_candidates(plan, where, states)
     return {**plan, "actions": matching(actions, chosen), "skips": matching(skips, chosen)}, found
+
+
+def capacity_view(
+    series: list[dict[str, Any]], sizing: list[dict[str, Any]], params: Mapping[str, str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[view.Filter]]:
+    """The demand series and pool-sizing rows the capacity page's filters keep, and the
+    filters: pools offered are those with a series or a sizing row; a GPU model keeps
+    the pools that have a series of it."""
+    pools = sorted({*distinct(series, "pool"), *distinct(sizing, "pool")})
+    found = view.filters(params, {"pool": pools, "gpu_model": distinct(series, "gpu_model")})
+    chosen = view.chosen(found)
+    series = matching(series, chosen)
+    with_model = {r["pool"] for r in series}
+    sizing = [
+        r
+        for r in sizing
+        if r["pool"] == chosen.get("pool", r["pool"])
+        and ("gpu_model" not in chosen or r["pool"] in with_model)
+    ]
+    return series, sizing, found

@@ -3,23 +3,46 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from markupsafe import Markup, escape
+
+FILTERS = ("pct", "when", "age", "num", "sig")
+"""The functions the templates use as filters, by these names."""
 
 
 def pct(p: float | None, digits: int = 2) -> str:
     return "n/a" if p is None else f"{p:.{digits}%}"
 
 
-def when(t: datetime | str | None) -> str:
+def when(t: datetime | str | None) -> Markup | str:
+    """A time as ``<time datetime="<ISO UTC>">YYYY-MM-DD HH:MM UTC</time>``: the page's
+    script (``static/view.js``) shows it in the viewer's zone with the offset; text
+    that is not a time is returned as it is (escaped by the template)."""
     if t is None:
         return "—"
     if isinstance(t, str):
         try:
-            return datetime.fromisoformat(t).strftime("%Y-%m-%d %H:%M UTC")
+            at = datetime.fromisoformat(t)
         except ValueError:
             return t
-    return t.strftime("%Y-%m-%d %H:%M UTC")
+    else:
+        at = t
+    u = (at.replace(tzinfo=UTC) if at.tzinfo is None else at).astimezone(UTC)
+    return Markup('<time datetime="{}">{}</time>').format(
+        u.strftime("%Y-%m-%dT%H:%M:%SZ"), u.strftime("%Y-%m-%d %H:%M UTC")
+    )
+
+
+def times_in(text: str, pattern: re.Pattern[str]) -> Markup:
+    """``text`` escaped, with every match of ``pattern`` (an ISO time) as :func:`when`."""
+    out, at = Markup(""), 0
+    for m in pattern.finditer(text):
+        out += escape(text[at : m.start()]) + when(m.group(0))
+        at = m.end()
+    return out + escape(text[at:])
 
 
 def age(d: timedelta | None) -> str:

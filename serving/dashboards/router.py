@@ -16,49 +16,39 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-import plotly
 import polars as pl
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from predops.serving.auth import page_access
 from predops.serving.context import Ctx
 from predops.serving.dashboards import (
+    assets,
     charts,
     demand,
     filtering,
     fleet,
+    formatting,
+    incidents,
+    links,
     node,
     plans,
     registry_view,
     view,
 )
-from predops.serving.dashboards.formatting import age as _age
-from predops.serving.dashboards.formatting import num as _num
-from predops.serving.dashboards.formatting import pct as _pct
-from predops.serving.dashboards.formatting import sig as _sig
-from predops.serving.dashboards.formatting import when as _when
 from predops.serving.dashboards.risk import fleet_risk
 from predops.serving.sessions import COOKIE
 
 HERE = Path(str(files("predops.serving.dashboards")))
-PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-STATIC = {
-    "dash.css": (HERE / "static" / "dash.css", "text/css"),
-    "charts.js": (HERE / "static" / "charts.js", "text/javascript"),
-    "approve.js": (HERE / "static" / "approve.js", "text/javascript"),
-    "plotly.min.js": (PLOTLY_JS, "text/javascript"),
-}
 TOP_NODES = 25
 """Riskiest in-service nodes listed on the board (out-of-service ones apart)."""
 NODE_RANGE = DEMAND_RANGE = "3d"
 """Default time range of the node and demand series pages (``?range=``, :mod:`view`)."""
 SIZING_HISTORY = timedelta(hours=24)
 DEMAND_FILTERS = ("pool", "gpu_model", "resource")
-CAPACITY_FILTERS = ("pool", "gpu_model")
-"""Filters of the demand index and the capacity page (columns of the series table)."""
+"""Filters of the demand index (columns of the series table)."""
 
 router = APIRouter(include_in_schema=False)
 
@@ -69,10 +59,11 @@ _env = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-_env.filters.update(pct=_pct, when=_when, age=_age, num=_num, sig=_sig)
+_env.filters.update({k: getattr(formatting, k) for k in formatting.FILTERS})
 _env.globals.update(
     link=view.link, without=view.without, preset_link=view.preset_link, ranges=view.RANGES
 )
+_env.globals.update({k: getattr(links, k) for k in links.TEMPLATE_GLOBALS})
 templates = Jinja2Templates(env=_env)
 
 NAV = (
@@ -98,6 +89,7 @@ def _page(request: Request, name: str, active: str, **context: Any) -> HTMLRespo
             "refresh": context.pop("refresh", None)
             if "refresh" in context
             else view.refresh_seconds(request.query_params),
+            "as_of": view.ages(ctx.clock.now(), context.pop("as_of", [])),
             **context,
         },
     )
@@ -125,20 +117,6 @@ def error_page(request: Request, status: int, message: str) -> HTMLResponse:
 
 pages = APIRouter(include_in_schema=False, dependencies=[Depends(page_access)])
 """Every page showing fleet data: behind a sign-in when reads are protected."""
-
-
-@router.get("/static/{name}")
-def static(name: str) -> Response:
-    """The dashboards' CSS / JS and plotly.js from the installed package."""
-    if name not in STATIC:
-        raise HTTPException(404, f"no static file {name!r}")
-    path, media = STATIC[name]
-    return FileResponse(path, media_type=media, headers={"Cache-Control": "max-age=3600"})
-
-
-@router.get("/favicon.ico")
-def favicon() -> Response:
-    return Response(status_code=204)
 
 
 BOARD_FILTERS = ("pool", "spine", "rack", "gpu_model")
@@ -186,6 +164,7 @@ def fleet_board(request: Request, ctx: Ctx, horizon_h: float | None = None) -> H
         horizons=horizons,
         choices=choices,
         chosen=chosen,
+        as_of=[("risk scores", risk.online_as_of or risk.as_of)],
     )
 
 
@@ -222,6 +201,7 @@ def node_page(request: Request, ctx: Ctx, node_id: str) -> HTMLResponse:
         ctx, node_id, since=rng.since, until=rng.until, horizon=risk.horizon
     )
     risk_fig = None
+    events = node.events(ctx, node_id, until=now)
     if history["ts"]:
         risk_fig = charts.risk_over_time(
             history["ts"],
@@ -241,6 +221,10 @@ def node_page(request: Request, ctx: Ctx, node_id: str) -> HTMLResponse:
             {c: tel[c].cast(float).to_list() for c in cols},
             "Telemetry (raw samples); the columns its reasons point at come first",
         )
+    risk_fig, tel_fig = (
+        None if f is None else incidents.mark_events(f, events, rng.since, rng.until)
+        for f in (risk_fig, tel_fig)
+    )
     rank = next((i + 1 for i, r in enumerate(risk.risks) if r.node_id == node_id), None)
     return _page(
         request,
@@ -260,8 +244,13 @@ def node_page(request: Request, ctx: Ctx, node_id: str) -> HTMLResponse:
         ),
         tel_fig=tel_fig,
         flat=flat,
-        events=node.events(ctx, node_id, until=now),
+        events=events,
         rng=rng,
+        offender=incidents.repeat_offender(events, now),
+        repeat_failures=incidents.REPEAT_FAILURES,
+        repeat_days=incidents.REPEAT_WINDOW.days,
+        decision=links.plan_decision(ctx.settings.plans_dir, node_id, where[0].get("rack")),
+        as_of=[("risk score", risk.online_as_of or risk.as_of)],
     )
 
 
@@ -273,7 +262,15 @@ def demand_index(request: Request, ctx: Ctx) -> HTMLResponse:
         request.query_params, {k: filtering.distinct(rows, k) for k in DEMAND_FILTERS}
     )
     shown = filtering.matching(rows, view.chosen(found))
-    return _page(request, "demand_index.html", "/demand", series=shown, filters=found)
+    newest = max((r["last_ts"] for r in rows), default=None)
+    return _page(
+        request,
+        "demand_index.html",
+        "/demand",
+        series=shown,
+        filters=found,
+        as_of=[("demand", newest)],
+    )
 
 
 @pages.get("/demand/{series_id:path}", response_class=HTMLResponse)
@@ -297,9 +294,11 @@ def demand_series(request: Request, ctx: Ctx, series_id: str) -> HTMLResponse:
         "demand_series.html",
         "/demand",
         series_id=series_id,
+        pool=frame.filter(frame["series_id"] == series_id)["pool"].drop_nulls().last(),
         served=served,
         figure=figure,
         horizon_rows=shown["forecast"].height,
+        as_of=[("demand", end), ("forecast", demand.issued_at(served))],
         rng=rng,
         backtest=backtest,
         registry_problem=registry_problem,
@@ -366,14 +365,8 @@ def capacity(request: Request, ctx: Ctx, plan_id: str | None = None) -> HTMLResp
     plan = _plan_or_404(ctx, pid) if pid else None
     frame = demand.demand_frame(ctx)
     series = demand.series_table(frame)
-    found = view.filters(
-        request.query_params, {k: filtering.distinct(series, k) for k in CAPACITY_FILTERS}
-    )
-    chosen = view.chosen(found)
-    series = filtering.matching(series, chosen)
-    kept = {r["pool"] for r in series}
     sizing = plans.pool_sizing(plan) if plan else []
-    sizing = [r for r in sizing if not chosen or r["pool"] in kept]
+    series, sizing, found = filtering.capacity_view(series, sizing, request.query_params)
     sizing_fig = None
     if sizing:
         pools = [r["pool"] for r in sizing]
@@ -400,6 +393,7 @@ def capacity(request: Request, ctx: Ctx, plan_id: str | None = None) -> HTMLResp
         request,
         "capacity.html",
         "/capacity",
+        as_of=[("plan", (plan or {}).get("created_at")), ("forecast", demand.issued_at(served))],
         plan=plan,
         sizing=sizing,
         sizing_fig=sizing_fig,
@@ -453,6 +447,7 @@ def _plan_page(request: Request, ctx: Any, plan_id: str, ids: list[str]) -> HTML
         request,
         "plan.html",
         "/plans/latest",
+        as_of=[("plan", plan.get("created_at")), ("data cutoff", plan.get("data_cutoff"))],
         plan=plan,
         ids=ids[:20],
         skip_groups=plans.skip_groups(plan, p_fail),
@@ -485,10 +480,15 @@ def models_page(request: Request, ctx: Ctx) -> HTMLResponse:
         served=[ctx.failure.status(), ctx.demand.status()],
         rel=rel,
         rel_fig=rel_fig,
-        freshness=registry_view.freshness(ctx),
+        freshness=(fresh := registry_view.freshness(ctx)),
+        as_of=[
+            ("registry check", ctx.failure.status()["last_check"]),
+            *[(f["what"], f["latest"]) for f in fresh if f["what"] == "online node features"],
+        ],
         runs=runs,
         runs_problem=runs_problem,
     )
 
 
 router.include_router(pages)
+router.include_router(assets.router)

@@ -194,3 +194,22 @@ def preset_link(path: str, params: Mapping[str, str], preset: str) -> str:
     """``path`` with ``params``, the time range set to ``preset`` (no from / to)."""
     kept = {k: v for k, v in params.items() if k not in ("from", "to")}
     return link(path, kept, range=preset)
+
+
+def ages(
+    now: datetime, pairs: Sequence[tuple[str, datetime | str | None]]
+) -> list[dict[str, object]]:
+    """What a page's data is as of: ``{"label", "at", "age"}`` per ``(label, time)``
+    given (a time may be ISO text, as plan files hold it; missing ones are left out)."""
+    out: list[dict[str, object]] = []
+    for label, at in pairs:
+        if isinstance(at, str):
+            try:
+                at = datetime.fromisoformat(at)
+            except ValueError:
+                continue
+        if at is None:
+            continue
+        at = at.replace(tzinfo=UTC) if at.tzinfo is None else at
+        out.append({"label": label, "at": at, "age": now - at})
+    return out

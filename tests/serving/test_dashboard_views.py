@@ -43,9 +43,11 @@ def test_demand_index_filters_narrow_the_series(client: TestClient) -> None:
 
 def test_capacity_filters_keep_one_pool(client: TestClient) -> None:
     html = client.get("/capacity").text
-    pool = _options(html, "pool")[0]
+    sized = re.findall(r'<tr id="sizing-([^"]+)">', html)
+    assert sized and set(sized) <= set(_options(html, "pool"))
+    pool = sized[0]
     shown = client.get("/capacity", params={"pool": pool}).text
-    sizing = re.findall(r"<tr><td>([^<]+)</td>", _table(shown, "sizing"))
+    sizing = re.findall(r'<tr id="sizing-[^"]+"><td>([^<]+)</td>', _table(shown, "sizing"))
     assert sizing == [pool]
     titles = [
         f["layout"]["title"]["text"] for k, f in _figures(shown).items() if k.startswith("pool-")
