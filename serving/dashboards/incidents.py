@@ -71,18 +71,19 @@ def mark_events(
     legend = [
         {
             "type": "scatter",
-            "mode": "markers",
+            "mode": "lines",
             "name": plot_text(f"{kind} ({n})"),
             "x": [_x(e["at"]) for e in shown if e["kind"] == kind],
             "y": [None] * n,
-            "marker": {"color": MARKED[kind], "symbol": "line-ns", "size": 12},
+            "line": {"color": MARKED[kind], "width": 2, "dash": "dot"},
             "showlegend": True,
             "hoverinfo": "skip",
         }
         for kind, n in counts.items()
     ]
     layout["shapes"] = shapes
-    layout["showlegend"] = True
+    if counts:  # the kinds' legend entries; a chart with no events keeps its own legend
+        layout["showlegend"] = True
     layout["meta"] = {**layout.get("meta", {}), "events": counts}
     return {"data": [*figure["data"], *legend], "layout": layout}
 

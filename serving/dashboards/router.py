@@ -447,7 +447,7 @@ def _plan_page(request: Request, ctx: Any, plan_id: str, ids: list[str]) -> HTML
         request,
         "plan.html",
         "/plans/latest",
-        as_of=[("plan", plan.get("created_at")), ("data cutoff", plan.get("data_cutoff"))],
+        as_of=[("plan", plan.get("created_at"))],
         plan=plan,
         ids=ids[:20],
         skip_groups=plans.skip_groups(plan, p_fail),

@@ -200,7 +200,8 @@ def ages(
     now: datetime, pairs: Sequence[tuple[str, datetime | str | None]]
 ) -> list[dict[str, object]]:
     """What a page's data is as of: ``{"label", "at", "age"}`` per ``(label, time)``
-    given (a time may be ISO text, as plan files hold it; missing ones are left out)."""
+    given (a time may be ISO text, as plan files hold it; missing ones are left out;
+    ``age`` None for a time after ``now``)."""
     out: list[dict[str, object]] = []
     for label, at in pairs:
         if isinstance(at, str):
@@ -211,5 +212,6 @@ def ages(
         if at is None:
             continue
         at = at.replace(tzinfo=UTC) if at.tzinfo is None else at
-        out.append({"label": label, "at": at, "age": now - at})
+        age = now - at  # a forecast is issued for the coming hour: no age before it
+        out.append({"label": label, "at": at, "age": age if age >= timedelta(0) else None})
     return out

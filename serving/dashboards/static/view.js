@@ -45,15 +45,14 @@
   }
 
   // Moves every time x value of a figure (traces, shapes, annotations) to this
-  // browser's wall clock and says the zone on each time axis that shows its labels.
+  // browser's wall clock and says the zone in the chart's title.
   function localizeFigure(fig) {
-    var layout = fig.layout || {}, axes = {}, any = false, zone = offset(new Date());
+    var layout = fig.layout = fig.layout || {}, any = false, zone = offset(new Date());
     (fig.data || []).forEach(function (t) {
       if (!t.x || !t.x.length) { return; }
       var first = t.x.find(function (v) { return v !== null && v !== undefined; });
       if (!utc(first)) { return; }
       t.x = t.x.map(function (v) { return v === null ? v : local(v); });
-      axes["xaxis" + (t.xaxis && t.xaxis !== "x" ? t.xaxis.slice(1) : "")] = true;
       any = true;
     });
     if (!any) { return fig; }
@@ -63,12 +62,9 @@
       if (utc(s.x1)) { s.x1 = local(s.x1); }
     });
     (layout.annotations || []).forEach(function (a) { if (utc(a.x)) { a.x = local(a.x); } });
-    Object.keys(axes).forEach(function (key) {
-      var axis = layout[key] = layout[key] || {};
-      if (axis.showticklabels === false) { return; }
-      var title = axis.title && axis.title.text ? axis.title.text + " — " : "";
-      axis.title = { text: title + "your time (" + zone + ")" };
-    });
+    // The zone goes in the chart's title (an axis title would sit on a bottom legend).
+    var title = layout.title = layout.title || {};
+    title.text = (title.text ? title.text + " · " : "") + "times in your zone (" + zone + ")";
     layout.meta = Object.assign({}, layout.meta, { zone: zone });
     return fig;
   }

@@ -148,10 +148,8 @@ def test_times_and_axes_in_the_viewers_zone(berlin: Any, artifacts: Path) -> Non
     drawn = berlin.evaluate("() => document.getElementById('risk-history').data[0].x")
     first = datetime.fromisoformat(served["data"][0]["x"][0])
     assert drawn[0] == f"{first + timedelta(hours=1):%Y-%m-%d %H:%M:%S}"
-    title = berlin.evaluate(
-        "() => document.getElementById('risk-history')._fullLayout.xaxis.title.text"
-    )
-    assert "UTC+01:00" in title
+    title = berlin.evaluate("() => document.getElementById('risk-history')._fullLayout.title.text")
+    assert title.endswith("times in your zone (UTC+01:00)"), title
     assert berlin.errors == []
 
 
