@@ -97,3 +97,11 @@ TEMPLATE_GLOBALS = (
     "target_href",
 )
 """The functions the templates call by these names."""
+
+
+def served_href(loaded: Any) -> str | None:
+    """The models-page link of a served model (``ModelSlot.current``) by its registered
+    name from its provenance (``demand`` is served from ``predops.demand.hourly``)."""
+    if loaded is None:
+        return None
+    return model_href(f"{loaded.provenance.model_name} v{loaded.version}")

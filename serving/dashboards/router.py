@@ -299,6 +299,7 @@ def demand_series(request: Request, ctx: Ctx, series_id: str) -> HTMLResponse:
         figure=figure,
         horizon_rows=shown["forecast"].height,
         as_of=[("demand", end), ("forecast", demand.issued_at(served))],
+        served_href=links.served_href(ctx.demand.current),
         rng=rng,
         backtest=backtest,
         registry_problem=registry_problem,

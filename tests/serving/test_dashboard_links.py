@@ -77,6 +77,8 @@ def test_demand_series_links_to_its_pool_capacity(client: TestClient) -> None:
     pool = series.split("/")[0]
     assert href == f"/capacity?pool={pool}#sizing-{pool}"
     assert client.get(href.split("#")[0]).status_code == 200
+    model = re.findall(r'<a class="model-link" href="/models#([^"]+)">', html)[0]
+    assert f'id="{model}"' in client.get("/models").text, model
 
 
 def test_node_page_marks_events_and_flags_a_repeat_offender(
