@@ -87,6 +87,16 @@ def _loc(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(str(p) for p in loc)
 
 
+class BadQuery(StarletteHTTPException):
+    """A page's query parameter that cannot be used (a filter value not offered, a time
+    range that does not parse): HTTP 400 naming the parameter, as a page for a browser
+    and the one JSON body (``field: query.<param>``) for anyone else."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(400, f"{param}: {message}")
+        self.param = param
+
+
 PageError = Callable[[Request, int, str], Response]
 """Renders an error as a dashboard page: (request, status, message) -> HTML response."""
 
@@ -120,6 +130,10 @@ def install_error_handlers(app: FastAPI, page_error: PageError | None = None) ->
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         headers = dict(exc.headers) if exc.headers else None
+        if isinstance(exc, BadQuery):
+            if page_error is not None and wants_page(request):
+                return page_error(request, 400, str(exc.detail))
+            return error_response(400, str(exc.detail), f"query.{exc.param}")
         if page_error is not None and wants_page(request) and exc.status_code in (404, 422):
             return page_error(request, exc.status_code, str(exc.detail))
         if exc.status_code == 400:  # FastAPI could not read the body (e.g. not UTF-8)

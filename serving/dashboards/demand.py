@@ -108,13 +108,19 @@ def served_forecast(ctx: ServeContext, demand: pl.DataFrame) -> ServedForecast:
 
 
 def series_view(
-    demand: pl.DataFrame, forecast: ServedForecast, series_id: str, *, history: timedelta
+    demand: pl.DataFrame,
+    forecast: ServedForecast,
+    series_id: str,
+    *,
+    history: timedelta,
+    until: datetime | None = None,
 ) -> dict[str, Any]:
-    """One series: the last ``history`` of actuals and capacity, and its forecast."""
+    """One series: ``history`` of actuals and capacity up to ``until`` (default: its
+    last row), and its forecast."""
     rows = demand.filter(pl.col("series_id") == series_id)
-    end = rows["ts"].max()
+    end = rows["ts"].max() if until is None else until
     assert isinstance(end, datetime)
-    recent = rows.filter(pl.col("ts") > end - history)
+    recent = rows.filter((pl.col("ts") > end - history) & (pl.col("ts") <= end))
     fc = forecast.frame.filter(pl.col("series_id") == series_id)
     return {"actual": recent, "forecast": fc, "end": end}
 
@@ -125,6 +131,14 @@ def pool_capacity(demand: pl.DataFrame) -> dict[str, float]:
         return {}
     last = demand.group_by("series_id").agg(pl.col("capacity").last())
     return {r["series_id"]: float(r["capacity"] or 0.0) for r in last.iter_rows(named=True)}
+
+
+def issued_at(forecast: ServedForecast) -> datetime | None:
+    """When the served forecast was issued (its newest ``issued_at``), None without one."""
+    if forecast.frame.height == 0:
+        return None
+    t = forecast.frame["issued_at"].max()
+    return t if isinstance(t, datetime) else None
 
 
 SERIES_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,252}$")

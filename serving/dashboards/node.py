@@ -41,9 +41,15 @@ STALE_COLUMN, STALE_MINUTES = "samples__minutes_since_last", 60.0
 
 
 def risk_history(
-    ctx: ServeContext, node_id: str, *, since: datetime, horizon: timedelta
+    ctx: ServeContext,
+    node_id: str,
+    *,
+    since: datetime,
+    horizon: timedelta,
+    until: datetime | None = None,
 ) -> dict[str, Any]:
-    """The node's offline rows since ``since`` scored by the served champion at ``horizon``:
+    """The node's offline rows from ``since`` to ``until`` (default: all after
+    ``since``) scored by the served champion at ``horizon``:
     ``{"ts": [...], "p_fail": [...], "trained_until": datetime | None, "problem": str}``."""
     loaded = ctx.failure.current
     if loaded is None:
@@ -53,7 +59,10 @@ def risk_history(
         frame = FeatureStore(ctx.settings.features_dir).read_offline(NODE_TRAINING)
     except FeatureStoreError as exc:
         return {"ts": [], "p_fail": [], "problem": str(exc)}
-    rows = frame.filter((pl.col("node_id") == node_id) & (pl.col("ts") >= since)).sort("ts")
+    keep = (pl.col("node_id") == node_id) & (pl.col("ts") >= since)
+    if until is not None:
+        keep &= pl.col("ts") <= until
+    rows = frame.filter(keep).sort("ts")
     if rows.height == 0:
         return {
             "ts": [],

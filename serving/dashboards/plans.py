@@ -10,6 +10,7 @@ from typing import Any
 
 from predops.pipelines.workspace.audit import AuditLog
 from predops.pipelines.workspace.plans import PLAN_ID, plan_path
+from predops.serving.dashboards.formatting import times_in
 
 HOLD = re.compile(
     r"hold (?P<current>\d+) nodes \(target (?P<target>\d+), usage floor (?P<floor>\d+)\)"
@@ -181,8 +182,9 @@ ADVICE = (
 
 
 def alert_view(text: str) -> dict[str, str]:
-    """A plan alert for people: times as ``YYYY-MM-DD HH:MM UTC`` (not raw ISO with
-    ``+00:00``) and the advice for its kind (empty when none applies)."""
-    words = _ISO.sub(lambda m: f"{m.group(1)} {m.group(2)} UTC", text)
+    """A plan alert for people: times as ``YYYY-MM-DD HH:MM UTC`` in ``<time>`` elements
+    (shown in the viewer's zone; not raw ISO with ``+00:00``) and the advice for its
+    kind (empty when none applies)."""
+    words = times_in(text, _ISO)
     advice = next((a for prefix, a in ADVICE if text.startswith(prefix)), "")
     return {"text": words, "advice": advice}

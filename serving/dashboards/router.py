@@ -16,79 +16,41 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-import plotly
 import polars as pl
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from predops.serving.auth import page_access
 from predops.serving.context import Ctx
-from predops.serving.dashboards import charts, demand, fleet, node, plans, registry_view
+from predops.serving.dashboards import (
+    assets,
+    charts,
+    demand,
+    filtering,
+    fleet,
+    formatting,
+    incidents,
+    links,
+    node,
+    plans,
+    registry_view,
+    view,
+)
 from predops.serving.dashboards.risk import fleet_risk
 from predops.serving.sessions import COOKIE
 
 HERE = Path(str(files("predops.serving.dashboards")))
-PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-STATIC = {
-    "dash.css": (HERE / "static" / "dash.css", "text/css"),
-    "charts.js": (HERE / "static" / "charts.js", "text/javascript"),
-    "approve.js": (HERE / "static" / "approve.js", "text/javascript"),
-    "plotly.min.js": (PLOTLY_JS, "text/javascript"),
-}
 TOP_NODES = 25
 """Riskiest in-service nodes listed on the board (out-of-service ones apart)."""
-NODE_HISTORY = timedelta(days=3)
-DEMAND_HISTORY = timedelta(days=3)
+NODE_RANGE = DEMAND_RANGE = "3d"
+"""Default time range of the node and demand series pages (``?range=``, :mod:`view`)."""
 SIZING_HISTORY = timedelta(hours=24)
+DEMAND_FILTERS = ("pool", "gpu_model", "resource")
+"""Filters of the demand index (columns of the series table)."""
 
 router = APIRouter(include_in_schema=False)
-
-
-def _pct(p: float | None, digits: int = 2) -> str:
-    return "n/a" if p is None else f"{p:.{digits}%}"
-
-
-def _when(t: datetime | str | None) -> str:
-    if t is None:
-        return "—"
-    if isinstance(t, str):
-        try:
-            return datetime.fromisoformat(t).strftime("%Y-%m-%d %H:%M UTC")
-        except ValueError:
-            return t
-    return t.strftime("%Y-%m-%d %H:%M UTC")
-
-
-def _age(d: timedelta | None) -> str:
-    if d is None:
-        return "—"
-    s = int(d.total_seconds())
-    sign, s = ("-" if s < 0 else ""), abs(s)
-    if s < 3600:
-        return f"{sign}{s // 60} min"
-    if s < 86400 * 2:
-        return f"{sign}{s / 3600:.1f} h"
-    return f"{sign}{s / 86400:.1f} d"
-
-
-def _num(x: Any, digits: int = 1) -> str:
-    if x is None:
-        return "—"
-    if isinstance(x, float):
-        return f"{x:,.{digits}f}"
-    return f"{x:,}" if isinstance(x, int) else str(x)
-
-
-def _sig(x: float) -> str:
-    """A measured number as people read it: an integral value as an integer, large ones
-    with separators, small ones to three significant digits (never 0.00 for 0.004)."""
-    if x != x:
-        return "—"
-    if float(x).is_integer():
-        return f"{int(x):,}"
-    return f"{x:,.1f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
 _env = Environment(
@@ -97,7 +59,11 @@ _env = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-_env.filters.update(pct=_pct, when=_when, age=_age, num=_num, sig=_sig)
+_env.filters.update({k: getattr(formatting, k) for k in formatting.FILTERS})
+_env.globals.update(
+    link=view.link, without=view.without, preset_link=view.preset_link, ranges=view.RANGES
+)
+_env.globals.update({k: getattr(links, k) for k in links.TEMPLATE_GLOBALS})
 templates = Jinja2Templates(env=_env)
 
 NAV = (
@@ -119,6 +85,11 @@ def _page(request: Request, name: str, active: str, **context: Any) -> HTMLRespo
             "active": active,
             "now": ctx.clock.now(),
             "signed_in": ctx.config.protect_reads and COOKIE in request.cookies,
+            "params": dict(request.query_params),
+            "refresh": context.pop("refresh", None)
+            if "refresh" in context
+            else view.refresh_seconds(request.query_params),
+            "as_of": view.ages(ctx.clock.now(), context.pop("as_of", [])),
             **context,
         },
     )
@@ -127,7 +98,9 @@ def _page(request: Request, name: str, active: str, **context: Any) -> HTMLRespo
 def error_page(request: Request, status: int, message: str) -> HTMLResponse:
     """A failed page request (an unknown node, a malformed id) as a page with the
     navigation, not the API's JSON error body."""
-    heading = {404: "Not found", 422: "Not a valid request"}.get(status, "Error")
+    heading = {400: "Not a valid view", 404: "Not found", 422: "Not a valid request"}.get(
+        status, "Error"
+    )
     response = _page(
         request,
         "error.html",
@@ -136,6 +109,7 @@ def error_page(request: Request, status: int, message: str) -> HTMLResponse:
         heading=heading,
         message=message,
         path=request.url.path,
+        refresh=0,
     )
     response.status_code = status
     return response
@@ -145,20 +119,6 @@ pages = APIRouter(include_in_schema=False, dependencies=[Depends(page_access)])
 """Every page showing fleet data: behind a sign-in when reads are protected."""
 
 
-@router.get("/static/{name}")
-def static(name: str) -> Response:
-    """The dashboards' CSS / JS and plotly.js from the installed package."""
-    if name not in STATIC:
-        raise HTTPException(404, f"no static file {name!r}")
-    path, media = STATIC[name]
-    return FileResponse(path, media_type=media, headers={"Cache-Control": "max-age=3600"})
-
-
-@router.get("/favicon.ico")
-def favicon() -> Response:
-    return Response(status_code=204)
-
-
 BOARD_FILTERS = ("pool", "spine", "rack", "gpu_model")
 """Inventory columns the risk board filters on (query parameters, so a view is a URL)."""
 MAX_CHOICES = 1000
@@ -166,15 +126,7 @@ MAX_CHOICES = 1000
 
 
 @pages.get("/", response_class=HTMLResponse)
-def fleet_board(
-    request: Request,
-    ctx: Ctx,
-    pool: str | None = None,
-    spine: str | None = None,
-    rack: str | None = None,
-    gpu_model: str | None = None,
-    horizon_h: float | None = None,
-) -> HTMLResponse:
+def fleet_board(request: Request, ctx: Ctx, horizon_h: float | None = None) -> HTMLResponse:
     """Fleet risk board: heat map of p_fail per rack and spine, riskiest nodes; filtered
     by pool, spine, rack and GPU model, at a horizon (all kept in the URL)."""
     loaded = ctx.failure.current
@@ -182,41 +134,37 @@ def fleet_board(
     horizon = timedelta(hours=horizon_h) if horizon_h and horizon_h in horizons else None
     risk = fleet_risk(ctx) if horizon is None else fleet_risk(ctx, horizon=horizon)
     everything = fleet.inventory_at(ctx.settings.lake_dir, ctx.clock.now())
-    chosen = {"pool": pool, "spine": spine, "rack": rack, "gpu_model": gpu_model}
-    chosen = {k: v for k, v in chosen.items() if v and k in everything.columns}
+    choices = filtering.offered(everything, BOARD_FILTERS, MAX_CHOICES)
+    chosen = view.chosen(view.filters(request.query_params, choices))
     inventory = everything
     for column, value in chosen.items():
         inventory = inventory.filter(pl.col(column).cast(pl.String) == value)
     shown = set(inventory["node_id"].to_list())
-    view = replace(risk, risks=tuple(r for r in risk.risks if r.node_id in shown))
-    choices = {
-        c: sorted(str(v) for v in everything[c].drop_nulls().unique().to_list())[:MAX_CHOICES]
-        for c in BOARD_FILTERS
-        if c in everything.columns
-    }
-    cells = fleet.rack_cells(inventory, view)
+    board = replace(risk, risks=tuple(r for r in risk.risks if r.node_id in shown))
+    cells = fleet.rack_cells(inventory, board)
     base_rate, act_at = _risk_anchors(ctx, risk)  # the whole fleet's, whatever is shown
-    riskiest = [r.node_id for r in view.risks[: 2 * TOP_NODES]]
+    riskiest = [r.node_id for r in board.risks[: 2 * TOP_NODES]]
     states = fleet.node_states(ctx.settings.lake_dir, riskiest, ctx.clock.now())
-    top = fleet.top_nodes(inventory, view, n=2 * TOP_NODES, states=states)
+    top = fleet.top_nodes(inventory, board, n=2 * TOP_NODES, states=states)
     figure = (
         charts.rack_heatmap(cells, base_rate=base_rate, act_at=act_at)
-        if view.risks and cells
+        if board.risks and cells
         else None
     )
     return _page(
         request,
         "fleet.html",
         "/",
-        risk=view,
+        risk=board,
         figure=figure,
         top=[r for r in top if r["state"] == "ready"],
         out_of_service=[r for r in top if r["state"] != "ready"],
         nodes=inventory.height,
-        horizon_h=view.horizon.total_seconds() / 3600,
+        horizon_h=board.horizon.total_seconds() / 3600,
         horizons=horizons,
         choices=choices,
         chosen=chosen,
+        as_of=[("risk scores", risk.online_as_of or risk.as_of)],
     )
 
 
@@ -248,8 +196,12 @@ def node_page(request: Request, ctx: Ctx, node_id: str) -> HTMLResponse:
     risk = fleet_risk(ctx)
     current = risk.by_node().get(node_id)
     reasons = [r.feature for r in current.reasons] if current else []
-    history = node.risk_history(ctx, node_id, since=now - NODE_HISTORY, horizon=risk.horizon)
+    rng = view.time_range(request.query_params, now, default=NODE_RANGE)
+    history = node.risk_history(
+        ctx, node_id, since=rng.since, until=rng.until, horizon=risk.horizon
+    )
     risk_fig = None
+    events = node.events(ctx, node_id, until=now)
     if history["ts"]:
         risk_fig = charts.risk_over_time(
             history["ts"],
@@ -258,7 +210,7 @@ def node_page(request: Request, ctx: Ctx, node_id: str) -> HTMLResponse:
             title=f"p_fail within {history['horizon_h']:g} h, scored by {history['model']}",
         )
     tel = node.telemetry(
-        ctx, node_id, since=now - NODE_HISTORY, until=now, first=node.telemetry_columns(reasons)
+        ctx, node_id, since=rng.since, until=rng.until, first=node.telemetry_columns(reasons)
     )
     tel_fig = None
     varying, flat = node.varying_columns(tel)
@@ -269,6 +221,10 @@ def node_page(request: Request, ctx: Ctx, node_id: str) -> HTMLResponse:
             {c: tel[c].cast(float).to_list() for c in cols},
             "Telemetry (raw samples); the columns its reasons point at come first",
         )
+    risk_fig, tel_fig = (
+        None if f is None else incidents.mark_events(f, events, rng.since, rng.until)
+        for f in (risk_fig, tel_fig)
+    )
     rank = next((i + 1 for i, r in enumerate(risk.risks) if r.node_id == node_id), None)
     return _page(
         request,
@@ -288,15 +244,33 @@ def node_page(request: Request, ctx: Ctx, node_id: str) -> HTMLResponse:
         ),
         tel_fig=tel_fig,
         flat=flat,
-        events=node.events(ctx, node_id, until=now),
+        events=events,
+        rng=rng,
+        offender=incidents.repeat_offender(events, now),
+        repeat_failures=incidents.REPEAT_FAILURES,
+        repeat_days=incidents.REPEAT_WINDOW.days,
+        decision=links.plan_decision(ctx.settings.plans_dir, node_id, where[0].get("rack")),
+        as_of=[("risk score", risk.online_as_of or risk.as_of)],
     )
 
 
 @pages.get("/demand", response_class=HTMLResponse)
 def demand_index(request: Request, ctx: Ctx) -> HTMLResponse:
     """Every demand series with its latest value and capacity."""
-    frame = demand.demand_frame(ctx)
-    return _page(request, "demand_index.html", "/demand", series=demand.series_table(frame))
+    rows = demand.series_table(demand.demand_frame(ctx))
+    found = view.filters(
+        request.query_params, {k: filtering.distinct(rows, k) for k in DEMAND_FILTERS}
+    )
+    shown = filtering.matching(rows, view.chosen(found))
+    newest = max((r["last_ts"] for r in rows), default=None)
+    return _page(
+        request,
+        "demand_index.html",
+        "/demand",
+        series=shown,
+        filters=found,
+        as_of=[("demand", newest)],
+    )
 
 
 @pages.get("/demand/{series_id:path}", response_class=HTMLResponse)
@@ -308,8 +282,11 @@ def demand_series(request: Request, ctx: Ctx, series_id: str) -> HTMLResponse:
     if frame.filter(frame["series_id"] == series_id).height == 0:
         raise HTTPException(404, f"no demand series {series_id!r} in the lake")
     served = demand.served_forecast(ctx, frame)
-    view = demand.series_view(frame, served, series_id, history=DEMAND_HISTORY)
-    figure = _fan(view, f"{series_id}: actual and forecast", with_capacity=True)
+    end = frame.filter(frame["series_id"] == series_id)["ts"].max()
+    assert isinstance(end, datetime)
+    rng = view.time_range(request.query_params, end, default=DEMAND_RANGE)
+    shown = demand.series_view(frame, served, series_id, history=rng.span, until=rng.until)
+    figure = _fan(shown, f"{series_id}: actual and forecast", with_capacity=True)
     models, registry_problem = registry_view.registered_models(ctx)
     backtest = _backtest_metrics(models, ctx.demand.current)
     return _page(
@@ -317,9 +294,13 @@ def demand_series(request: Request, ctx: Ctx, series_id: str) -> HTMLResponse:
         "demand_series.html",
         "/demand",
         series_id=series_id,
+        pool=frame.filter(frame["series_id"] == series_id)["pool"].drop_nulls().last(),
         served=served,
         figure=figure,
-        horizon_rows=view["forecast"].height,
+        horizon_rows=shown["forecast"].height,
+        as_of=[("demand", end), ("forecast", demand.issued_at(served))],
+        served_href=links.served_href(ctx.demand.current),
+        rng=rng,
         backtest=backtest,
         registry_problem=registry_problem,
         unit=_unit(series_id),
@@ -383,7 +364,10 @@ def capacity(request: Request, ctx: Ctx, plan_id: str | None = None) -> HTMLResp
     ids = plans.plan_ids(ctx.settings.plans_dir)
     pid = plan_id or (ids[0] if ids else None)
     plan = _plan_or_404(ctx, pid) if pid else None
+    frame = demand.demand_frame(ctx)
+    series = demand.series_table(frame)
     sizing = plans.pool_sizing(plan) if plan else []
+    series, sizing, found = filtering.capacity_view(series, sizing, request.query_params)
     sizing_fig = None
     if sizing:
         pools = [r["pool"] for r in sizing]
@@ -397,13 +381,12 @@ def capacity(request: Request, ctx: Ctx, plan_id: str | None = None) -> HTMLResp
             title="Nodes per pool: now, needed for p90 demand, and what the plan holds",
             unit="nodes",
         )
-    frame = demand.demand_frame(ctx)
     served = demand.served_forecast(ctx, frame)
     pool_figs = []
-    for row in demand.series_table(frame):
-        view = demand.series_view(frame, served, row["series_id"], history=SIZING_HISTORY)
-        view["series_id"] = row["series_id"]
-        fig = _fan(view, f"{row['series_id']}: demand vs capacity, next 48 h", with_capacity=True)
+    for row in series:
+        shown = demand.series_view(frame, served, row["series_id"], history=SIZING_HISTORY)
+        shown["series_id"] = row["series_id"]
+        fig = _fan(shown, f"{row['series_id']}: demand vs capacity, next 48 h", with_capacity=True)
         if fig is not None:
             pool_figs.append((row["series_id"], fig))
     buys, buy_skips = plans.buys(plan) if plan else ([], [])
@@ -411,6 +394,7 @@ def capacity(request: Request, ctx: Ctx, plan_id: str | None = None) -> HTMLResp
         request,
         "capacity.html",
         "/capacity",
+        as_of=[("plan", (plan or {}).get("created_at")), ("forecast", demand.issued_at(served))],
         plan=plan,
         sizing=sizing,
         sizing_fig=sizing_fig,
@@ -419,6 +403,7 @@ def capacity(request: Request, ctx: Ctx, plan_id: str | None = None) -> HTMLResp
         buys=buys,
         buy_skips=buy_skips,
         no_buy_reason=plans.no_buy_reason(plan) if plan and not buys and not buy_skips else None,
+        filters=found,
     )
 
 
@@ -453,18 +438,24 @@ def plan_page(request: Request, ctx: Ctx, plan_id: str) -> HTMLResponse:
 
 
 def _plan_page(request: Request, ctx: Any, plan_id: str, ids: list[str]) -> HTMLResponse:
-    plan = _plan_or_404(ctx, plan_id)
+    whole = _plan_or_404(ctx, plan_id)
+    plan, found = filtering.plan_view(
+        whole, request.query_params, ctx.settings.lake_dir, ctx.clock.now()
+    )
     risk = fleet_risk(ctx)
     p_fail = {r.node_id: r.p_fail for r in risk.risks}
     return _page(
         request,
         "plan.html",
         "/plans/latest",
+        as_of=[("plan", plan.get("created_at"))],
         plan=plan,
         ids=ids[:20],
         skip_groups=plans.skip_groups(plan, p_fail),
         alerts=[plans.alert_view(a) for a in plan.get("alerts", [])],
         audit=plans.audit_trail(ctx.settings.audit_log, plan_id),
+        whole=whole,
+        filters=found,
     )
 
 
@@ -490,10 +481,15 @@ def models_page(request: Request, ctx: Ctx) -> HTMLResponse:
         served=[ctx.failure.status(), ctx.demand.status()],
         rel=rel,
         rel_fig=rel_fig,
-        freshness=registry_view.freshness(ctx),
+        freshness=(fresh := registry_view.freshness(ctx)),
+        as_of=[
+            ("registry check", ctx.failure.status()["last_check"]),
+            *[(f["what"], f["latest"]) for f in fresh if f["what"] == "online node features"],
+        ],
         runs=runs,
         runs_problem=runs_problem,
     )
 
 
 router.include_router(pages)
+router.include_router(assets.router)

@@ -33,15 +33,15 @@ from tests.serving.hostile_requests import Operation, api_operations, hostile_re
 EXAMPLES = 12
 HOSTILE_EXAMPLES = 50
 PAGES = (
-    Operation.page("GET", "/"),
-    Operation.page("GET", "/nodes/{node_id}"),
-    Operation.page("GET", "/demand"),
-    Operation.page("GET", "/demand/{series_id}"),
-    Operation.page("GET", "/capacity", query=["plan_id"]),
+    Operation.page("GET", "/", query=["pool", "spine", "rack", "gpu_model", "refresh"]),
+    Operation.page("GET", "/nodes/{node_id}", query=["range", "from", "to", "refresh"]),
+    Operation.page("GET", "/demand", query=["pool", "gpu_model", "resource"]),
+    Operation.page("GET", "/demand/{series_id}", query=["range", "from", "to"]),
+    Operation.page("GET", "/capacity", query=["plan_id", "pool", "gpu_model"]),
     Operation.page("GET", "/plans"),
-    Operation.page("GET", "/plans/latest"),
+    Operation.page("GET", "/plans/latest", query=["kind", "pool", "rack", "state"]),
     Operation.page("GET", "/plans/{plan_id}"),
-    Operation.page("GET", "/models"),
+    Operation.page("GET", "/models", query=["refresh"]),
     Operation.page("GET", "/models/"),  # answered with a redirect to /models
     Operation.page("GET", "/static/{name}"),
     Operation.page("GET", "/favicon.ico"),

@@ -79,8 +79,8 @@ def test_fleet_board_filters_are_in_the_url(client: TestClient) -> None:
     heat = _figures(filtered)["rack-heatmap"]["data"][0]
     assert all(pool in t for row in heat["text"] for t in row if t)
     assert _figures(filtered)["rack-heatmap"]["layout"]["meta"] == {"link": "rack"}
-    none = client.get("/", params={"pool": "no-such-pool"}).text
-    assert "0 of 0 nodes scored" in none
+    none = client.get("/", params={"pool": "no-such-pool"}, headers={"accept": "text/html"})
+    assert none.status_code == 400 and "pool: &#39;no-such-pool&#39; is not offered" in none.text
 
 
 def test_node_page_and_id_validation(client: TestClient) -> None:

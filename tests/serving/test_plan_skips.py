@@ -31,7 +31,11 @@ def test_alerts_read_in_words_with_what_to_do() -> None:
     from predops.serving.dashboards.plans import alert_view
 
     a = alert_view("failure risk: scored at 2026-05-01T12:00:00+00:00, 3 h old — planned")
-    assert a["text"] == "failure risk: scored at 2026-05-01 12:00 UTC, 3 h old — planned"
+    assert a["text"] == (
+        'failure risk: scored at <time datetime="2026-05-01T12:00:00Z">2026-05-01 12:00 UTC'
+        "</time>, 3 h old — planned"
+    )
+    assert "&lt;b&gt;" in alert_view("storm breaker: pool <b> at 2026-05-01T12:00Z")["text"]
     assert "predops score failure" in a["advice"]
     assert "+00:00" not in alert_view("buy a100@eu: forecasts reach 2026-05-03T00:00Z")["text"]
     assert alert_view("something new")["advice"] == ""

@@ -7,6 +7,7 @@
       var src = document.getElementById(div.getAttribute("data-figure"));
       if (!src) { return; }
       var fig = JSON.parse(src.textContent);
+      if (window.predopsView) { fig = window.predopsView.localizeFigure(fig); }  // view.js
       window.Plotly.newPlot(div, fig.data, fig.layout, {
         responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"]
       });

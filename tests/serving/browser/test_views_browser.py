@@ -1,0 +1,85 @@
+"""Filters and time ranges in a real Chromium: choosing a filter reloads the page with it
+in the URL and changes what is drawn; the node page's range picker bounds its charts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from tests.serving.browser.test_dashboards_browser import _chart, _open, page
+
+pytestmark = pytest.mark.integration
+__all__ = ["page"]
+
+POINTS = """id => document.getElementById(id).data[0].y.filter(v => v !== null).length"""
+
+
+def _choose(pg: Any, name: str, value: str) -> None:
+    pg.select_option(f"select[name={name}]", value)
+    pg.wait_for_url(lambda url: f"{name}=" in url, timeout=30_000)
+    pg.wait_for_load_state("networkidle")
+
+
+def test_demand_filter_narrows_the_series(page: Any, artifacts: Path) -> None:
+    _open(page, "/demand", artifacts / "demand_index_all.png")
+    every = page.locator("#series tbody tr").count()
+    resource = page.locator("select[name=resource] option").nth(1).get_attribute("value")
+    _choose(page, "resource", resource)
+    assert parse_qs(urlsplit(page.url).query)["resource"] == [resource]
+    page.screenshot(path=str(artifacts / "demand_index_filtered.png"), full_page=True)
+    cells = page.locator("#series tbody tr td:nth-child(3)").all_inner_texts()
+    assert cells and all(c.startswith(resource) for c in cells) and len(cells) < every
+    assert page.errors == []
+
+
+def test_capacity_filter_keeps_one_pool(page: Any, artifacts: Path) -> None:
+    charts = _open(page, "/capacity", artifacts / "capacity_all.png")
+    before = len([c for c in charts if c["id"].startswith("pool-")])
+    pool = page.locator("select[name=pool] option").nth(1).get_attribute("value")
+    _choose(page, "pool", pool)
+    assert page.locator("#sizing tbody tr td:first-child").all_inner_texts() == [pool]
+    charts = _open(page, page.url, artifacts / "capacity_pool.png")
+    after = [c for c in charts if c["id"].startswith("pool-")]
+    assert 0 < len(after) < before
+
+
+def test_plan_filter_by_action_kind(page: Any, artifacts: Path) -> None:
+    _open(page, "/plans/latest", artifacts / "plan_all.png")
+    kinds = page.locator("select[name=kind] option").all_inner_texts()[1:]
+    assert len(kinds) >= 2
+    _choose(page, "kind", kinds[0])
+    page.screenshot(path=str(artifacts / "plan_kind.png"), full_page=True)
+    tags = set(page.locator("#actions .tag").all_inner_texts())
+    groups = {t.split(":")[0] for t in page.locator("details.skip-group .pill").all_inner_texts()}
+    assert tags | groups == {kinds[0]}
+    assert "Showing" in page.locator("#plan-filtered").inner_text()
+    page.click("a.clear")  # clear filters: every kind again
+    page.wait_for_load_state("networkidle")
+    assert "kind=" not in page.url and page.locator("#plan-filtered").count() == 0
+
+
+def test_node_range_picker_bounds_the_charts(page: Any, artifacts: Path) -> None:
+    page.goto("/")
+    node_id = page.locator("#top-nodes tbody tr a").first.inner_text()
+    _open(page, f"/nodes/{node_id}", artifacts / "node_3d.png")
+    three_days = page.evaluate(POINTS, "risk-history")
+    page.click("#range-picker a[data-range='24h']")
+    page.wait_for_url(lambda url: "range=24h" in url, timeout=30_000)
+    charts = _open(page, page.url, artifacts / "node_24h.png")
+    assert _chart(charts, "risk-history")["drawn"]
+    day = page.evaluate(POINTS, "risk-history")
+    assert 0 < day < three_days
+    # a custom range typed into the picker
+    page.fill("#range-picker input[name=from]", "2026-01-12T00:00")
+    page.fill("#range-picker input[name=to]", "2026-01-12T06:00")
+    page.click("#range-picker button")
+    page.wait_for_url(lambda url: "range=custom" in url, timeout=30_000)
+    page.wait_for_load_state("networkidle")
+    q = parse_qs(urlsplit(page.url).query)
+    assert q["from"] == ["2026-01-12T00:00"] and q["to"] == ["2026-01-12T06:00"]
+    xs = page.evaluate("() => document.getElementById('risk-history').data[0].x")
+    assert xs and all("2026-01-12 00:00:00" <= x <= "2026-01-12 06:00:00" for x in xs), xs[:3]
+    assert page.errors == []
