@@ -50,10 +50,14 @@ def risk_history(
         return {"ts": [], "p_fail": [], "problem": "no failure model is served"}
     model = loaded.model
     try:
-        frame = FeatureStore(ctx.settings.features_dir).read_offline(NODE_TRAINING)
+        frame = FeatureStore(ctx.settings.features_dir).scan_offline(NODE_TRAINING)
     except FeatureStoreError as exc:
         return {"ts": [], "p_fail": [], "problem": str(exc)}
-    rows = frame.filter((pl.col("node_id") == node_id) & (pl.col("ts") >= since)).sort("ts")
+    # a lazy scan: the fleet's offline frame is never read whole (row groups whose
+    # node_id statistics exclude the node are skipped)
+    rows = (
+        frame.filter((pl.col("node_id") == node_id) & (pl.col("ts") >= since)).sort("ts").collect()
+    )
     if rows.height == 0:
         return {
             "ts": [],
