@@ -42,6 +42,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -202,8 +204,10 @@ def peak_rss_mib(pid: int) -> float | None:
     return None
 
 
-def serve_and_measure(base: Path, requests: int) -> dict[str, Any]:
-    """Serve a link copy of the cached workspace and measure every page."""
+@contextmanager
+def served(base: Path) -> Iterator[tuple[int, int, Path]]:
+    """``predops serve`` over a link copy of the cached workspace ``base / "ws"``:
+    (port, server pid, the copy); stopped and removed on exit."""
     run = base / f"run-{os.getpid()}"
     ws = run / "ws"
     try:
@@ -217,14 +221,21 @@ def serve_and_measure(base: Path, requests: int) -> dict[str, Any]:
         )
         try:
             wait_http(port, "/readyz", proc)
-            start_cpu = cpu_seconds(proc.pid)
-            found = pages(port, ws)
-            measured = {label: measure(port, proc.pid, path, requests) for label, path in found}
-            rss = peak_rss_mib(proc.pid)
+            yield port, proc.pid, ws
         finally:
-            total_cpu = stop(proc)
+            stop(proc)
     finally:
         shutil.rmtree(run, ignore_errors=True)
+
+
+def serve_and_measure(base: Path, requests: int) -> dict[str, Any]:
+    """Serve a link copy of the cached workspace and measure every page."""
+    with served(base) as (port, pid, ws):
+        start_cpu = cpu_seconds(pid)
+        found = pages(port, ws)
+        measured = {label: measure(port, pid, path, requests) for label, path in found}
+        rss = peak_rss_mib(pid)
+        total_cpu = cpu_seconds(pid)
     return {
         "pages": measured,
         "server_peak_rss_mib": rss,

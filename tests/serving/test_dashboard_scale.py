@@ -100,3 +100,29 @@ def test_reliability_samples_whole_nodes_above_the_cap(monkeypatch) -> None:  # 
     per_node = frame.filter(pl.col("ts") + PRIMARY_HORIZON <= last).height // 40
     assert 0 < out["rows"] < frame.height and out["rows"] % per_node == 0  # whole nodes
     assert out["table"] and 0.0 <= out["brier"] <= 1.0
+
+
+def test_plan_ids_parse_each_plan_file_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+    import os
+
+    from predops.serving.dashboards.plans import plan_ids
+
+    def write(name: str, created: str) -> None:
+        (tmp_path / f"{name}.json").write_text(json.dumps({"created_at": created}))
+
+    write("plan-a", "2026-03-01T00:00:00+00:00")
+    write("plan-b", "2026-03-02T00:00:00+00:00")
+    assert plan_ids(tmp_path) == ["plan-b", "plan-a"]
+    # same size and modification time, unparseable now: the listing does not read it again
+    b = tmp_path / "plan-b.json"
+    st = b.stat()
+    b.write_text("x" * st.st_size)
+    os.utime(b, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert plan_ids(tmp_path) == ["plan-b", "plan-a"]
+    # a rewritten file is read again
+    write("plan-a", "2026-03-03T00:00:00+00:00")
+    os.utime(tmp_path / "plan-a.json", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert plan_ids(tmp_path) == ["plan-a", "plan-b"]
+    (tmp_path / "plan-a.json").unlink()
+    assert plan_ids(tmp_path) == ["plan-b"]
