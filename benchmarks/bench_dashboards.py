@@ -130,7 +130,11 @@ def setup(base: Path, nodes: int, days: float, seed: int, end: datetime) -> dict
 
 def cached(cache: Path, nodes: int, days: float, seed: int, end: datetime) -> Path:
     """The cached workspace's folder for these parameters (built when missing)."""
-    base = cache / f"n{nodes}-d{days:g}-s{seed}-e{end:%Y%m%d}"
+    prefix = f"n{nodes}-d{days:g}-s{seed}-e"
+    base = cache / f"{prefix}{end:%Y%m%d}"
+    for older in cache.glob(f"{prefix}*"):  # earlier days' copies of the same setup
+        if older != base and older.is_dir():
+            shutil.rmtree(older, ignore_errors=True)
     setup(base, nodes, days, seed, end)
     return base
 
