@@ -126,3 +126,37 @@ def test_plan_ids_parse_each_plan_file_once(tmp_path) -> None:  # type: ignore[n
     assert plan_ids(tmp_path) == ["plan-a", "plan-b"]
     (tmp_path / "plan-a.json").unlink()
     assert plan_ids(tmp_path) == ["plan-b"]
+
+
+def test_latest_time_reads_the_last_day_first_and_ignores_the_future(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from predops.core.schemas import schema_for
+    from predops.pipelines.workspace.lake import Lake
+
+    lake = Lake(tmp_path / "lake")
+    now = T0 + timedelta(days=10, hours=5)
+
+    def demand(*times: datetime) -> pl.DataFrame:
+        n = len(times)
+        return pl.DataFrame(
+            {
+                "series_id": ["p/cpu_cores"] * n,
+                "ts": list(times),
+                "value": [1.0] * n,
+                "running": [1.0] * n,
+                "pending": [0.0] * n,
+                "capacity": [2.0] * n,
+                "pool": ["p"] * n,
+                "resource": ["cpu_cores"] * n,
+                "gpu_model": [None] * n,
+            },
+            schema=schema_for("demand").polars_schema(),
+        )
+
+    lake.write("demand", "test", demand(T0, T0 + timedelta(days=3)))
+    # nothing in the last day: the whole history answers
+    assert registry_view._latest(lake, "demand", "ts", now) == T0 + timedelta(days=3)
+    lake.write("demand", "test", demand(now - timedelta(hours=2), now + timedelta(hours=1)))
+    # the row after now is not "latest"
+    assert registry_view._latest(lake, "demand", "ts", now) == now - timedelta(hours=2)
+    empty = Lake(tmp_path / "empty")
+    assert registry_view._latest(empty, "demand", "ts", now) is None
