@@ -100,24 +100,26 @@ def eval_colocation(
 ) -> None:
     """Reclaimed capacity vs violation rate: predops' usage forecasts vs the rules."""
     lightgbm_env()
+    from predops.pipelines.cli.progress import stages
     from predops.pipelines.jobs import colocation_evaluation as ce
 
-    if source == "azure-vm":
-        if not path:
-            raise click.BadParameter("--path is required for azure-vm", param_hint="--path")
-        fleet = ce.load_azure(path, subset=subset, seed=subset_seed, usage=usage)
-    else:
+    if source == "azure-vm" and not path:
+        raise click.BadParameter("--path is required for azure-vm", param_hint="--path")
+    if source != "azure-vm" and path:
+        raise click.BadParameter("synthetic simulates its fleet; no --path", param_hint="--path")
+    with stages(f"[eval colocation] {source}", ("read", "evaluate")) as stage:
+        stage(f"read {source}" if path else "simulate the fleet")
         if path:
-            raise click.BadParameter(
-                "synthetic simulates its fleet; no --path", param_hint="--path"
-            )
-        fleet = ce.load_synthetic(nodes=nodes, days=days, seed=seed)
-    report = ce.evaluate_colocation(
-        fleet,
-        test_days=test_days,
-        val_days=val_days,
-        windows_h=_hours(windows),
-        targets=_targets(targets),
-        model_params={"n_estimators": n_estimators, "n_jobs": threads},
-    )
+            fleet = ce.load_azure(path, subset=subset, seed=subset_seed, usage=usage)
+        else:
+            fleet = ce.load_synthetic(nodes=nodes, days=days, seed=seed)
+        stage("fit usage forecasts, score the rules")
+        report = ce.evaluate_colocation(
+            fleet,
+            test_days=test_days,
+            val_days=val_days,
+            windows_h=_hours(windows),
+            targets=_targets(targets),
+            model_params={"n_estimators": n_estimators, "n_jobs": threads},
+        )
     emit(finite_json({"source": source, "path": path, **report}), as_json, _human)

@@ -86,6 +86,7 @@ def eval_demand(
     """Backtest the demand model and the baselines on SOURCE data at PATH."""
     lightgbm_env()
     from predops.models.demand.config import config_named
+    from predops.pipelines.cli.progress import stages
     from predops.pipelines.jobs.demand import evaluate, load_source, with_horizon
 
     synthetic: dict[str, Any] = {"seed": seed}
@@ -93,10 +94,13 @@ def eval_demand(
         synthetic["days"] = days
     if config_name == "weekly" and days is None:
         synthetic["days"] = 7 * 130.0
-    data = load_source(source, path, clock=SystemClock(), synthetic=synthetic)
-    default_h = 24 if config_name == "hourly" else None
-    config = with_horizon(config_named(config_name), horizon or default_h)
-    with engine_client(engine, scheduler, workers) as client:
+    bar = stages(f"[eval demand] {source}", ("read", "backtest"))
+    with bar as stage, engine_client(engine, scheduler, workers) as client:
+        stage(f"read {source}")
+        data = load_source(source, path, clock=SystemClock(), synthetic=synthetic)
+        default_h = 24 if config_name == "hourly" else None
+        config = with_horizon(config_named(config_name), horizon or default_h)
+        stage(f"backtest {config_name}, {cutoffs} cutoffs" if not holdout else "holdout backtest")
         report = evaluate(
             data,
             config=config,

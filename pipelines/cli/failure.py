@@ -83,42 +83,47 @@ def eval_failure(
 ) -> None:
     """Evaluate the failure model against both baselines (or NAB-score the detector)."""
     lightgbm_env()
+    from predops.pipelines.cli.progress import stages
     from predops.pipelines.jobs import evaluation as fe
 
     clock = SystemClock()
     report: dict[str, Any]
-    if source == "synthetic":
-        if path:
-            from pathlib import Path
+    if source != "synthetic" and not path:
+        raise click.BadParameter(f"--path is required for {source}", param_hint="--path")
+    names = {"synthetic": ("read", "evaluate"), "nab": ("score",)}.get(source, ("read", "fit"))
+    if source not in ("synthetic", "nab", "lanl", "grid5000", "titan"):
+        names = ("read", "time split", "cohort split")  # Backblaze: both splits
+    with stages(f"[eval failure] {source}", names) as stage:
+        if source == "synthetic":
+            stage("simulate" if not path else "read the lake")
+            if path:
+                from pathlib import Path
 
-            from predops.pipelines.workspace.lake import Lake
+                from predops.pipelines.workspace.lake import Lake
 
-            lake_root = Path(path) / "lake" if (Path(path) / "lake").is_dir() else Path(path)
-            data = fe.lake_nodes(Lake(lake_root), source="synthetic")
+                lake_root = Path(path) / "lake" if (Path(path) / "lake").is_dir() else Path(path)
+                data = fe.lake_nodes(Lake(lake_root), source="synthetic")
+            else:
+                data = fe.synthetic_nodes(nodes=nodes, days=days, seed=seed)
+            stage("fit and score per horizon")
+            report = fe.evaluate_nodes(data, compare_strategies=compare_strategies)
+        elif source in ("lanl", "grid5000", "titan"):
+            from predops.pipelines.jobs.node_failure_evaluation import evaluate_node_failures
+
+            report = evaluate_node_failures(source, path or "", validation=validation, stage=stage)
+        elif source == "nab":
+            stage("score the detector")
+            report = fe.evaluate_nab(path or "", clock=clock)
         else:
-            data = fe.synthetic_nodes(nodes=nodes, days=days, seed=seed)
-        report = fe.evaluate_nodes(data, compare_strategies=compare_strategies)
-    elif source in ("lanl", "grid5000", "titan"):
-        if not path:
-            raise click.BadParameter(f"--path is required for {source}", param_hint="--path")
-        from predops.pipelines.jobs.node_failure_evaluation import evaluate_node_failures
-
-        report = evaluate_node_failures(source, path, validation=validation)
-    elif source == "nab":
-        if not path:
-            raise click.BadParameter("--path is required for nab", param_hint="--path")
-        report = fe.evaluate_nab(path, clock=clock)
-    else:
-        if not path:
-            raise click.BadParameter(f"--path is required for {source}", param_hint="--path")
-        report = fe.evaluate_drives(
-            source,
-            path,
-            clock=clock,
-            horizon=parse_duration(horizon) if horizon else fe.DRIVE_HORIZON,
-            stride=parse_duration(stride) if stride else None,
-            validation=validation,
-        )
+            report = fe.evaluate_drives(
+                source,
+                path or "",
+                clock=clock,
+                horizon=parse_duration(horizon) if horizon else fe.DRIVE_HORIZON,
+                stride=parse_duration(stride) if stride else None,
+                validation=validation,
+                stage=stage,
+            )
     emit(finite_json({"source": source, "path": path, **report}), as_json, _human)
 
 

@@ -164,6 +164,7 @@ def ingest(
     """
     from predops.core.redaction import redact_url
     from predops.core.validation import EARLIEST_TS
+    from predops.pipelines.cli.progress import ingest_batches
     from predops.pipelines.ingest.identity import known_nodes
     from predops.pipelines.ingest.registry import IngestOptions, adapter
     from predops.pipelines.ingest.run import file_digest
@@ -184,8 +185,8 @@ def ingest(
         source=writes,
         inventory=lambda name: known_nodes(lake, name),
     )
-    read = mod.read(path, opts)
     name = redact_url(path)  # the report, the ingest log and quarantine rows quote it
+    read = ingest_batches(mod.read(path, opts), f"[ingest {source}] {Path(name).name}")
     report = run_ingest(
         lake,
         writes,

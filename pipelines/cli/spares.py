@@ -53,9 +53,16 @@ def eval_spares(
     as_json: bool,
 ) -> None:
     """Forecast-newsvendor vs fixed vs Poisson spares on SOURCE failure records."""
+    from predops.pipelines.cli.progress import stages
     from predops.pipelines.jobs.spares_evaluation import evaluate_spares
 
-    report = evaluate_spares(
-        source, path, lead_weeks=lead_weeks, test_weeks=test_weeks, fixed_share=fixed_share
-    )
+    with stages(f"[eval spares] {source}", ("read", "validation", "test")) as stage:
+        report = evaluate_spares(
+            source,
+            path,
+            lead_weeks=lead_weeks,
+            test_weeks=test_weeks,
+            fixed_share=fixed_share,
+            stage=stage,
+        )
     emit(report, as_json, _human)

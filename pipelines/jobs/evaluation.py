@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -501,10 +501,14 @@ def evaluate_drives(
     params: dict[str, Any] | None = None,
     cohort_share: float = 0.3,
     validation: bool = False,
+    stage: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Model vs logistic vs SMART rule on Backblaze drive-days (see module doc).
     ``validation``: each split's :func:`validation_split` instead (for choosing
-    settings; the test period is never read)."""
+    settings; the test period is never read). ``stage(name)`` is called as each stage
+    begins (progress)."""
+    if stage is not None:
+        stage(f"read {source}")
     data = drive_data(source, path, clock=clock, horizon=horizon, stride=stride)
     frame = data.frame
     defs = drive_model_defs(data.smart_ids)
@@ -533,6 +537,8 @@ def evaluate_drives(
         out["validation"] = "splits of the training rows only; the test period is not read"
     out["splits"].update({name: {"error": why} for name, why in errors.items()})
     for split in split_list:
+        if stage is not None:
+            stage(f"split {split.name}")
         t1 = time.perf_counter()
         res, _ = evaluate_split(
             split,

@@ -32,6 +32,7 @@ as-of joins; measured in the report's command.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -240,12 +241,22 @@ def node_data(source: str, path: str, *, validation: bool = False) -> NodeData:
 
 
 def evaluate_node_failures(
-    source: str, path: str, *, validation: bool = False, params: dict[str, Any] | None = None
+    source: str,
+    path: str,
+    *,
+    validation: bool = False,
+    params: dict[str, Any] | None = None,
+    stage: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Model vs logistic vs repeat-offender rule vs base rate on ``source`` (module doc);
-    ``validation``: on the split inside the training rows (:func:`node_data`)."""
+    ``validation``: on the split inside the training rows (:func:`node_data`);
+    ``stage(name)`` is called as each stage begins (progress)."""
     t0 = time.perf_counter()
+    if stage is not None:
+        stage(f"read {source} and build node rows")
     data = node_data(source, path, validation=validation)
+    if stage is not None:
+        stage("fit and score the model and baselines")
     split, horizon, defs = data.split, data.horizon, data.defs
     res, _ = evaluate_split(
         split,

@@ -243,8 +243,16 @@ def evaluate_spares(
     lead_weeks: int = 4,
     test_weeks: int | None = None,
     fixed_share: float = 0.05,
+    stage: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """The three rules on the validation and test windows of ``source`` (module doc)."""
+    """The three rules on the validation and test windows of ``source`` (module doc);
+    ``stage(name)`` is called as each stage begins (progress)."""
+
+    def begin(name: str) -> None:
+        if stage is not None:
+            stage(name)
+
+    begin(f"read {source}")
     data = load(source, path)
     n = next(iter(data.counts.values())).size
     tw = test_weeks or DEFAULT_TEST_WEEKS[source]
@@ -260,6 +268,7 @@ def evaluate_spares(
         grid[f"poisson@{q:g}"] = Rule("poisson", service=q)
         for h in HALF_LIFE_GRID:
             grid[f"forecast@{q:g}/hl{h:g}"] = Rule("forecast", service=q, half_life_weeks=h)
+    begin(f"validation window: {len(grid)} rules")
     val = run_window(data, grid, v_start, t_start, lead_weeks, fixed_share)
     if not val["groups"]:
         raise ValueError(f"{source}: no group has {MIN_HISTORY_WEEKS} weeks before validation")
@@ -270,6 +279,7 @@ def evaluate_spares(
     }
     rules = {"forecast": chosen["forecast"], "poisson": chosen["poisson"], "fixed": fixed}
     rules["forecast_reference"] = REFERENCE
+    begin("test window")
     test = run_window(data, rules, t_start, n, lead_weeks, fixed_share)
     f, x = test["totals"]["forecast"], test["totals"]["fixed"]
     fewer_out = f["stock_out_weeks"] < x["stock_out_weeks"] and (

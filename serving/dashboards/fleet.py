@@ -44,22 +44,39 @@ class RackCell:
 
 
 def rack_cells(inventory: pl.DataFrame, risk: FleetRisk) -> list[RackCell]:
-    """One cell per rack: its nodes, how many were scored, max and mean p_fail."""
-    scores = risk.by_node()
+    """One cell per rack: its nodes, how many were scored, max and mean p_fail (one
+    polars group-by over the fleet, not a Python loop per rack)."""
+    if inventory.height == 0:
+        return []
+    scores = pl.DataFrame(
+        {"node_id": [r.node_id for r in risk.risks], "p": [r.p_fail for r in risk.risks]},
+        schema={"node_id": pl.String, "p": pl.Float64},
+    )
+    per_rack = (
+        inventory.select("node_id", "spine", "rack", "pool")
+        .join(scores, on="node_id", how="left")
+        .group_by("spine", "rack", maintain_order=True)
+        .agg(
+            pl.len().alias("nodes"),
+            pl.col("p").count().alias("scored"),
+            pl.col("p").max().alias("p_max"),
+            pl.col("p").mean().alias("p_mean"),
+            pl.col("pool").cast(pl.String).unique().sort().alias("pools"),
+        )
+    )
     cells = []
-    for (spine, rack), group in inventory.group_by(["spine", "rack"], maintain_order=True):
-        ps = [scores[n].p_fail for n in group["node_id"] if n in scores]
+    for spine, rack, nodes, scored, p_max, p_mean, pools in per_rack.iter_rows():
         position = str(rack).removeprefix(f"{spine}-") if rack else "?"
         cells.append(
             RackCell(
                 spine=str(spine),
                 rack=str(rack),
                 position=position,
-                nodes=group.height,
-                scored=len(ps),
-                p_max=max(ps) if ps else None,
-                p_mean=sum(ps) / len(ps) if ps else None,
-                pools=", ".join(sorted({str(p) for p in group["pool"].unique()})),
+                nodes=nodes,
+                scored=scored,
+                p_max=p_max,
+                p_mean=p_mean,
+                pools=", ".join(str(p) for p in pools),
             )
         )
     return sorted(cells, key=lambda c: (c.spine, c.position))

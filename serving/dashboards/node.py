@@ -56,13 +56,15 @@ def risk_history(
         return {"ts": [], "p_fail": [], "problem": "no failure model is served"}
     model = loaded.model
     try:
-        frame = FeatureStore(ctx.settings.features_dir).read_offline(NODE_TRAINING)
+        frame = FeatureStore(ctx.settings.features_dir).scan_offline(NODE_TRAINING)
     except FeatureStoreError as exc:
         return {"ts": [], "p_fail": [], "problem": str(exc)}
+    # a lazy scan: the fleet's offline frame is never read whole (row groups whose
+    # node_id statistics exclude the node are skipped)
     keep = (pl.col("node_id") == node_id) & (pl.col("ts") >= since)
     if until is not None:
         keep &= pl.col("ts") <= until
-    rows = frame.filter(keep).sort("ts")
+    rows = frame.filter(keep).sort("ts").collect()
     if rows.height == 0:
         return {
             "ts": [],

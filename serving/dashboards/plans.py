@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,19 +19,40 @@ HOLD = re.compile(
 """The detail of a ``resize_pool`` skip (``policy.sizing``): what the pool holds and needs."""
 
 
+_created_at: dict[Path, tuple[tuple[int, int], str]] = {}
+"""Each plan file's ``created_at`` by (modification time, size): a plan is written once
+(atomically), and at 10,000 nodes each file is a few MB of JSON, so a listing parses a
+file once per process, not once per page view. Holds only the files of the latest
+listing."""
+_created_lock = threading.Lock()
+
+
 def plan_ids(plans_dir: Path) -> list[str]:
     """Plan ids in the workspace, newest first (ids start with their UTC creation time)."""
     if not plans_dir.exists():
         return []
-    ids = [p.stem for p in plans_dir.glob("*.json") if PLAN_ID.match(p.stem)]
-    return sorted(ids, key=lambda i: (_created(plans_dir, i), i), reverse=True)
+    paths = [p for p in plans_dir.glob("*.json") if PLAN_ID.match(p.stem)]
+    created = {p.stem: _created(p) for p in paths}
+    with _created_lock:
+        for gone in set(_created_at) - set(paths):
+            if gone.parent == plans_dir:
+                del _created_at[gone]
+    return sorted(created, key=lambda i: (created[i], i), reverse=True)
 
 
-def _created(plans_dir: Path, plan_id: str) -> str:
+def _created(path: Path) -> str:
     try:
-        return str(json.loads(plan_path(plans_dir, plan_id).read_text())["created_at"])
+        st = path.stat()
+        version = (st.st_mtime_ns, st.st_size)
+        found = _created_at.get(path)
+        if found is not None and found[0] == version:
+            return found[1]
+        created = str(json.loads(path.read_text())["created_at"])
     except (OSError, ValueError, KeyError):
         return ""
+    with _created_lock:
+        _created_at[path] = (version, created)
+    return created
 
 
 def read_plan_dict(plans_dir: Path, plan_id: str) -> dict[str, Any] | None:
