@@ -95,7 +95,8 @@ def buys(plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any
         if a.get("kind") != "buy":
             continue
         ev, params = a.get("evidence") or {}, a.get("params") or {}
-        actions.append({"sku": a["target"], **params, "reason": a.get("reason", ""), **ev})
+        worth = {k: a.get(k) for k in ("expected_benefit", "expected_cost")}
+        actions.append({"sku": a["target"], **params, "reason": a.get("reason", ""), **ev, **worth})
     skips = [s for s in plan.get("skips", []) if s.get("kind") == "buy"]
     return actions, skips
 

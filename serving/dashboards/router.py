@@ -19,13 +19,25 @@ from typing import Any
 import plotly
 import polars as pl
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from predops.serving.auth import page_access
 from predops.serving.context import Ctx
-from predops.serving.dashboards import charts, demand, fleet, node, plans, registry_view
+from predops.serving.dashboards import (
+    calibration,
+    capacity_view,
+    charts,
+    demand,
+    demand_backtest,
+    demand_view,
+    fleet,
+    model_links,
+    node,
+    plans,
+    registry_view,
+)
 from predops.serving.dashboards.risk import fleet_risk
 from predops.serving.sessions import COOKIE
 
@@ -98,6 +110,7 @@ _env = Environment(
     lstrip_blocks=True,
 )
 _env.filters.update(pct=_pct, when=_when, age=_age, num=_num, sig=_sig)
+_env.filters.update(qty=demand_view.quantity, evidence_unit=capacity_view.evidence_unit)
 templates = Jinja2Templates(env=_env)
 
 NAV = (
@@ -105,6 +118,7 @@ NAV = (
     ("/demand", "Demand"),
     ("/capacity", "Capacity"),
     ("/plans/latest", "Action plan"),
+    ("/plans", "Plan history"),
     ("/models", "Models"),
 )
 
@@ -217,6 +231,7 @@ def fleet_board(
         horizons=horizons,
         choices=choices,
         chosen=chosen,
+        caveat=calibration.caveat(ctx),
     )
 
 
@@ -289,14 +304,25 @@ def node_page(request: Request, ctx: Ctx, node_id: str) -> HTMLResponse:
         tel_fig=tel_fig,
         flat=flat,
         events=node.events(ctx, node_id, until=now),
+        caveat=calibration.caveat(ctx),
     )
 
 
 @pages.get("/demand", response_class=HTMLResponse)
 def demand_index(request: Request, ctx: Ctx) -> HTMLResponse:
-    """Every demand series with its latest value and capacity."""
+    """Every demand series in its units: a sparkline, latest value and capacity, p90
+    against capacity and the days of headroom."""
     frame = demand.demand_frame(ctx)
-    return _page(request, "demand_index.html", "/demand", series=demand.series_table(frame))
+    served = demand.served_forecast(ctx, frame)
+    rows = demand_view.index_rows(frame, served, demand.series_table(frame), history=DEMAND_HISTORY)
+    return _page(
+        request,
+        "demand_index.html",
+        "/demand",
+        series=rows,
+        served=served,
+        history_days=DEMAND_HISTORY / timedelta(days=1),
+    )
 
 
 @pages.get("/demand/{series_id:path}", response_class=HTMLResponse)
@@ -311,7 +337,7 @@ def demand_series(request: Request, ctx: Ctx, series_id: str) -> HTMLResponse:
     view = demand.series_view(frame, served, series_id, history=DEMAND_HISTORY)
     figure = _fan(view, f"{series_id}: actual and forecast", with_capacity=True)
     models, registry_problem = registry_view.registered_models(ctx)
-    backtest = _backtest_metrics(models, ctx.demand.current)
+    backtest = demand_backtest.series_backtest(ctx, models, series_id)
     return _page(
         request,
         "demand_series.html",
@@ -322,12 +348,8 @@ def demand_series(request: Request, ctx: Ctx, series_id: str) -> HTMLResponse:
         horizon_rows=view["forecast"].height,
         backtest=backtest,
         registry_problem=registry_problem,
-        unit=_unit(series_id),
+        unit=demand_view.view_unit(view),
     )
-
-
-def _unit(series_id: str) -> str:
-    return "GPUs" if "/gpus" in series_id else "CPU cores" if "cpu" in series_id else "units"
 
 
 def _fan(view: dict[str, Any], title: str, *, with_capacity: bool) -> dict[str, Any] | None:
@@ -345,35 +367,9 @@ def _fan(view: dict[str, Any], title: str, *, with_capacity: bool) -> dict[str, 
         fc["p50"].to_list(),
         fc["p90"].to_list(),
         title=title,
-        unit=_unit(str(view.get("series_id", title))),
+        unit=demand_view.view_unit(view),
         capacity=capacity,
     )
-
-
-def _backtest_metrics(models: list[dict[str, Any]], loaded: Any) -> dict[str, Any]:
-    """The served demand version's ``backtest_*`` metrics from its training run."""
-    if loaded is None:
-        return {"metrics": {}, "problem": "no demand model is served"}
-    for m in models:
-        if m["name"] != loaded.provenance.model_name:
-            continue
-        for v in m["versions"]:
-            if v["version"] == loaded.version:
-                found = {
-                    k.removeprefix("backtest_"): x
-                    for k, x in v["metrics"].items()
-                    if k.startswith("backtest_")
-                }
-                problem = (
-                    None
-                    if found
-                    else (
-                        f"version {loaded.version} was registered without a backtest (trained "
-                        "with 0 backtest cutoffs); `predops models promote demand` backtests it"
-                    )
-                )
-                return {"metrics": found, "problem": problem, "version": loaded.version}
-    return {"metrics": {}, "problem": f"version {loaded.version} is not in the registry"}
 
 
 @pages.get("/capacity", response_class=HTMLResponse)
@@ -407,6 +403,7 @@ def capacity(request: Request, ctx: Ctx, plan_id: str | None = None) -> HTMLResp
         if fig is not None:
             pool_figs.append((row["series_id"], fig))
     buys, buy_skips = plans.buys(plan) if plan else ([], [])
+    reach = capacity_view.buy_reach(plan) if plan else None
     return _page(
         request,
         "capacity.html",
@@ -419,6 +416,8 @@ def capacity(request: Request, ctx: Ctx, plan_id: str | None = None) -> HTMLResp
         buys=buys,
         buy_skips=buy_skips,
         no_buy_reason=plans.no_buy_reason(plan) if plan and not buys and not buy_skips else None,
+        reach=reach,
+        no_buy=capacity_view.no_buy_headline(reach, buy_skips) if reach and not buys else None,
     )
 
 
@@ -430,11 +429,6 @@ def _plan_or_404(ctx: Any, plan_id: str) -> dict[str, Any]:
     if plan is None:
         raise HTTPException(404, f"no plan {plan_id!r}")
     return plan
-
-
-@pages.get("/plans", response_class=RedirectResponse)
-def plans_root() -> RedirectResponse:
-    return RedirectResponse("/plans/latest", status_code=307)
 
 
 @pages.get("/plans/latest", response_class=HTMLResponse)
@@ -465,6 +459,7 @@ def _plan_page(request: Request, ctx: Any, plan_id: str, ids: list[str]) -> HTML
         skip_groups=plans.skip_groups(plan, p_fail),
         alerts=[plans.alert_view(a) for a in plan.get("alerts", [])],
         audit=plans.audit_trail(ctx.settings.audit_log, plan_id),
+        apply_execute=ctx.config.apply_execute,
     )
 
 
@@ -493,6 +488,8 @@ def models_page(request: Request, ctx: Ctx) -> HTMLResponse:
         freshness=registry_view.freshness(ctx),
         runs=runs,
         runs_problem=runs_problem,
+        caveat=calibration.caveat(ctx),
+        links=model_links.links(ctx, models),
     )
 
 
