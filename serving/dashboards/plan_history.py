@@ -22,7 +22,7 @@ from predops.serving.context import Ctx
 from predops.serving.dashboards import plans
 from predops.serving.dashboards.router import _page, _plan_or_404, templates
 
-PAGE = 50
+PAGE = 20
 """Plans listed per page of the history (newest first; ``?offset=`` pages on)."""
 APPLY_OUTCOMES = (
     "done",

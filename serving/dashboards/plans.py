@@ -28,7 +28,7 @@ def plan_ids(plans_dir: Path) -> list[str]:
 def _created(plans_dir: Path, plan_id: str) -> str:
     try:
         return str(json.loads(plan_path(plans_dir, plan_id).read_text())["created_at"])
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError):  # TypeError: not a JSON object
         return ""
 
 

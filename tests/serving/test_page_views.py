@@ -5,6 +5,7 @@ plan's outcome from its audit entries."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -218,3 +219,47 @@ def test_a_bin_is_judged_by_an_exact_binomial_test() -> None:
     assert not consistent(_bin(0.0015, 12 / 289, 289, 0.002))
     # 440 where 1,000 were expected, in 10,000 rows
     assert not consistent(_bin(0.10, 0.044, 10_000, 0.41))
+
+
+def test_history_lists_past_plans_newest_first_with_their_outcomes(tmp_path: Path) -> None:
+    import json
+    from types import SimpleNamespace
+
+    from predops.pipelines.workspace.audit import AuditLog
+
+    plans_dir, audit_log = tmp_path / "plans", tmp_path / "audit.jsonl"
+    plans_dir.mkdir()
+    for i, actions in enumerate((["drain", "cordon", "cordon"], ["resize_pool"], [])):
+        body = {
+            "plan_id": f"plan-{i}",
+            "created_at": (T0 + timedelta(hours=i)).isoformat(),
+            "data_cutoff": (T0 + timedelta(hours=i)).isoformat(),
+            "dry_run": True,
+            "actions": [{"kind": k, "target": f"n{j}"} for j, k in enumerate(actions)],
+            "skips": [{"kind": "drain", "reason": "below_threshold", "target": "n9"}] * i,
+            "alerts": [],
+        }
+        (plans_dir / f"plan-{i}.json").write_text(json.dumps(body))
+    (plans_dir / "plan-broken.json").write_text("[1, 2]")
+    log = AuditLog(audit_log, who="ann (approver) via predops API")
+    log.append(at=T0, outcome="approved", what={"kind": "plan"}, why="ok", plan_id="plan-0")
+    ops = AuditLog(audit_log, who="bob (operator) via predops API")
+    at = T0 + timedelta(minutes=5)
+    for outcome in ("apply_requested", "done", "done", "dropped"):
+        ops.append(at=at, outcome=outcome, what={}, why="", plan_id="plan-0", mode="execute")
+    ctx = SimpleNamespace(settings=SimpleNamespace(plans_dir=plans_dir, audit_log=audit_log))
+    page = plan_history.history(ctx, limit=3)
+    assert page["total"] == 4
+    rows = {r["plan_id"]: r for r in page["rows"]}
+    assert [r["plan_id"] for r in page["rows"]][:3] == ["plan-2", "plan-1", "plan-0"]
+    assert rows["plan-0"]["actions"] == {"cordon": 2, "drain": 1}
+    applied = rows["plan-0"]["outcome"]
+    assert applied["status"] == "applied" and applied["counts"] == {"done": 2, "dropped": 1}
+    assert applied["approved"]["who"].startswith("ann") and applied["applied"]["who"].startswith(
+        "bob"
+    )
+    assert rows["plan-1"]["outcome"]["status"] == "planned" and rows["plan-1"]["skips"] == 1
+    rest = plan_history.history(ctx, offset=3, limit=3)["rows"]
+    assert [r["plan_id"] for r in rest] == ["plan-broken"] and "not a plan object" in rest[0][
+        "problem"
+    ]

@@ -5,6 +5,7 @@ a plan works end to end. Screenshots go to ``test-artifacts/browser``."""
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -275,3 +276,32 @@ def test_approve_plan_end_to_end(page: Any, artifacts: Path, dashboard_url: str)
     row.locator("a").first.click()
     page.wait_for_load_state("networkidle")
     assert page.locator("#approve-card").get_attribute("data-plan-id") == plan_id
+
+
+TOP_BIN = """() => { const t = document.getElementById('reliability').data
+  .find(d => d.name === 'champion'); return {x: t.x[t.x.length - 1], y: t.y[t.y.length - 1]}; }"""
+
+
+def test_calibration_caveat_beside_the_risks_it_qualifies(page: Any, artifacts: Path) -> None:
+    _open(page, "/models", artifacts / "models_calibration.png")
+    caveat = page.locator("#calibration #calibration-caveat").inner_text()
+    assert "as a ranking, not a probability" in caveat, caveat
+    # computed from the served model's reliability table: the plot's top bin, in words
+    top = page.evaluate(TOP_BIN)
+    assert f"top bin predicted {top['x']:.1%} and observed {top['y']:.1%}" in caveat, (caveat, top)
+    # the same caveat on the risk board, beside the riskiest nodes
+    _open(page, "/", artifacts / "fleet_caveat.png")
+    board = page.locator("#calibration-caveat").inner_text()
+    assert board == caveat
+    assert page.locator("section.card:has(#top-nodes) #calibration-caveat").count() == 1
+    # and on a node's page exactly when its risk is above the calibrated range
+    first = page.locator("#top-nodes tbody tr").first
+    node_id = first.locator("a").first.inner_text()
+    p_fail = float(first.locator("td").nth(2).inner_text().rstrip("%")) / 100
+    up_to = re.match(r".*?calibrated up to ([0-9.]+)%", caveat)
+    above = up_to is None or p_fail > float(up_to[1]) / 100  # "not calibrated": any risk
+    _open(page, f"/nodes/{node_id}", artifacts / "node_caveat.png")
+    shown = page.locator("#calibration-caveat")
+    assert shown.count() == int(above)
+    if above:
+        assert shown.inner_text() == caveat
