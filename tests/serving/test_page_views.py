@@ -263,3 +263,38 @@ def test_history_lists_past_plans_newest_first_with_their_outcomes(tmp_path: Pat
     assert [r["plan_id"] for r in rest] == ["plan-broken"] and "not a plan object" in rest[0][
         "problem"
     ]
+
+
+def test_run_links_go_to_the_tracking_ui_when_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from predops.serving.dashboards import model_links
+
+    seen = {"r1": {"experiment_id": "4", "artifact_uri": "s3://bucket/4/r1/artifacts"}}
+    monkeypatch.setattr(model_links.registry, "run_links", lambda ids, uri: seen)
+    monkeypatch.setattr(model_links, "_cache", {})
+    models = [{"versions": [{"run_id": "r1", "metrics": {}}, {"run_id": None, "metrics": {}}]}]
+    ctx = SimpleNamespace(
+        settings=SimpleNamespace(mlflow_uri="sqlite:///x"),
+        config=SimpleNamespace(mlflow_ui_url="https://mlflow.example.org/"),
+    )
+    assert model_links.links(ctx, models)["r1"] == {  # type: ignore[arg-type]
+        "run_id": "r1",
+        "artifact_uri": "s3://bucket/4/r1/artifacts",
+        "url": "https://mlflow.example.org/#/experiments/4/runs/r1",
+    }
+    ctx.config.mlflow_ui_url = None
+    assert "url" not in model_links.links(ctx, models)["r1"]  # type: ignore[arg-type]
+
+
+def test_mlflow_ui_url_must_be_a_web_address(tmp_path: Path) -> None:
+    from predops.pipelines.workspace.config import ConfigError
+    from predops.serving.config import load_serve_config
+
+    good = tmp_path / "serve.toml"
+    good.write_text('[server]\nmlflow_ui_url = "https://mlflow.example.org"\n')
+    assert load_serve_config(good, {}).mlflow_ui_url == "https://mlflow.example.org"
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[server]\nmlflow_ui_url = "mlflow.example.org"\n')
+    with pytest.raises(ConfigError, match=r"\[server\] mlflow_ui_url: .* must start with http"):
+        load_serve_config(bad, {})
