@@ -11,8 +11,9 @@ and observed rates and says to read higher risks as a ranking. No caveat when ev
 bin is consistent.
 
 The table is recomputed only when the served version or the offline frame changes: the
-caveat is cached by (version, the newest offline frame's ``as_of``), so a page does not
-read the offline frame to show it.
+caveat is cached by (version, the newest offline frame's ``as_of`` and its files' change
+time), so a page does not read the offline frame to show it; the computation itself
+reads only the held-out rows (from the model's data cutoff on), not the whole history.
 """
 
 from __future__ import annotations
@@ -76,9 +77,11 @@ def caveat_from_table(table: list[dict[str, float]], horizon_h: float) -> dict[s
     return {"up_to": up_to, "top_predicted": pred, "top_observed": obs, "text": text}
 
 
-def _offline_as_of(ctx: ServeContext) -> str | None:
-    metas = sorted((Path(ctx.settings.features_dir) / "offline" / NODE_TRAINING).glob("as_of=*"))
-    return metas[-1].name if metas else None
+def _offline_state(ctx: ServeContext) -> tuple[str | None, int]:
+    """The newest offline frame's ``as_of`` directory and its files' latest change."""
+    parts = sorted((Path(ctx.settings.features_dir) / "offline" / NODE_TRAINING).glob("as_of=*/*"))
+    newest = max((p.stat().st_mtime_ns for p in parts), default=0)
+    return (parts[-1].parent.name if parts else None), newest
 
 
 def caveat(ctx: ServeContext) -> dict[str, Any] | None:
@@ -87,7 +90,7 @@ def caveat(ctx: ServeContext) -> dict[str, Any] | None:
     loaded = ctx.failure.current
     if loaded is None:
         return None
-    key = (loaded.name, loaded.version, _offline_as_of(ctx))
+    key = (loaded.name, loaded.version, *_offline_state(ctx))
     with _lock:
         if key in _cache:
             return _cache[key]

@@ -66,15 +66,20 @@ def failure_reliability(ctx: ServeContext, *, bins: int = 10) -> dict[str, Any]:
     if loaded is None:
         return {"table": [], "problem": "no failure model is served"}
     store = FeatureStore(ctx.settings.features_dir)
+    since = loaded.provenance.data_cutoff
     try:
-        frame = store.read_offline(NODE_TRAINING)
+        scan = store.scan_offline(NODE_TRAINING)
     except FeatureStoreError as exc:
         return {"table": [], "problem": str(exc)}
-    key = (loaded.version, frame.height, frame["ts"].max(), bins)
+    parts = sorted((Path(ctx.settings.features_dir) / "offline" / NODE_TRAINING).glob("as_of=*/*"))
+    newest = max((p.stat().st_mtime_ns for p in parts), default=0)
+    key = (loaded.name, loaded.version, parts[-1].parent.name if parts else None, newest, bins)
     with _lock:
         if key in _calibration:
             return _calibration[key]
-        out = _reliability(loaded.model, loaded.provenance.data_cutoff, frame, bins)
+        # only the held-out rows are read, not the whole offline history
+        frame = scan.filter(pl.col("ts") >= since).collect()
+        out = _reliability(loaded.model, since, frame, bins)
         out["model"] = f"{loaded.name} v{loaded.version}"
         _calibration.clear()
         _calibration[key] = out
