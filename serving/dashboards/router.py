@@ -2,7 +2,8 @@
 
 Pages: ``/`` fleet risk board, ``/nodes/{node_id}``, ``/demand`` and
 ``/demand/{series_id}``, ``/capacity`` (pool sizing and buy plan), ``/plans/latest`` and
-``/plans/{plan_id}`` (with approval through the API), ``/models``. Charts are plotly
+``/plans/{plan_id}`` (with approval through the API; ``/plans``, the history, is in
+:mod:`plan_history`), ``/models``. Charts are plotly
 figures embedded as JSON and drawn by plotly.js served from the installed ``plotly``
 package (``/static/plotly.min.js``) — no CDN, nothing fetched from the network.
 Templates autoescape everything; ids from URLs are validated before use.
