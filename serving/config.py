@@ -20,6 +20,7 @@ with errors that name the key (never a secret)::
     kubeconfig = "in-cluster"   # optional: re-validate against (and act on) this cluster
     kube_context = "prod"       # optional
     session_key_file = "/etc/predops/secrets/session-key"  # optional: replicas share sign-ins
+    mlflow_ui_url = "https://mlflow.example.org"  # optional: the models page links runs there
 
     [[tokens]]
     name = "alice"
@@ -134,6 +135,9 @@ class ServeConfig:
     """A kubeconfig file or ``in-cluster``: apply re-validates against (and, with
     ``apply_execute``, acts on) that cluster; None: re-validates against the lake."""
     kube_context: str | None = None
+    mlflow_ui_url: str | None = None
+    """The MLflow tracking UI (``http(s)://...``): the models page links each version's
+    run there; None: it shows the run id and artifact URI as text."""
     session_key: bytes | None = field(default=None, repr=False)
     """The dashboard session-signing key, read from ``session_key_file`` at start, so
     every replica given the same file accepts the others' sign-ins; None: a random key
@@ -174,7 +178,11 @@ def load_serve_config(path: Path | None, environ: Mapping[str, str]) -> ServeCon
         "apply_execute": t.boolean("apply_execute", defaults.apply_execute),
         "kubeconfig": t.text("kubeconfig"),
         "kube_context": t.text("kube_context"),
+        "mlflow_ui_url": t.text("mlflow_ui_url"),
     }
+    ui = kw["mlflow_ui_url"]
+    if ui is not None and not ui.startswith(("http://", "https://")):
+        raise t.fail("mlflow_ui_url", f"{ui!r} must start with http:// or https://")
     key_file = t.text("session_key_file")
     if key_file is not None:
         try:

@@ -46,7 +46,7 @@ def served_template(tmp_path_factory: pytest.TempPathFactory, shared_data: Path)
     as_of = lake.scan("telemetry").select(pl.col("ts").max()).collect().item()
     build_features(lake, FeatureStore(settings.features_dir), as_of=as_of)
     failure_jobs.train(settings, backtest_days=2)
-    demand_jobs.train(settings, config=config_named("hourly"), backtest_cutoffs=0)
+    demand_jobs.train(settings, config=config_named("hourly"), backtest_cutoffs=1)
     res = CliRunner().invoke(
         main, ["--workspace", str(ws), "plan", "--at", as_of.isoformat(), "--json"]
     )

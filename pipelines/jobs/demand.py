@@ -486,12 +486,80 @@ def _polars(frame: Any) -> pl.DataFrame:
 def _backtest_metrics(
     data: SourceData, factory: Callable[[], Forecaster], config: ForecastConfig, cutoffs: int
 ) -> dict[str, float]:
+    pooled, _ = _backtest(data, factory, config, cutoffs, baselines=False)
+    return pooled
+
+
+PER_SERIES_ARTIFACT = "backtest_per_series.json"
+"""The training run's artifact with each series' backtest figures, the served model's
+and its baselines' (:func:`per_series_backtest`); the version tag
+``predops.backtest_per_series`` names it."""
+PER_SERIES_METRICS = ("mae", "rmse", "mase", "wql", "coverage", "under_provisioning", "rows")
+
+
+def _backtest(
+    data: SourceData,
+    factory: Callable[[], Forecaster],
+    config: ForecastConfig,
+    cutoffs: int,
+    *,
+    baselines: bool,
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """The model's pooled backtest figures over every horizon, and (``baselines``) the
+    per-series ones of the model and of the seasonal naives beside it."""
     cuts = cutoffs_before_end(data.demand, config, n=cutoffs)
+    models: dict[str, Callable[[], Forecaster]] = {"model": factory}
+    if baselines:
+        models.update(
+            {
+                f"seasonal_naive_{m}": partial(SeasonalNaiveForecaster, config, season=m)
+                for m in config.seasons
+            }
+        )
     result = rolling_origin(
-        data.demand, {"model": factory}, config=config, cutoffs=cuts, calendar=data.calendar
+        data.demand, models, config=config, cutoffs=cuts, calendar=data.calendar
     )
-    table = as_nested(score(result.rows, config))["model"]["all"]
-    return {k: float(v) for k, v in table.items() if v is not None}
+    table = as_nested(score(result.rows.filter(pl.col("model") == "model"), config))
+    pooled = {k: float(v) for k, v in table["model"]["all"].items() if v is not None}
+    if not baselines:
+        return pooled, {}
+    for name, buckets in as_nested(score(result.rows, config)).items():
+        if name == "model":
+            continue
+        for k in SCALE_FREE:  # pooling mae / rmse would mix the series' units
+            if (v := buckets["all"].get(k)) is not None:
+                pooled[f"{BASELINE_PREFIX}{name}/{k}"] = float(v)
+    return pooled, per_series_backtest(result.rows, config, cuts)
+
+
+SCALE_FREE = ("mase", "wql", "coverage", "under_provisioning")
+"""Backtest figures that may be pooled across series of different units."""
+BASELINE_PREFIX = "baseline/"
+"""A baseline's pooled figure in the run's metrics: ``baseline/<name>/<metric>``, logged
+as ``backtest_baseline/<name>/<metric>`` beside the model's ``backtest_<metric>``."""
+
+
+def per_series_backtest(
+    rows: pl.DataFrame, config: ForecastConfig, cutoffs: tuple[datetime, ...]
+) -> dict[str, Any]:
+    """Each series' backtest figures over every horizon, per model (``model`` is the
+    one registered; the rest are its baselines: the seasonal naives, and the
+    components a combination reports, e.g. ets and theta), in the series' own units
+    for mae and rmse. Scored per series, never pooled across series of different
+    units."""
+    table = score(rows, config, by=("series_id", "model")).filter(pl.col("bucket") == "all")
+    series: dict[str, dict[str, dict[str, float]]] = {}
+    for r in table.iter_rows(named=True):
+        series.setdefault(str(r["series_id"]), {})[str(r["model"])] = {
+            k: float(r[k]) for k in PER_SERIES_METRICS if r[k] is not None and r[k] == r[k]
+        }
+    return {
+        "config": config.name,
+        "cutoffs": [c.isoformat() for c in cutoffs],
+        "horizons": [min(config.horizons), max(config.horizons)],
+        "served": "model",
+        "series": series,
+    }
 
 
 def train(
@@ -535,8 +603,11 @@ def train(
     fit_s = time.perf_counter() - t0
     metrics: dict[str, float] = {"fit_seconds": fit_s, "train_rows": float(base.n_train_rows_)}
     backtest = backtest_room(data.demand, config, backtest_cutoffs)
+    per_series: dict[str, Any] = {}
     if backtest_cutoffs and backtest == "run":
-        bt = _backtest_metrics(data, lambda: clone(est), config, backtest_cutoffs)
+        bt, per_series = _backtest(
+            data, lambda: clone(est), config, backtest_cutoffs, baselines=True
+        )
         metrics.update({f"backtest_{k}": v for k, v in bt.items()})
     params = {k: v for k, v in est.get_params().items() if k != "config"}
     params["config"] = config.name
@@ -561,7 +632,9 @@ def train(
             "predops.series": str(base.n_series_),
             "predops.lake_source": source or "all",
             "predops.backtest": backtest,
+            **({"predops.backtest_per_series": PER_SERIES_ARTIFACT} if per_series else {}),
         },
+        json_artifacts={PER_SERIES_ARTIFACT: per_series} if per_series else None,
         uri=settings.mlflow_uri,
     )
     return {

@@ -38,6 +38,7 @@ from predops.core.contracts import FailureRisk, Provenance
 from predops.features.frames import DEFAULT_HORIZONS
 from predops.features.labels import label_name
 from predops.models.failure import metrics as M
+from predops.models.failure.baselines import ReactiveRule, node_rule_columns
 from predops.models.failure.config import (
     MODEL_PARAMS,
     PRIMARY_HORIZON,
@@ -164,6 +165,35 @@ def holdout_metrics(
     return out
 
 
+def baseline_metrics(
+    model: FailureModel, frame: pl.DataFrame, *, label_cutoff: datetime
+) -> dict[str, float]:
+    """The reactive rule (:class:`ReactiveRule`, what platforms alert on today) on the
+    rows :func:`holdout_metrics` scores: its PR-AUC and recall at 0.5 % false alarms per
+    horizon, as ``baseline/reactive_rule/<metric>`` (:data:`BASELINE_PREFIX`); nothing
+    when the frame lacks the rule's columns. A yes/no rule has no Brier score."""
+    columns = node_rule_columns()
+    if not set(columns) <= set(frame.columns):
+        return {}
+    rule = ReactiveRule(columns)
+    out: dict[str, float] = {}
+    for h in model.horizons:
+        rows = observed(frame, h, label_cutoff=label_cutoff)
+        y = rows[label_name(h)].to_numpy().astype(np.float64)
+        if y.size == 0 or y.sum() == 0:
+            continue
+        tag, score = f"{h.total_seconds() / 3600:g}h", rule.score(rows)
+        out[f"{BASELINE_PREFIX}reactive_rule/pr_auc_{tag}"] = M.pr_auc(y, score)
+        out[f"{BASELINE_PREFIX}reactive_rule/recall_at_fpr_0.005_{tag}"] = M.at_fpr(
+            y, score, 0.005
+        )["recall"]
+    return out
+
+
+BASELINE_PREFIX = "baseline/"
+"""Run metrics of a baseline scored beside the model: ``baseline/<name>/<metric>``."""
+
+
 def horizon_metrics(h: timedelta, y: np.ndarray, p: np.ndarray) -> dict[str, float]:
     """The :func:`holdout_metrics` of one horizon from its labels and probabilities."""
     tag = f"{h.total_seconds() / 3600:g}h"
@@ -207,11 +237,10 @@ def train(
     example = train_rows.select(model.base_features).head(5)
     n_train = train_rows.height
     del train_rows
-    metrics = holdout_metrics(
-        model,
-        offline.rows(pl.col("ts") >= start),
-        label_cutoff=offline.last_ts,
-    )
+    held = offline.rows(pl.col("ts") >= start)
+    metrics = holdout_metrics(model, held, label_cutoff=offline.last_ts)
+    metrics.update(baseline_metrics(model, held, label_cutoff=offline.last_ts))
+    del held
     metrics["fit_seconds"] = fit_s
     out = train_report(
         model, n_train, metrics, start=start, purge=purge, sample_rate=offline.sample_rate

@@ -256,6 +256,7 @@ def log_and_register(
     pip_requirements: list[str],
     input_example: Any = None,
     extra_tags: Mapping[str, str] | None = None,
+    json_artifacts: Mapping[str, Any] | None = None,
     uri: str | None = None,
 ) -> str:
     """Log ``obj`` (any picklable object; ``predict(obj, model_input)`` is its pyfunc
@@ -269,7 +270,8 @@ def log_and_register(
     ``input_example``: a few rows of model input; the model's signature is inferred from
     it and ``predict(obj, input_example)`` (see :func:`_signature`). The example itself
     is not stored: MLflow would re-check the stored copy after a JSON round trip that
-    turns UTC timestamps into strings.
+    turns UTC timestamps into strings. ``json_artifacts``: file name -> JSON-able object,
+    logged as artifacts of the run (:func:`run_json` reads one back).
     """
     import mlflow
 
@@ -289,6 +291,8 @@ def log_and_register(
             mlflow.log_params({k: _param(v) for k, v in params.items()})
             mlflow.log_metrics({k: float(v) for k, v in metrics.items()})
             mlflow.set_tags(tags)
+            for file, body in (json_artifacts or {}).items():
+                mlflow.log_dict(body, file)
             info = mlflow.pyfunc.log_model(
                 name="model",
                 python_model=_python_object_model()(obj, predict),
@@ -705,4 +709,50 @@ def run_metrics(run_ids: list[str], *, uri: str | None = None) -> dict[str, dict
                 out[run_id] = dict(client.get_run(run_id).data.metrics)
             except MlflowException:
                 continue
+    return out
+
+
+def run_json(run_id: str, file: str, *, uri: str | None = None) -> Any:
+    """A JSON artifact of a training run (``json_artifacts`` of :func:`log_and_register`);
+    :class:`RegistryError` naming the run and file when the run has none."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    bar = os.environ.get(_PROGRESS_BAR)
+    os.environ[_PROGRESS_BAR] = "false"  # a page read must not print a download bar
+    try:
+        with _mlflow(uri):
+            try:
+                return mlflow.artifacts.load_dict(f"runs:/{run_id}/{file}")
+            except (MlflowException, OSError, ValueError) as exc:
+                raise RegistryError(
+                    f"run {run_id} has no readable artifact {file!r}: {exc}"
+                ) from exc
+    finally:
+        if bar is None:
+            os.environ.pop(_PROGRESS_BAR, None)
+        else:
+            os.environ[_PROGRESS_BAR] = bar
+
+
+_PROGRESS_BAR = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+
+
+def run_links(run_ids: list[str], *, uri: str | None = None) -> dict[str, dict[str, str]]:
+    """Each training run's ``experiment_id`` and ``artifact_uri`` (for a link to the
+    tracking UI, or to show as text), by run id; runs the store no longer has are left
+    out."""
+    from mlflow.exceptions import MlflowException
+
+    out: dict[str, dict[str, str]] = {}
+    with _mlflow(uri) as client:
+        for run_id in run_ids:
+            try:
+                info = client.get_run(run_id).info
+            except MlflowException:
+                continue
+            out[run_id] = {
+                "experiment_id": str(info.experiment_id),
+                "artifact_uri": redact_url(str(info.artifact_uri)),
+            }
     return out

@@ -48,7 +48,7 @@ def _created(path: Path) -> str:
         if found is not None and found[0] == version:
             return found[1]
         created = str(json.loads(path.read_text())["created_at"])
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError):  # TypeError: not a JSON object
         return ""
     with _created_lock:
         _created_at[path] = (version, created)
@@ -118,7 +118,8 @@ def buys(plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any
         if a.get("kind") != "buy":
             continue
         ev, params = a.get("evidence") or {}, a.get("params") or {}
-        actions.append({"sku": a["target"], **params, "reason": a.get("reason", ""), **ev})
+        worth = {k: a.get(k) for k in ("expected_benefit", "expected_cost")}
+        actions.append({"sku": a["target"], **params, "reason": a.get("reason", ""), **ev, **worth})
     skips = [s for s in plan.get("skips", []) if s.get("kind") == "buy"]
     return actions, skips
 

@@ -71,16 +71,17 @@ def failure_reliability(ctx: ServeContext, *, bins: int = 10) -> dict[str, Any]:
     if loaded is None:
         return {"table": [], "problem": "no failure model is served"}
     store = FeatureStore(ctx.settings.features_dir)
+    since = loaded.provenance.data_cutoff
     try:
         frame = store.scan_offline(NODE_TRAINING)
         height, last = frame.select(pl.len(), pl.col("ts").max()).collect().row(0)
     except FeatureStoreError as exc:
         return {"table": [], "problem": str(exc)}
-    key = (loaded.version, height, last, bins)
+    key = (loaded.name, loaded.version, height, last, bins)
     with _lock:
         if key in _calibration:
             return _calibration[key]
-        out = _reliability(loaded.model, loaded.provenance.data_cutoff, frame, last, bins)
+        out = _reliability(loaded.model, since, frame, last, bins)
         out["model"] = f"{loaded.name} v{loaded.version}"
         _calibration.clear()
         _calibration[key] = out

@@ -2,7 +2,8 @@
 
 Pages: ``/`` fleet risk board, ``/nodes/{node_id}``, ``/demand`` and
 ``/demand/{series_id}``, ``/capacity`` (pool sizing and buy plan), ``/plans/latest`` and
-``/plans/{plan_id}`` (with approval through the API), ``/models``. Charts are plotly
+``/plans/{plan_id}`` (with approval through the API; ``/plans``, the history, is in
+:mod:`plan_history`), ``/models``. Charts are plotly
 figures embedded as JSON and drawn by plotly.js served from the installed ``plotly``
 package (``/static/plotly.min.js``) — no CDN, nothing fetched from the network.
 Templates autoescape everything; ids from URLs are validated before use.
@@ -18,7 +19,7 @@ from typing import Any
 
 import polars as pl
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
@@ -26,13 +27,18 @@ from predops.serving.auth import page_access
 from predops.serving.context import Ctx
 from predops.serving.dashboards import (
     assets,
+    calibration,
+    capacity_view,
     charts,
     demand,
+    demand_backtest,
+    demand_view,
     filtering,
     fleet,
     formatting,
     incidents,
     links,
+    model_links,
     node,
     plans,
     registry_view,
@@ -47,6 +53,8 @@ TOP_NODES = 25
 NODE_RANGE = DEMAND_RANGE = "3d"
 """Default time range of the node and demand series pages (``?range=``, :mod:`view`)."""
 SIZING_HISTORY = timedelta(hours=24)
+SPARK_HISTORY = timedelta(days=3)
+"""What the demand index's sparklines draw."""
 DEMAND_FILTERS = ("pool", "gpu_model", "resource")
 """Filters of the demand index (columns of the series table)."""
 
@@ -64,6 +72,7 @@ _env.globals.update(
     link=view.link, without=view.without, preset_link=view.preset_link, ranges=view.RANGES
 )
 _env.globals.update({k: getattr(links, k) for k in links.TEMPLATE_GLOBALS})
+_env.filters.update(qty=demand_view.quantity, evidence_unit=capacity_view.evidence_unit)
 templates = Jinja2Templates(env=_env)
 
 NAV = (
@@ -71,6 +80,7 @@ NAV = (
     ("/demand", "Demand"),
     ("/capacity", "Capacity"),
     ("/plans/latest", "Action plan"),
+    ("/plans", "Plan history"),
     ("/models", "Models"),
 )
 
@@ -165,6 +175,7 @@ def fleet_board(request: Request, ctx: Ctx, horizon_h: float | None = None) -> H
         choices=choices,
         chosen=chosen,
         as_of=[("risk scores", risk.online_as_of or risk.as_of)],
+        caveat=calibration.caveat(ctx),
     )
 
 
@@ -251,17 +262,23 @@ def node_page(request: Request, ctx: Ctx, node_id: str) -> HTMLResponse:
         repeat_days=incidents.REPEAT_WINDOW.days,
         decision=links.plan_decision(ctx.settings.plans_dir, node_id, where[0].get("rack")),
         as_of=[("risk score", risk.online_as_of or risk.as_of)],
+        caveat=calibration.caveat(ctx),
     )
 
 
 @pages.get("/demand", response_class=HTMLResponse)
 def demand_index(request: Request, ctx: Ctx) -> HTMLResponse:
-    """Every demand series with its latest value and capacity."""
-    rows = demand.series_table(demand.demand_frame(ctx))
+    """Every demand series in its units: a sparkline, latest value and capacity, p90
+    against capacity and the days of headroom."""
+    frame = demand.demand_frame(ctx)
+    rows = demand.series_table(frame)
     found = view.filters(
         request.query_params, {k: filtering.distinct(rows, k) for k in DEMAND_FILTERS}
     )
-    shown = filtering.matching(rows, view.chosen(found))
+    served = demand.served_forecast(ctx, frame)
+    shown = demand_view.index_rows(
+        frame, served, filtering.matching(rows, view.chosen(found)), history=SPARK_HISTORY
+    )
     newest = max((r["last_ts"] for r in rows), default=None)
     return _page(
         request,
@@ -270,6 +287,8 @@ def demand_index(request: Request, ctx: Ctx) -> HTMLResponse:
         series=shown,
         filters=found,
         as_of=[("demand", newest)],
+        served=served,
+        history_days=SPARK_HISTORY / timedelta(days=1),
     )
 
 
@@ -288,7 +307,7 @@ def demand_series(request: Request, ctx: Ctx, series_id: str) -> HTMLResponse:
     shown = demand.series_view(frame, served, series_id, history=rng.span, until=rng.until)
     figure = _fan(shown, f"{series_id}: actual and forecast", with_capacity=True)
     models, registry_problem = registry_view.registered_models(ctx)
-    backtest = _backtest_metrics(models, ctx.demand.current)
+    backtest = demand_backtest.series_backtest(ctx, models, series_id)
     return _page(
         request,
         "demand_series.html",
@@ -303,12 +322,8 @@ def demand_series(request: Request, ctx: Ctx, series_id: str) -> HTMLResponse:
         rng=rng,
         backtest=backtest,
         registry_problem=registry_problem,
-        unit=_unit(series_id),
+        unit=demand_view.view_unit(shown),
     )
-
-
-def _unit(series_id: str) -> str:
-    return "GPUs" if "/gpus" in series_id else "CPU cores" if "cpu" in series_id else "units"
 
 
 def _fan(view: dict[str, Any], title: str, *, with_capacity: bool) -> dict[str, Any] | None:
@@ -326,35 +341,9 @@ def _fan(view: dict[str, Any], title: str, *, with_capacity: bool) -> dict[str, 
         fc["p50"].to_list(),
         fc["p90"].to_list(),
         title=title,
-        unit=_unit(str(view.get("series_id", title))),
+        unit=demand_view.view_unit(view),
         capacity=capacity,
     )
-
-
-def _backtest_metrics(models: list[dict[str, Any]], loaded: Any) -> dict[str, Any]:
-    """The served demand version's ``backtest_*`` metrics from its training run."""
-    if loaded is None:
-        return {"metrics": {}, "problem": "no demand model is served"}
-    for m in models:
-        if m["name"] != loaded.provenance.model_name:
-            continue
-        for v in m["versions"]:
-            if v["version"] == loaded.version:
-                found = {
-                    k.removeprefix("backtest_"): x
-                    for k, x in v["metrics"].items()
-                    if k.startswith("backtest_")
-                }
-                problem = (
-                    None
-                    if found
-                    else (
-                        f"version {loaded.version} was registered without a backtest (trained "
-                        "with 0 backtest cutoffs); `predops models promote demand` backtests it"
-                    )
-                )
-                return {"metrics": found, "problem": problem, "version": loaded.version}
-    return {"metrics": {}, "problem": f"version {loaded.version} is not in the registry"}
 
 
 @pages.get("/capacity", response_class=HTMLResponse)
@@ -390,6 +379,7 @@ def capacity(request: Request, ctx: Ctx, plan_id: str | None = None) -> HTMLResp
         if fig is not None:
             pool_figs.append((row["series_id"], fig))
     buys, buy_skips = plans.buys(plan) if plan else ([], [])
+    reach = capacity_view.buy_reach(plan) if plan else None
     return _page(
         request,
         "capacity.html",
@@ -404,6 +394,8 @@ def capacity(request: Request, ctx: Ctx, plan_id: str | None = None) -> HTMLResp
         buy_skips=buy_skips,
         no_buy_reason=plans.no_buy_reason(plan) if plan and not buys and not buy_skips else None,
         filters=found,
+        reach=reach,
+        no_buy=capacity_view.no_buy_headline(reach, buy_skips) if reach and not buys else None,
     )
 
 
@@ -415,11 +407,6 @@ def _plan_or_404(ctx: Any, plan_id: str) -> dict[str, Any]:
     if plan is None:
         raise HTTPException(404, f"no plan {plan_id!r}")
     return plan
-
-
-@pages.get("/plans", response_class=RedirectResponse)
-def plans_root() -> RedirectResponse:
-    return RedirectResponse("/plans/latest", status_code=307)
 
 
 @pages.get("/plans/latest", response_class=HTMLResponse)
@@ -456,6 +443,7 @@ def _plan_page(request: Request, ctx: Any, plan_id: str, ids: list[str]) -> HTML
         audit=plans.audit_trail(ctx.settings.audit_log, plan_id),
         whole=whole,
         filters=found,
+        apply_execute=ctx.config.apply_execute,
     )
 
 
@@ -488,6 +476,8 @@ def models_page(request: Request, ctx: Ctx) -> HTMLResponse:
         ],
         runs=runs,
         runs_problem=runs_problem,
+        caveat=calibration.caveat(ctx),
+        links=model_links.links(ctx, models),
     )
 
 

@@ -52,4 +52,5 @@ def test_evidence_numbers_read_as_numbers_with_cost_units() -> None:
         ev={"expected_cost": 200.6412, "p_fail": 0.004123, "nodes": 864.0}
     )
     assert "200.6 <span" in html and "GPU-h equivalent" in html
-    assert ">0.00412<" in html and ">864<" in html and "864.0" not in html
+    assert ">0.00412<" in html and "864.0" not in html
+    assert '>864 <span class="unit">nodes</span>' in html  # every figure with its unit

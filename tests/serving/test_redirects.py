@@ -33,7 +33,7 @@ def test_path_only(location: str, path: str) -> None:
 @pytest.mark.parametrize("protect_reads", [False, True])
 @pytest.mark.parametrize(
     ("asked", "to"),
-    [("/models/", "/models"), ("/v1/plans/latest/", "/v1/plans/latest"), ("/plans", None)],
+    [("/models/", "/models"), ("/v1/plans/latest/", "/v1/plans/latest"), ("/plans/", "/plans")],
 )
 def test_a_hostile_host_header_never_reaches_a_redirect(
     tmp_path: Path, shared_data: Path, protect_reads: bool, asked: str, to: str | None

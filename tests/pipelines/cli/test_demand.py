@@ -39,6 +39,7 @@ def test_train_forecast_promote(workspace: Path) -> None:
     # 9 days hold the combination's three validation windows: it is what is served.
     assert (first["method"], first["method_why"]) == ("selected", "windows fit")
     assert 0 <= first["metrics"]["backtest_coverage"] <= 1
+    _per_series_backtest_recorded(workspace, first)
 
     out = run(workspace, "forecast", "demand")
     assert out["version"] == "1" and out["series"] == n
@@ -147,3 +148,28 @@ def test_train_on_an_empty_lake_is_a_clear_error(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["--workspace", str(tmp_path), "train", "demand", "--json"])
     assert res.exit_code != 0
     assert "no demand rows" in json.loads(res.stdout)["error"]
+
+
+def _per_series_backtest_recorded(ws: Path, trained: dict[str, Any]) -> None:
+    """The training run records each series' backtest, the served model's beside its
+    baselines', scored on that series alone (its own units), and the version says so."""
+    from predops.pipelines.workspace import registry
+    from predops.pipelines.workspace.settings import Settings
+
+    uri = Settings(workspace=ws, shared_data=ws).mlflow_uri
+    (model,) = [m for m in registry.list_models(uri=uri) if m["name"] == trained["model"]]
+    version = model["versions"][-1]
+    assert version["tags"]["predops.backtest_per_series"] == demand_jobs.PER_SERIES_ARTIFACT
+    body = registry.run_json(version["run_id"], demand_jobs.PER_SERIES_ARTIFACT, uri=uri)
+    assert body["config"] == "hourly" and body["served"] == "model"
+    assert len(body["cutoffs"]) == 1 and body["horizons"] == [1, 48]
+    assert len(body["series"]) == trained["series"]
+    for sid, figures in body["series"].items():
+        # the served model and the config's seasonal naives (a day and a week)
+        assert {"model", "seasonal_naive_24", "seasonal_naive_168"} <= set(figures), sid
+        for name, f in figures.items():
+            assert f["rows"] == 48, (sid, name)  # one cutoff x 48 hourly horizons
+            assert f["mae"] >= 0 and f["rmse"] >= f["mae"] - 1e-9, (sid, name)
+            assert 0 <= f["coverage"] <= 1, (sid, name)
+    with pytest.raises(registry.RegistryError, match="no readable artifact"):
+        registry.run_json(version["run_id"], "missing.json", uri=uri)

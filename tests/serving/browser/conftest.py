@@ -32,6 +32,7 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 APPROVER_SECRET = "approver-secret-for-browser-tests"
+OPERATOR_SECRET = "operator-secret-for-browser-tests"
 VIEWER_SECRET = "viewer-secret-for-browser-tests"
 REPO = Path(__file__).resolve().parents[3]
 
@@ -90,9 +91,12 @@ def browser_page(browser: Any, base_url: str) -> Iterator[tuple[Any, Any, list[s
 
 @pytest.fixture(scope="module")
 def dashboard_url(served_workspace: Path, shared_data: Path) -> Iterator[str]:
-    """A server with open reads and one approver token."""
+    """A server with open reads, one approver and one operator token (apply: dry-run)."""
     config = ServeConfig(
-        tokens=(ApiToken("browser-test", "approver", token_digest(APPROVER_SECRET)),)
+        tokens=(
+            ApiToken("browser-test", "approver", token_digest(APPROVER_SECRET)),
+            ApiToken("browser-operator", "operator", token_digest(OPERATOR_SECRET)),
+        )
     )
     with _serving(_app(served_workspace, shared_data, config)) as url:
         yield url

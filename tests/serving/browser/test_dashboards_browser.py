@@ -5,6 +5,7 @@ a plan works end to end. Screenshots go to ``test-artifacts/browser``."""
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.serving.browser.conftest import APPROVER_SECRET
+from tests.serving.browser.conftest import APPROVER_SECRET, OPERATOR_SECRET
 
 pytestmark = pytest.mark.integration
 
@@ -134,9 +135,38 @@ def test_demand_pages_fan_chart(page: Any, artifacts: Path) -> None:
     names = page.evaluate("() => document.getElementById('fan').data.map(t => t.name)")
     assert {"actual", "p10–p90", "p50 forecast"} <= set(names), names
     assert series_id in page.locator("h1").inner_text()
-    # the fixture registers demand without a backtest: the page says so, not a blank
-    backtest = page.locator("#backtest, .empty").last.inner_text()
-    assert "backtest" in backtest.lower()
+    # this series' own backtest (in its units), the served model first, baselines below
+    rows = page.locator("#backtest tbody tr")
+    assert rows.count() >= 3
+    assert rows.first.inner_text().startswith("served model (v")
+    labels = [rows.nth(i).inner_text() for i in range(rows.count())]
+    assert any(t.startswith("seasonal naive (24 h season)") for t in labels), labels
+    assert any(t.startswith("seasonal naive (168 h season)") for t in labels), labels
+    unit = "GPUs" if "/gpus" in series_id else "cores" if "cpu_cores" in series_id else "nodes"
+    assert f"MAE ({unit})" in page.locator("#backtest thead").inner_text()
+    assert f" {unit}" in rows.first.locator("td").nth(1).inner_text()
+
+
+def test_demand_index_sparklines_headroom_units(page: Any, artifacts: Path) -> None:
+    _open(page, "/demand", artifacts / "demand_index.png")
+    rows = page.locator("#series tbody tr")
+    n = rows.count()
+    assert n >= 3
+    # one inline SVG sparkline per series; a capacity line where the pool has capacity
+    assert page.locator("#series svg.spark polyline").count() == n
+    no_capacity = page.locator("#series td.headroom", has_text="no capacity").count()
+    assert page.locator("#series svg.spark line").count() == n - no_capacity
+    for i in range(n):
+        cells = rows.nth(i).locator("td")
+        sid, resource = cells.nth(0).inner_text(), cells.nth(2).inner_text()
+        unit = {"gpus": "GPUs", "cpu_cores": "cores", "nodes": "nodes"}[resource.split()[0]]
+        last, capacity = cells.nth(4).inner_text(), cells.nth(5).inner_text()
+        assert last.endswith(f" {unit}") and capacity.endswith(f" {unit}"), (sid, last, capacity)
+        assert ".0 " not in capacity, capacity  # integers as integers
+        headroom = cells.nth(9).inner_text()
+        assert headroom.endswith((" days (the horizon)", " days", "capacity now", "in the pool"))
+        if "in the pool" not in headroom:
+            assert cells.nth(8).inner_text().endswith("%"), cells.nth(8).inner_text()
 
 
 def test_capacity_page_sizing_and_buy_plan(page: Any, artifacts: Path) -> None:
@@ -148,6 +178,24 @@ def test_capacity_page_sizing_and_buy_plan(page: Any, artifacts: Path) -> None:
     assert page.locator("#sizing tbody tr").count() >= 1
     # the simulated lake's stock positions: each SKU is bought or skipped with a reason
     assert page.locator("#buys").count() or page.locator("#buy-skips tbody tr").count()
+    # units on the sizing figures and on every number of the resize evidence
+    assert "current (nodes)" in page.locator("#sizing thead").inner_text()
+    assert page.locator("#sizing tbody td.num").first.inner_text().endswith(" nodes")
+    page.locator("#sizing details.evidence summary").first.click()
+    evidence = page.locator("#sizing details.evidence table.kv").first.inner_text()
+    for figure in ("current", "target", "failure_buffer", "usage_floor"):
+        line = next(x for x in evidence.splitlines() if x.startswith(figure + "\t"))
+        assert line.endswith(" nodes"), line
+    assert any(x.startswith("window_h\t") and x.endswith(" h") for x in evidence.splitlines())
+    # the buy plan says how far the forecasts reach, or that no weekly model is registered
+    if page.locator("#buys").count() == 0:
+        no_buy = page.locator("#no-buy").inner_text()
+        assert ("forecasts" in no_buy and "lead time" in no_buy) or (
+            "predops train demand --config weekly" in no_buy
+        ), no_buy
+    if page.locator("#buy-reach").count():
+        for row in page.locator("#buy-reach tbody tr").all():
+            assert row.locator("td").nth(2).inner_text().endswith(("weeks", "days", " h"))
 
 
 def test_models_page_metrics_calibration_freshness(page: Any, artifacts: Path) -> None:
@@ -158,6 +206,14 @@ def test_models_page_metrics_calibration_freshness(page: Any, artifacts: Path) -
     assert "predops.node_failure" in text and "predops.demand" in text
     assert "pr_auc_24h" in text
     assert page.locator("#freshness tbody tr").count() >= 5
+    # each version's MLflow run: no tracking UI configured, so the run id and artifact URI
+    run_cells = page.locator("table.metrics tr", has_text="MLflow run").first.locator("td.run")
+    assert run_cells.count() >= 1
+    assert "mlartifacts" in run_cells.first.inner_text() or "file:" in run_cells.first.inner_text()
+    # the failure model's metrics beside the reactive rule scored on the same rows
+    assert page.locator("span.baseline", has_text="reactive rule:").count() >= 1
+    # the demand model's backtest beside its seasonal naives
+    assert page.locator("span.baseline", has_text="seasonal naive 24:").count() >= 1
 
 
 def _has_approve_endpoint(base: str) -> bool:
@@ -179,12 +235,73 @@ def test_approve_plan_end_to_end(page: Any, artifacts: Path, dashboard_url: str)
     page.fill("#token", APPROVER_SECRET)
     page.click("#approve")
     page.wait_for_selector("#approve-result.ok >> text=Approved:")
-    page.screenshot(path=str(artifacts / "plan_approved.png"), full_page=True)
     assert page.evaluate("() => sessionStorage.getItem('predops.token')") == APPROVER_SECRET
-    # the API agrees, and the plan page's audit trail shows the approval after a reload
+    # the result in words (who, role), not raw JSON, and the audit trail refreshed in place
+    result = page.locator("#approve-result").inner_text()
+    assert "Approved by browser-test (approver)" in result and "{" not in result, result
+    page.wait_for_selector("#audit-card[data-refreshed]")
+    assert "approved" in page.locator("#audit").inner_text()
+    page.screenshot(path=str(artifacts / "plan_approved.png"), full_page=True)
+    # the API agrees
     with urllib.request.urlopen(f"{dashboard_url}/v1/plans/{plan_id}") as r:
         body = json.loads(r.read())
-    assert "approv" in json.dumps(body).lower(), body
-    page.reload()
+    assert body["approval"]["approved_by"] == "browser-test", body["approval"]
+    # an approver may not apply: the API's message is shown, not a JSON body
+    page.evaluate("() => document.getElementById('audit-card').removeAttribute('data-refreshed')")
+    page.click("#apply")
+    page.wait_for_selector("#approve-result.fail >> text=Not applied (HTTP 403)")
+    assert "{" not in page.locator("#approve-result").inner_text()
+    # an operator applies (this server: dry-run): each action's outcome in a table
+    page.fill("#token", OPERATOR_SECRET)
+    page.click("#apply")
+    page.wait_for_selector("#approve-result.ok >> text=Applied:", timeout=60_000)
+    result = page.locator("#approve-result").inner_text()
+    assert "dry-run (nothing touched)" in result and "{" not in result, result
+    n_actions = int(page.locator(".facts div").nth(3).inner_text().split()[-1])
+    assert page.locator("#approve-result table.result-table tbody tr").count() == n_actions
+    page.wait_for_selector("#audit-card[data-refreshed]")
+    trail = page.locator("#audit").inner_text()
+    assert "apply_requested" in trail and "browser-operator" in trail, trail
+    page.screenshot(path=str(artifacts / "plan_applied.png"), full_page=True)
+    # the plan history lists the plan with its outcome, and links back to it
+    page.errors.clear()  # the refused calls above logged their 401 / 403, as they should
+    page.click("nav.top a[href='/plans']")
     page.wait_for_load_state("networkidle")
-    assert "approv" in page.locator("#audit").inner_text().lower()
+    assert page.url.endswith("/plans")
+    _open(page, "/plans", artifacts / "plan_history.png")
+    row = page.locator(f"#history tr[data-plan-id='{plan_id}']")
+    text = row.inner_text()
+    assert "applied (dry-run)" in text and "browser-test" in text, text
+    assert "browser-operator" in text, text
+    row.locator("a").first.click()
+    page.wait_for_load_state("networkidle")
+    assert page.locator("#approve-card").get_attribute("data-plan-id") == plan_id
+
+
+TOP_BIN = """() => { const t = document.getElementById('reliability').data
+  .find(d => d.name === 'champion'); return {x: t.x[t.x.length - 1], y: t.y[t.y.length - 1]}; }"""
+
+
+def test_calibration_caveat_beside_the_risks_it_qualifies(page: Any, artifacts: Path) -> None:
+    _open(page, "/models", artifacts / "models_calibration.png")
+    caveat = page.locator("#calibration #calibration-caveat").inner_text()
+    assert "as a ranking, not a probability" in caveat, caveat
+    # computed from the served model's reliability table: the plot's top bin, in words
+    top = page.evaluate(TOP_BIN)
+    assert f"top bin predicted {top['x']:.1%} and observed {top['y']:.1%}" in caveat, (caveat, top)
+    # the same caveat on the risk board, beside the riskiest nodes
+    _open(page, "/", artifacts / "fleet_caveat.png")
+    board = page.locator("#calibration-caveat").inner_text()
+    assert board == caveat
+    assert page.locator("section.card:has(#top-nodes) #calibration-caveat").count() == 1
+    # and on a node's page exactly when its risk is above the calibrated range
+    first = page.locator("#top-nodes tbody tr").first
+    node_id = first.locator("a").first.inner_text()
+    p_fail = float(first.locator("td").nth(2).inner_text().rstrip("%")) / 100
+    up_to = re.match(r".*?calibrated up to ([0-9.]+)%", caveat)
+    above = up_to is None or p_fail > float(up_to[1]) / 100  # "not calibrated": any risk
+    _open(page, f"/nodes/{node_id}", artifacts / "node_caveat.png")
+    shown = page.locator("#calibration-caveat")
+    assert shown.count() == int(above)
+    if above:
+        assert shown.inner_text() == caveat
