@@ -149,11 +149,15 @@ def train(
         "train_rows": float(cpu.n_train_rows_),
         "nodes": float(cpu.n_series_),
     }
-    scores: dict[str, Any] = {}
+    scores: dict[str, Any] | str = "skipped"
     if backtest:
-        scores = holdout(_settings_of(cpu), cpu_hist, end)
-        metrics["backtest_pinball"] = scores["loss"]
-        metrics.update({f"backtest_coverage_{k}": v for k, v in scores["coverage"].items()})
+        try:
+            scores = holdout(_settings_of(cpu), cpu_hist, end)
+        except ValueError as exc:  # too little history before the holdout day
+            scores = f"skipped: {exc}"
+        else:
+            metrics["backtest_pinball"] = scores["loss"]
+            metrics.update({f"backtest_coverage_{k}": v for k, v in scores["coverage"].items()})
     example = (
         cpu_hist.filter(pl.col("ts") > end - timedelta(hours=6))
         .head(200)
@@ -187,7 +191,7 @@ def train(
         "nodes": cpu.n_series_,
         "resources": ["cpu", "memory"] if memory is not None else ["cpu"],
         "metrics": metrics,
-        "backtest": scores or "skipped",
+        "backtest": scores,
     }
 
 
@@ -196,12 +200,18 @@ def backtest_for_registry(settings: Settings) -> Backtest:
     from predops.pipelines.workspace.registry import load_uri, python_object
 
     lake = Lake(settings.lake_dir)
-    end = _span(lake)
+    try:
+        end = _span(lake)
+    except ValueError as exc:
+        raise RegistryError(f"usage backtest: {exc}") from None
     history = usage_history(lake, "cpu", start=end - TRAINING_WINDOW - HOLDOUT, end=end)
 
     def score_uri(model_uri: str) -> float:
         fitted: NodeUsageModel = python_object(load_uri(model_uri, uri=settings.mlflow_uri))
-        return float(holdout(_settings_of(fitted.cpu), history, end)["loss"])
+        try:
+            return float(holdout(_settings_of(fitted.cpu), history, end)["loss"])
+        except ValueError as exc:
+            raise RegistryError(f"usage backtest of {model_uri}: {exc}") from None
 
     return Backtest(score=score_uri, metric="pinball")
 

@@ -303,3 +303,15 @@ def test_plan_and_apply_against_the_cluster_end_to_end(
     assert later["inputs"]["sharing"]["source"] == "audit_log"
     assert later["inputs"]["sharing"]["loans"] == 0
     assert later["inputs"]["sharing"]["nodes_publishing"] >= len(live)
+
+
+def test_promotion_judges_the_usage_challenger_on_the_holdout(ws: Path) -> None:
+    from predops.pipelines.jobs.promotion import promote
+
+    report = usage_jobs.train(settings_for(ws), seed=1, params={**SMALL, "n_estimators": 5})
+    assert report["version"] == "2" and isinstance(report["backtest"], dict)
+    assert report["metrics"]["backtest_pinball"] == report["backtest"]["loss"] > 0
+    decision = promote("usage", settings_for(ws))
+    assert decision["metric"] == "pinball" and decision["model"] == "predops.usage"
+    assert "challenger pinball" in decision["reason"]
+    assert decision["champion_after"] == ("2" if decision["promoted"] else "1")
