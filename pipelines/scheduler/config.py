@@ -150,6 +150,8 @@ class RetrainConfig:
     """Train and promote the per-node usage model (``predops.usage``) too."""
     usage_window: timedelta = timedelta(hours=2)
     """The usage model's forecast window (longer than ``[policy.reclaim] hold``)."""
+    usage_estimators: int = 200
+    """Trees per quantile level of the usage model (the demo trains with fewer)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +309,7 @@ def parse_config(
         labels=t.choice("labels", "auto", LABEL_MODES),
         usage=t.boolean("usage", True),
         usage_window=_usage_window(t),
+        usage_estimators=t.integer("usage_estimators", 200, 1),
     )
     t.done()
     return ScheduleConfig(

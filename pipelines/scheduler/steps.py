@@ -313,7 +313,7 @@ def promote_failure(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome
 
 def train_usage(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     """Fit and register ``predops.usage`` on the lake's node telemetry (``[retrain]
-    usage``, ``usage_window``), once per telemetry cutoff."""
+    usage``, ``usage_window``, ``usage_estimators``), once per telemetry cutoff."""
     from predops.pipelines.jobs import usage as usage_jobs
     from predops.pipelines.workspace.lake import Lake
 
@@ -331,6 +331,7 @@ def train_usage(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
         window=r.usage_window,
         training_window=ctx.config.features.training_window,
         seed=r.seed,
+        params={"n_estimators": r.usage_estimators},
     )
     return StepOutcome(int(report["metrics"]["train_rows"]), report)
 
