@@ -15,12 +15,14 @@ Two sources, the report says which (``inputs.sharing.source``):
   action's ``expires`` (read from its plan file), a ``done`` ``return_nodes`` closes
   them; the last ``done`` ``set_reclaimable`` of a node is what it publishes. The lake
   records neither annotations nor labels' history, so this is the record a workspace
-  without cluster access has; a node moved by hand is not in it.
+  without cluster access has; a node moved by hand is not in it. The log is read one
+  line at a time; what is kept is one value per node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -73,7 +75,7 @@ def from_audit(audit: AuditLog, plans_dir: Path) -> SharingState:
     published: dict[str, tuple[int, int | None]] = {}
     notes: list[str] = []
     expiry: dict[str, dict[str, datetime | None]] = {}
-    for e in audit.entries():
+    for e in _entries(audit.path):
         what = e.get("what") or {}
         if e.get("outcome") != "done":
             continue
@@ -96,6 +98,23 @@ def from_audit(audit: AuditLog, plans_dir: Path) -> SharingState:
             notes.append(f"audit entry {e.get('key')}: unreadable {kind} ({exc})")
     ordered = tuple(loans[n] for n in sorted(loans))
     return SharingState("audit_log", ordered, published, tuple(notes))
+
+
+def _entries(path: Path) -> Iterator[dict[str, Any]]:
+    """The audit log's entries one line at a time (the log only grows: never held
+    whole); unreadable lines are skipped, as :meth:`AuditLog.read` counts them."""
+    if not path.exists():
+        return
+    with path.open("rb") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                yield entry
 
 
 def _expires(
