@@ -12,7 +12,10 @@ champion ``node_failure`` model and the demand forecasts when those exist — th
 ``demand.hourly`` model's for drains and pool sizing, the champion ``demand.weekly``
 model's for the buys (lead times of weeks); a registry holding only the single
 ``demand`` model of earlier releases answers for the horizon it was trained for — plus
-each stock position's node demand derived from its series, runs
+each stock position's node demand derived from its series, the champion
+``predops.usage`` model's per-node usage forecasts (:mod:`predops.pipelines.jobs.usage`)
+and the loans and published reclaimable values now (:mod:`predops.pipelines.jobs.
+sharing_state`: the cluster's node annotations when given, else the audit log), runs
 :func:`predops.policy.engine.plan` with the slow-start pacing state the previous plan
 left (``<workspace>/policy/pacing.json``, :mod:`predops.pipelines.workspace.pacing_state`;
 written back after), writes the plan to ``<workspace>/plans/<plan_id>.json``
