@@ -390,6 +390,41 @@ class UsageForecaster:
         """:meth:`predict` as :class:`~core.contracts.UsageForecast` objects."""
         return to_forecasts(self.predict(history, as_of=as_of), self.window)
 
+    def holdout_scores(
+        self, history: pl.DataFrame | pl.LazyFrame, start: datetime, every: timedelta
+    ) -> dict[str, Any]:
+        """Pinball loss (``loss``: mean over the levels) and coverage per level of the
+        peak quantiles (before the online correction; shares of allocatable) at the
+        origins ``start``, ``start + every``, ... whose window ``history`` covers, read
+        chunk by chunk as :meth:`fit` (the :data:`LOOKBACK` before ``start`` only)."""
+        self._check_fitted()
+        lf = history_columns(history).filter(pl.col("ts") >= start - LOOKBACK)
+        s_us = int(start.timestamp() * 1_000_000)
+        gap = max(1, self._steps(every))
+        loss, hit, n = np.zeros(len(self.levels)), np.zeros(len(self.levels)), 0
+        lv = np.array(self.levels)
+        for grid in self._chunks(lf, self._span(lf)):
+            d = Design(grid, self.window_steps)
+            c0 = max(0, -(-(s_us - grid.t0_us) // grid.step_us) - 1)
+            cols0 = np.arange(c0, grid.steps - self.window_steps, gap)
+            rows = np.tile(np.arange(len(grid.series)), cols0.size)
+            cols = np.repeat(cols0, len(grid.series))
+            y = d.target(rows, cols)
+            ok = np.isfinite(y) & np.isfinite(d.current(rows, cols))
+            if not ok.any():
+                continue
+            q, y = self.quantiles(d, rows[ok], cols[ok]), y[ok, None]
+            loss += ((y - q) * (lv[None, :] - (y < q))).sum(axis=0)
+            hit += (y <= q).sum(axis=0)
+            n += int(y.shape[0])
+        if n == 0:
+            raise ValueError(f"no origin from {start.isoformat()} whose window the history covers")
+        return {
+            "loss": float(loss.mean() / n),
+            "coverage": {level_name(v): float(hit[j] / n) for j, v in enumerate(self.levels)},
+            "origins": n,
+        }
+
     # ---------------------------------------------------------------- online
     def update(self, issued: pl.DataFrame, history: pl.DataFrame | pl.LazyFrame) -> int:
         """Feed the online correction with the forecasts in ``issued`` (a

@@ -37,6 +37,8 @@ from predops.pipelines.workspace.runs import RunStore
 from predops.pipelines.workspace.settings import Settings
 
 JOBS = (("retrain", RETRAIN_STEPS), ("pipeline", PIPELINE_STEPS))
+DEMO_ENV = {"PREDOPS_RETRAIN__USAGE_ESTIMATORS": "60"}
+"""The demo trains the per-node usage model with 60 trees per level (200 by default)."""
 
 
 class DemoFailed(RuntimeError):
@@ -141,7 +143,7 @@ def run_demo(
 
     ctx = JobContext(
         settings=settings,
-        config=load_config(config_path, {}),
+        config=load_config(config_path, DEMO_ENV),
         runs=RunStore(settings.scheduler_db),
         clock=clock,
     )

@@ -17,7 +17,7 @@ from typing import Any
 import click
 import polars as pl
 
-from predops.pipelines.cli import colocation, demand, failure, labels, spares
+from predops.pipelines.cli import colocation, demand, failure, labels, spares, usage
 from predops.pipelines.cli.allocator import allocator_group
 from predops.pipelines.cli.bootstrap import bootstrap_command
 from predops.pipelines.cli.lake import LAKE_COMMANDS
@@ -459,6 +459,7 @@ eval_group.add_command(spares.eval_spares)
 eval_group.add_command(colocation.eval_colocation)
 train_group.add_command(demand.train_demand)
 train_group.add_command(failure.train_failure)
+train_group.add_command(usage.train_usage)
 forecast_group.add_command(demand.forecast_demand)
 score_group.add_command(failure.score_failure)
 for verb in MODEL_VERBS:

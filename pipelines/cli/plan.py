@@ -1,9 +1,11 @@
 """``predops plan`` and ``predops apply``: the plan use case
 (:mod:`predops.pipelines.jobs.plan`) from the command line.
 
-``predops plan [--at T] [--config FILE] --json`` plans in the workspace and prints one
-JSON object: the plan, its ``inputs`` (``inputs.policy``: the budgets and policy values
-used), ``summary`` and ``plan_file``.
+``predops plan [--at T] [--config FILE] [--kubeconfig K] --json`` plans in the workspace
+and prints one JSON object: the plan, its ``inputs`` (``inputs.policy``: the budgets and
+policy values used; ``inputs.usage_forecasts``: the ``predops.usage`` champion's;
+``inputs.sharing``: the loans and published reclaimable values, read from the nodes of
+``--kubeconfig`` or else the audit log), ``summary`` and ``plan_file``.
 
 ``predops apply PLAN_ID [--execute] [--kubeconfig K] --json`` re-validates every action
 of a plan just before it would run and records each decision in the audit log. Dry-run
@@ -78,21 +80,42 @@ def _policy(config_path: Path | None) -> PolicySettings:
 
 @click.command("plan")
 @click.option("--at", default=None, help="Plan as of this time (ISO-8601). Default: now.")
+@click.option(
+    "--kubeconfig",
+    default=None,
+    help="Kubeconfig file or 'in-cluster': read the loans and the published reclaimable "
+    "capacity from the nodes' annotations (read only). Default: from the audit log.",
+)
+@click.option("--context", default=None, help="Kubeconfig context.")
 @policy_config_option
 @json_option
 @reports
-def plan_command(at: str | None, config_path: Path | None, as_json: bool) -> None:
-    """Plan cordons, drains, uncordons, pool sizes and buys from the workspace (writes the
-    plan file and an audit entry; changes nothing in the cluster)."""
+def plan_command(
+    at: str | None,
+    kubeconfig: str | None,
+    context: str | None,
+    config_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Plan cordons, drains, uncordons, pool sizes, lending, reclaimable capacity and buys
+    from the workspace (writes the plan file and an audit entry; changes nothing in the
+    cluster)."""
     # imported here: the jobs load the models (LightGBM), which `predops --help` need not
     from predops.pipelines.jobs.plan import plan_in_workspace
 
+    sharing = None
+    if kubeconfig:
+        from predops.pipelines.actuators.kube import KubeOptions, connect
+        from predops.pipelines.jobs.sharing_state import from_cluster
+
+        sharing = from_cluster(connect(kubeconfig, context, KubeOptions()).nodes())
     out = plan_in_workspace(
         current_settings(),
         _now(at),
         who=operator_identity(),
         clock=SystemClock(),
         policy=_policy(config_path),
+        sharing=sharing,
     )
     emit(out, as_json, _human_plan)
 

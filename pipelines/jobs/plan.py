@@ -12,7 +12,10 @@ champion ``node_failure`` model and the demand forecasts when those exist — th
 ``demand.hourly`` model's for drains and pool sizing, the champion ``demand.weekly``
 model's for the buys (lead times of weeks); a registry holding only the single
 ``demand`` model of earlier releases answers for the horizon it was trained for — plus
-each stock position's node demand derived from its series, runs
+each stock position's node demand derived from its series, the champion
+``predops.usage`` model's per-node usage forecasts (:mod:`predops.pipelines.jobs.usage`)
+and the loans and published reclaimable values now (:mod:`predops.pipelines.jobs.
+sharing_state`: the cluster's node annotations when given, else the audit log), runs
 :func:`predops.policy.engine.plan` with the slow-start pacing state the previous plan
 left (``<workspace>/policy/pacing.json``, :mod:`predops.pipelines.workspace.pacing_state`;
 written back after), writes the plan to ``<workspace>/plans/<plan_id>.json``
@@ -70,6 +73,8 @@ from predops.pipelines.actuators.purchase import PurchaseRequestWriter
 from predops.pipelines.jobs import demand as demand_jobs
 from predops.pipelines.jobs import failure as failure_jobs
 from predops.pipelines.jobs.inspections import record_applied
+from predops.pipelines.jobs.sharing_state import SharingState, from_audit
+from predops.pipelines.jobs.usage import usage_inputs
 from predops.pipelines.workspace.approvals import check_approval
 from predops.pipelines.workspace.audit import AuditLog
 from predops.pipelines.workspace.errors import FeatureStoreError, RegistryError
@@ -85,6 +90,7 @@ from predops.pipelines.workspace.policy_config import (
 from predops.pipelines.workspace.settings import Settings
 from predops.policy.demand_nodes import buy_forecast_coverage, node_demand_forecasts
 from predops.policy.disruption import latest_risk
+from predops.policy.engine import Reclaiming
 from predops.policy.engine import plan as make_plan
 from predops.policy.fleet import FleetState
 from predops.policy.pacing import pacing_after
@@ -172,6 +178,8 @@ def plan_in_workspace(
     forecasted: tuple[list[Forecast], dict[str, Any]] | None = None,
     seen: dict[str, datetime] | None = None,
     buy_forecasted: tuple[list[Forecast], dict[str, Any]] | None = None,
+    sharing: SharingState | None = None,
+    reclaiming: tuple[Reclaiming | None, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Plan as of ``now`` from the workspace (see the module docstring); writes the plan
     file and one ``planned`` audit entry as ``who`` (stamped by ``clock``), changes
@@ -181,7 +189,14 @@ def plan_in_workspace(
     :mod:`predops.pipelines.jobs.cycle`) hands in ``scored`` (:func:`failure_risk`'s
     answer), ``forecasted`` (:func:`demand_forecasts`' hourly answer),
     ``buy_forecasted`` (its weekly answer) and ``seen`` (each node's latest telemetry
-    time) instead of having them computed again."""
+    time) instead of having them computed again.
+
+    ``sharing``: the loans and published reclaimable values now
+    (:mod:`predops.pipelines.jobs.sharing_state`; None: from the audit log); with them
+    the plan plans lending (``lend_nodes`` / ``return_nodes``). ``reclaiming``:
+    :func:`predops.pipelines.jobs.usage.usage_inputs`' answer (None: asked here); with
+    the champion ``predops.usage`` model the plan sets each node's reclaimable
+    capacity (``set_reclaimable``)."""
     started = time.perf_counter()
     policy = policy if policy is not None else PolicySettings()
     budgets, config = policy.budgets, policy.config
@@ -202,18 +217,28 @@ def plan_in_workspace(
         now,
         config.buy.review_period,
     )
+    audit = AuditLog(settings.audit_log, who=who)
+    if sharing is None:
+        sharing = from_audit(audit, settings.plans_dir)
+    usage, usage_note = (
+        reclaiming if reclaiming is not None else usage_inputs(settings, now, sharing.published)
+    )
+    if usage is not None and reclaiming is not None:
+        usage = replace(usage, published=dict(sharing.published))
     paced = config.disruption.pacing == "slow_start"
     state_file = pacing_path(settings.workspace)
     plan = make_plan(
         risks,
         forecasts,
         lake_fleet.snapshot,
-        with_soft_taints(lake_fleet.fleet, AuditLog(settings.audit_log, who=who)),
+        with_soft_taints(lake_fleet.fleet, audit),
         budgets,
         FixedClock(now),
         config,
         buy_forecast=buy_forecasts,
         pacing=read_pacing(state_file) if paced else None,
+        usage=usage,
+        loans=sharing.loans,
     )
     after = pacing_after(plan)
     if after is not None:
@@ -238,6 +263,8 @@ def plan_in_workspace(
         "buy_forecast_model": buy_note,
         "buy_forecasts": coverage,
         "policy": policy_settings_dict(policy),
+        "usage_forecasts": usage_note,
+        "sharing": sharing.to_dict(now),
         "pacing": {"pacing": config.disruption.pacing}
         if after is None
         else {
@@ -248,7 +275,7 @@ def plan_in_workspace(
         },
     }
     path = write_plan(settings.plans_dir, plan, {"inputs": inputs})
-    AuditLog(settings.audit_log, who=who).append(
+    audit.append(
         at=clock.now(),
         outcome="planned",
         what={"kind": "plan", "target": plan.plan_id, "params": summary(plan)},

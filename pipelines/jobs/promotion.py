@@ -16,6 +16,7 @@ from typing import Any
 
 from predops.pipelines.jobs import demand as demand_jobs
 from predops.pipelines.jobs import failure as failure_jobs
+from predops.pipelines.jobs import usage as usage_jobs
 from predops.pipelines.workspace import registry
 from predops.pipelines.workspace.errors import RegistryError
 from predops.pipelines.workspace.registry import Backtest
@@ -26,6 +27,7 @@ BACKTESTS: dict[str, Callable[[Settings], Backtest]] = {
     "demand.hourly": demand_jobs.backtest_for_registry,
     "demand.weekly": demand_jobs.backtest_for_registry,
     "node_failure": failure_jobs.backtest_for_registry,
+    "usage": usage_jobs.backtest_for_registry,
 }
 """Per-model backtest factories: ``factory(settings)`` gives the :class:`Backtest` (or a
 plain ``callable(model_uri) -> float``, lower is better) a challenger must win. Each

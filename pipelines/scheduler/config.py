@@ -146,6 +146,12 @@ class RetrainConfig:
     labels: str = "auto"
     """``auto``: label the lake's raw signals unless it holds the simulator's own failure
     events; ``labeller``: always; ``off``: never (tickets and other failure events only)."""
+    usage: bool = True
+    """Train and promote the per-node usage model (``predops.usage``) too."""
+    usage_window: timedelta = timedelta(hours=2)
+    """The usage model's forecast window (longer than ``[policy.reclaim] hold``)."""
+    usage_estimators: int = 200
+    """Trees per quantile level of the usage model (the demo trains with fewer)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +307,9 @@ def parse_config(
         backtest_cutoffs=t.integer("backtest_cutoffs", 3, 0),
         seed=t.integer("seed", 0, 0),
         labels=t.choice("labels", "auto", LABEL_MODES),
+        usage=t.boolean("usage", True),
+        usage_window=_usage_window(t),
+        usage_estimators=t.integer("usage_estimators", 200, 1),
     )
     t.done()
     return ScheduleConfig(
@@ -314,6 +323,14 @@ def parse_config(
         features=features,
         retrain=retrain,
     )
+
+
+def _usage_window(t: ConfigTable) -> timedelta:
+    w = t.duration("usage_window", timedelta(hours=2))
+    assert w is not None
+    if not timedelta(0) < w <= timedelta(days=1):
+        raise t.fail("usage_window", f"must be in (0, 1d], got {w}")
+    return w
 
 
 def demand_configs(retrain: RetrainConfig) -> tuple[str, ...]:

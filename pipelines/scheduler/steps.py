@@ -17,7 +17,8 @@ the new one, never half of either.
 - retrain: ``label`` (failure / repair events from the lake's raw signals, unless the
   simulator's own failures are there; ``[retrain] labels``) -> ``features_offline`` ->
   ``train_demand`` -> ``promote_demand`` ->
-  ``train_failure`` -> ``promote_failure``
+  ``train_failure`` -> ``promote_failure`` -> ``train_usage`` -> ``promote_usage``
+  (``[retrain] usage``, default true)
 - lake_maintenance: ``lake_maintenance`` (retention, compaction of settled day
   partitions, deletion of replaced files; ``[lake]``, :mod:`predops.pipelines.workspace.
   lake_maintenance`)
@@ -310,6 +311,38 @@ def promote_failure(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome
     return _promote(ctx, "node_failure")
 
 
+def train_usage(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
+    """Fit and register ``predops.usage`` on the lake's node telemetry (``[retrain]
+    usage``, ``usage_window``, ``usage_estimators``), once per telemetry cutoff."""
+    from predops.pipelines.jobs import usage as usage_jobs
+    from predops.pipelines.workspace.lake import Lake
+
+    r = ctx.config.retrain
+    if not r.usage:
+        raise StepSkipped("[retrain] usage = false")
+    last = Lake(ctx.settings.lake_dir).latest_time("telemetry")
+    if last is None:
+        raise StepSkipped("the lake has no telemetry")
+    existing = _registered_for(ctx, usage_jobs.MODEL_NAME, last.isoformat())
+    if existing is not None:
+        return StepOutcome(0, {"version": existing, "note": "already registered"})
+    report = usage_jobs.train(
+        ctx.settings,
+        window=r.usage_window,
+        training_window=ctx.config.features.training_window,
+        seed=r.seed,
+        params={"n_estimators": r.usage_estimators},
+    )
+    return StepOutcome(int(report["metrics"]["train_rows"]), report)
+
+
+def promote_usage(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
+    """Backtest challenger vs champion of ``predops.usage``; promote if better."""
+    if not ctx.config.retrain.usage:
+        raise StepSkipped("[retrain] usage = false")
+    return _promote(ctx, "usage")
+
+
 # ---------------------------------------------------------------- lake maintenance
 def lake_maintenance(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     """Drop partitions past ``[lake.retention]``, compact settled day partitions with
@@ -344,5 +377,7 @@ RETRAIN_STEPS: tuple[tuple[str, Step], ...] = (
     ("promote_demand", promote_demand),
     ("train_failure", train_failure),
     ("promote_failure", promote_failure),
+    ("train_usage", train_usage),
+    ("promote_usage", promote_usage),
 )
 LAKE_MAINTENANCE_STEPS: tuple[tuple[str, Step], ...] = (("lake_maintenance", lake_maintenance),)

@@ -227,3 +227,41 @@ def test_telemetry_history_cpu_cores_and_memory_bytes() -> None:
     assert mem["allocatable"].to_list() == [4096.0 * 2**20] * 2
     with pytest.raises(ValueError, match="resource"):
         telemetry_history(tel, inv, "gpu")
+
+
+def test_holdout_scores_count_the_origins_and_their_coverage(
+    fitted: tuple[UsageForecaster, pl.DataFrame],
+) -> None:
+    model, hist = fitted
+    end = hist["ts"].max()
+    assert isinstance(end, datetime)
+    start = end - timedelta(days=1)
+    out = model.holdout_scores(hist, start, timedelta(hours=1))
+    n_series = hist["series_id"].n_unique()
+    # origins every hour from `start` (the end of the step before it) whose 1 h window
+    # ends inside the history: 24 per node
+    assert out["origins"] == n_series * 24
+    assert out["loss"] > 0
+    assert out["coverage"]["p50"] < out["coverage"]["p95"] <= out["coverage"]["p99"]
+    assert out["coverage"]["p99"] >= 0.9
+    # the same pairs scored by hand: the pinball loss of every level, averaged
+    d = Design(to_grid(hist, t0_us=_us(T0), step=STEP, steps=hist["ts"].n_unique()), 12)
+    c0 = (_us(start) - _us(T0)) // _us_step() - 1
+    cols0 = np.arange(c0, d.grid.steps - 12, 12)
+    rows = np.tile(np.arange(n_series), cols0.size)
+    cols = np.repeat(cols0, n_series)
+    y = d.target(rows, cols)
+    q = model.quantiles(d, rows, cols)
+    lv = np.array(model.levels)
+    loss = ((y[:, None] - q) * (lv - (y[:, None] < q))).mean()
+    assert out["loss"] == pytest.approx(loss, rel=1e-9)
+    with pytest.raises(ValueError, match="no origin"):
+        model.holdout_scores(hist, end + timedelta(days=2), timedelta(hours=1))
+
+
+def _us(t: datetime) -> int:
+    return int(t.timestamp() * 1_000_000)
+
+
+def _us_step() -> int:
+    return int(STEP.total_seconds() * 1_000_000)

@@ -105,6 +105,15 @@ def test_demo_trains_scores_plans_then_serves(tmp_path: Path) -> None:
         assert b["evidence"]["provenance"]["model_name"] == "predops.demand.weekly"
         assert b["evidence"]["forecast_method"].startswith("fallback_")
     assert plan["inputs"]["buy_forecast_model"]["model"] == "predops.demand.weekly"
+    # Reclaimable capacity from the usage model the retrain job registered, with its
+    # evidence; the demo's pools do not peak opposite, so nothing is lent.
+    assert plan["inputs"]["usage_forecasts"]["model"] == "predops.usage"
+    reclaims = [a for a in plan["actions"] if a["kind"] == "set_reclaimable"]
+    live = [a for a in reclaims if "withheld" not in a["evidence"]]
+    assert live and all(
+        {"peak_cores", "used_now_cores", "bound"} <= set(a["evidence"]) for a in live
+    ), reclaims[:3]
+    assert plan["inputs"]["sharing"]["source"] == "audit_log"
     runs = RunStore(ws / "scheduler.db").runs()
     assert sorted(r["job"] for r in runs) == ["pipeline", "retrain"]
     assert all(r["status"] == "done" for r in runs)

@@ -12,11 +12,12 @@ from predops.pipelines.whatif.sharing import (
     SharingConfig,
     _run_hour,
     colocation,
+    ewma_quantiles,
     lending,
-    level_forecasts,
     online_use,
     run_predops,
 )
+from predops.pipelines.whatif.usage_model import model_quantiles
 from predops.pipelines.whatif.world import World, WorldConfig, build_world
 from predops.policy.config import ReclaimConfig
 
@@ -46,19 +47,47 @@ def test_the_reclaim_policy_drives_batch_pods_in_the_loop(worlds: tuple[World, W
     world, _ = worlds
     u = online_use(world)
     assert u.use.shape[0] == len(u.specs) > 0
-    fc = level_forecasts(u, 0.3)
+    fc = ewma_quantiles(u, 0.3)
     out = run_predops(world, u, fc, ReclaimConfig(risk=0.05, max_grow_percent=100.0), 4.0)
     assert out.batch_core_hours > 0 and out.node_hours > 0
     assert out.batch_core_hours <= out.allocatable_core_hours
+
+
+def test_the_usage_model_forecasts_every_evaluated_hour_from_the_warmup_only(
+    worlds: tuple[World, World],
+) -> None:
+    world, _ = worlds
+    u = online_use(world)
+    ids = [n.node_id for n in u.specs]
+    first, last = world.cfg.first_tick, world.cfg.last_tick
+    q, info = model_quantiles(ids, u.use, u.alloc, world.cfg.start, first, last, n_estimators=20)
+    assert q.shape == (len(ids), u.use.shape[1], 3)
+    assert np.isnan(q[:, :first]).all() and np.isnan(q[:, last:]).all()
+    inside = q[:, first:last]
+    seen = np.isfinite(inside).all(axis=2)
+    assert seen.mean() > 0.9
+    ok = inside[seen]
+    assert (np.diff(ok, axis=1) >= -1e-9).all()  # p50 <= p95 <= p99
+    assert info["fitted_on_hours"] == first and info["train_rows"] > 0
+    # the evaluated hours are never seen by the fit: changing them leaves the first
+    # hour's forecast (its origin is the last warm-up hour) unchanged
+    other = u.use.copy()
+    other[:, first:] = other[:, first:] * 1.5
+    q2, _ = model_quantiles(ids, other, u.alloc, world.cfg.start, first, last, n_estimators=20)
+    np.testing.assert_allclose(q2[:, first], q[:, first], equal_nan=True)
+    out = run_predops(world, u, q, ReclaimConfig(risk=0.01, max_grow_percent=100.0), 4.0)
+    assert 0 < out.batch_core_hours <= out.allocatable_core_hours
 
 
 def test_colocation_tunes_on_the_other_world(worlds: tuple[World, World]) -> None:
     world, tune = worlds
     r = colocation(world, tune, SMALL)
     assert r["tuned_on_seed"] == 6
-    none, ours, base = (r["methods"][k] for k in ("none", "predops", "trailing_max"))
+    methods = r["methods"]
+    assert set(methods) == {"predops", "reclaim_ewma", "trailing_max", "none"}
+    none = methods["none"]
     assert none["batch_core_hours"] == 0 and none["online_throttled_node_hours"] == 0
-    for m in (ours, base):
+    for m in (methods["predops"], methods["reclaim_ewma"], methods["trailing_max"]):
         assert m["batch_core_hours"] > 0
         assert m["batch_core_hours"] + m["batch_core_hours_lost_to_evictions"] == pytest.approx(
             m["batch_core_hours_placed"]
@@ -66,7 +95,16 @@ def test_colocation_tunes_on_the_other_world(worlds: tuple[World, World]) -> Non
         assert m["violation_rate"] == pytest.approx(
             m["online_throttled_node_hours"] / m["node_hours"], abs=1e-5
         )
-    assert r["knobs"]["predops_margin_share"] in SMALL.predops_margins
+    assert r["knobs"]["predops_risk_margin_grow"][1] in SMALL.predops_margins
+    assert r["usage_model"]["evaluation"]["fitted_on_hours"] == world.cfg.first_tick
+    best = r["best_baseline_at_same_violation_rate"]
+    assert best in {None, "reclaim_ewma", "trailing_max"}
+    if best is not None:
+        matched = r["baselines_at_predops_violation_rate"][best]
+        gain = methods["predops"]["batch_core_hours"] / matched - 1
+        assert r["batch_gain_vs_best_baseline_at_same_violation_rate"] == pytest.approx(
+            gain, abs=1e-4
+        )
 
 
 def test_lending_moves_nodes_to_the_night_pool(worlds: tuple[World, World]) -> None:
@@ -92,7 +130,7 @@ def test_cli_sharing_needs_another_tuning_seed_and_reports_both() -> None:
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert out["seed"] == 5 and out["colocation"]["tuned_on_seed"] == 6
-    assert set(out["colocation"]["methods"]) == {"predops", "trailing_max", "none"}
+    assert set(out["colocation"]["methods"]) == {"predops", "reclaim_ewma", "trailing_max", "none"}
     assert "with_lending" in out["lending"] and "no_lending" in out["lending"]
 
 
