@@ -37,6 +37,7 @@ from predops.serving.dashboards import (
     plans,
     registry_view,
     view,
+    why,
 )
 from predops.serving.dashboards.risk import fleet_risk
 from predops.serving.sessions import COOKIE
@@ -145,6 +146,8 @@ def fleet_board(request: Request, ctx: Ctx, horizon_h: float | None = None) -> H
     base_rate, act_at = _risk_anchors(ctx, risk)  # the whole fleet's, whatever is shown
     riskiest = [r.node_id for r in board.risks[: 2 * TOP_NODES]]
     states = fleet.node_states(ctx.settings.lake_dir, riskiest, ctx.clock.now())
+    # reasons for every in-service row listed, not only the fleet's riskiest
+    board = board.with_reasons([n for n in riskiest if states[n] == "ready"][:TOP_NODES])
     top = fleet.top_nodes(inventory, board, n=2 * TOP_NODES, states=states)
     figure = (
         charts.rack_heatmap(cells, base_rate=base_rate, act_at=act_at)
@@ -157,7 +160,7 @@ def fleet_board(request: Request, ctx: Ctx, horizon_h: float | None = None) -> H
         "/",
         risk=board,
         figure=figure,
-        top=[r for r in top if r["state"] == "ready"],
+        top=[r for r in top if r["state"] == "ready"][:TOP_NODES],
         out_of_service=[r for r in top if r["state"] != "ready"],
         nodes=inventory.height,
         horizon_h=board.horizon.total_seconds() / 3600,
@@ -195,7 +198,8 @@ def node_page(request: Request, ctx: Ctx, node_id: str) -> HTMLResponse:
         raise HTTPException(404, f"no node {node_id!r} in the lake's inventory")
     risk = fleet_risk(ctx)
     current = risk.by_node().get(node_id)
-    reasons = [r.feature for r in current.reasons] if current else []
+    why_ = why.node_why(risk, node_id) if current else None
+    reasons = [r.feature for r in (*why_.raising, *why_.lowering)] if why_ else []
     rng = view.time_range(request.query_params, now, default=NODE_RANGE)
     history = node.risk_history(
         ctx, node_id, since=rng.since, until=rng.until, horizon=risk.horizon
@@ -233,6 +237,7 @@ def node_page(request: Request, ctx: Ctx, node_id: str) -> HTMLResponse:
         node_id=node_id,
         where=where[0],
         current=current,
+        why=why_,
         rank=rank,
         risk=risk,
         history=history,
