@@ -32,3 +32,13 @@ def test_fewer_raising_reasons_than_shown_are_said_plainly(raising: int, words: 
     assert len(why.raising) == raising < SHOWN
     assert why.note is not None and why.note.startswith(words)
     assert [r.feature for r in why.lowering] == ["x", "y", "z"]  # shown, but not as "why"
+
+
+def test_counts_print_with_thousands_separators() -> None:
+    import numpy as np
+
+    from predops.serving.dashboards.formatting import num
+
+    assert num(10_000) == "10,000" and num(np.int64(10_003)) == "10,003"
+    assert num(1234.5) == "1,234.5" and num(24.0, 0) == "24" and num(None) == "—"
+    assert num(True) == "True" and num("n/a") == "n/a"
