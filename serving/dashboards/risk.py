@@ -10,7 +10,7 @@ stale nodes are listed and never scored, and a feature-set mismatch is refused, 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -26,7 +26,7 @@ REASONS_FOR = 25
 SHOWN = 3
 """Reasons a listed node gets (the scorer's default, cached per scoring pass)."""
 MAX_EXPLAINED = 200
-"""Most nodes one :meth:`FleetRisk.with_reasons` call explains (a page lists fewer)."""
+"""Most nodes one :meth:`FleetRisk.explain` call explains (a page lists fewer)."""
 ALL_REASONS = 10_000
 """``top`` that asks :meth:`FleetRisk.explain` for every contribution above noise."""
 
@@ -47,7 +47,8 @@ class FleetRisk:
     online_as_of: datetime | None = None
     problem: str | None = None
     explainer: Explainer | None = field(default=None, compare=False, repr=False)
-    """The scoring pass's reasons, for nodes beyond the riskiest :data:`REASONS_FOR`."""
+    """The scoring pass's reasons of any node it scored (beyond the riskiest
+    :data:`REASONS_FOR`, or more than :data:`SHOWN` each)."""
 
     def by_node(self) -> dict[str, FailureRisk]:
         return {r.node_id: r for r in self.risks}
@@ -63,22 +64,6 @@ class FleetRisk:
         if not ids or self.explainer is None:
             return {}
         return self.explainer(ids, top)
-
-    def with_reasons(self, node_ids: Sequence[str]) -> FleetRisk:
-        """This pass with reasons filled in for ``node_ids`` (the rows a page lists, which
-        need not be the fleet's riskiest: a filter or out-of-service nodes move them)."""
-        wanted = set(node_ids)
-        need = [r.node_id for r in self.risks if r.node_id in wanted and not r.reasons]
-        found = self.explain(need)
-        if not found:
-            return self
-        return replace(
-            self,
-            risks=tuple(
-                replace(r, reasons=found[r.node_id]) if r.node_id in found else r
-                for r in self.risks
-            ),
-        )
 
 
 def fleet_risk(ctx: ServeContext, *, horizon: timedelta = PRIMARY_HORIZON) -> FleetRisk:

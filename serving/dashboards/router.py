@@ -146,8 +146,6 @@ def fleet_board(request: Request, ctx: Ctx, horizon_h: float | None = None) -> H
     base_rate, act_at = _risk_anchors(ctx, risk)  # the whole fleet's, whatever is shown
     riskiest = [r.node_id for r in board.risks[: 2 * TOP_NODES]]
     states = fleet.node_states(ctx.settings.lake_dir, riskiest, ctx.clock.now())
-    # reasons for every in-service row listed, not only the fleet's riskiest
-    board = board.with_reasons([n for n in riskiest if states[n] == "ready"][:TOP_NODES])
     top = fleet.top_nodes(inventory, board, n=2 * TOP_NODES, states=states)
     figure = (
         charts.rack_heatmap(cells, base_rate=base_rate, act_at=act_at)
@@ -160,7 +158,7 @@ def fleet_board(request: Request, ctx: Ctx, horizon_h: float | None = None) -> H
         "/",
         risk=board,
         figure=figure,
-        top=[r for r in top if r["state"] == "ready"][:TOP_NODES],
+        top=why.explained([r for r in top if r["state"] == "ready"][:TOP_NODES], board),
         out_of_service=[r for r in top if r["state"] != "ready"],
         nodes=inventory.height,
         horizon_h=board.horizon.total_seconds() / 3600,

@@ -42,3 +42,10 @@ def test_counts_print_with_thousands_separators() -> None:
     assert num(10_000) == "10,000" and num(np.int64(10_003)) == "10,003"
     assert num(1234.5) == "1,234.5" and num(24.0, 0) == "24" and num(None) == "—"
     assert num(True) == "True" and num("n/a") == "n/a"
+
+
+def test_the_board_cell_says_briefly_when_few_features_raise_the_risk() -> None:
+    assert split((_r("a", 0.4), _r("b", 0.3), _r("c", 0.2))).brief is None
+    assert split((_r("a", 0.4), _r("x", -1.0))).brief == "only 1 feature raises it"
+    none = split((_r("x", -1.0),)).brief
+    assert none is not None and none.startswith("no feature raises its risk")

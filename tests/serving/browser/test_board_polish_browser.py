@@ -54,6 +54,7 @@ def test_board_rows_all_have_reasons_and_counts_read_as_numbers(page: Any, artif
     assert rows.count() == 25
     for k in range(rows.count()):
         assert rows.nth(k).locator("ul.reasons li").count() >= 1, rows.nth(k).inner_text()
+    assert "lowers risk" not in page.locator("#top-nodes").inner_text()
     lede = page.locator("p.lede").inner_text()
     assert re.search(r"\b(\d{1,3}(,\d{3})*) of (\d{1,3}(,\d{3})*) nodes scored", lede), lede
 
