@@ -126,6 +126,44 @@ def risk_colorscale(base_rate: float | None, act_at: float | None) -> list[list[
     ]
 
 
+LABEL_PX = 18
+"""Least distance (px) between two colour-bar labels' centres: 12 px text and a gap."""
+COLORBAR_PAD = 10
+"""Plotly's default ``colorbar.ypad``: the bar is this much shorter at each end."""
+
+
+def _bar_px(height: int) -> float:
+    m = _layout("")["margin"]
+    return float(height - m["t"] - m["b"] - 2 * COLORBAR_PAD)
+
+
+def colorbar_labels(
+    base_rate: float | None, act_at: float | None, *, bar_px: float
+) -> tuple[list[float], list[str]]:
+    """The heat map colour bar's tick positions (log10 p_fail) and texts: the anchors
+    (fleet mean, where the plan acts) and those of :data:`TICKS` at least
+    :data:`LABEL_PX` from every anchor on a bar ``bar_px`` long — a round tick that
+    close to an anchor is dropped (the anchor names its own value); two anchors that
+    close share one label, midway, naming both values."""
+    lo = math.log10(FLOOR)
+    gap = LABEL_PX / max(bar_px, 1.0) * -lo  # in decades
+    marks: list[tuple[float, str]] = []
+    named = ((base_rate, "fleet mean"), (act_at, "plan acts"))
+    for p, name in sorted(((p, n) for p, n in named if p), key=lambda a: a[0]):
+        v, text = math.log10(max(p, FLOOR)), f"{name} {p:.2%}"
+        if marks and v - marks[-1][0] < gap:
+            v0, t0 = marks.pop()
+            v, text = (v0 + v) / 2, f"{t0} · {text}"
+        marks.append((v, text))
+    ticks = [
+        (math.log10(t), f"{t:.1%}".replace(".0%", "%"))
+        for t in TICKS
+        if FLOOR <= t <= 1.0 and all(abs(math.log10(t) - v) >= gap for v, _ in marks)
+    ]
+    both = sorted([*ticks, *marks])
+    return [v for v, _ in both], [t for _, t in both]
+
+
 def rack_heatmap(
     cells: Sequence[RackCell], *, base_rate: float | None = None, act_at: float | None = None
 ) -> Figure:
@@ -147,12 +185,8 @@ def rack_heatmap(
         mean = f"{c.p_mean:.2%}" if c.p_mean is not None else "n/a"
         lines = (c.rack, f"pools: {c.pools}", f"{c.scored}/{c.nodes} nodes scored")
         text[i][j] = "<br>".join([*_texts(lines), f"max p_fail {top}", f"mean p_fail {mean}"])
-    ticks = [t for t in TICKS if FLOOR <= t <= 1.0]
-    anchors = [(p, name) for p, name in ((base_rate, "fleet mean"), (act_at, "plan acts")) if p]
-    tickvals = [math.log10(t) for t in ticks] + [math.log10(max(p, FLOOR)) for p, _ in anchors]
-    ticktext = [f"{t:.1%}".replace(".0%", "%") for t in ticks] + [
-        f"{name} {p:.2%}" for p, name in anchors
-    ]
+    height = max(220, 90 + 40 * len(spines))
+    tickvals, ticktext = colorbar_labels(base_rate, act_at, bar_px=_bar_px(height))
     trace = {
         "type": "heatmap",
         "x": _texts(positions),
@@ -172,7 +206,6 @@ def rack_heatmap(
         "xgap": 2,
         "ygap": 2,
     }
-    height = max(220, 90 + 40 * len(spines))
     return {
         "data": [trace],
         "layout": _layout(

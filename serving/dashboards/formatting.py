@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numbers
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -58,11 +59,17 @@ def age(d: timedelta | None) -> str:
 
 
 def num(x: Any, digits: int = 1) -> str:
+    """A count or measure with thousands separators: integers (Python's or numpy's) as
+    ``10,000``, floats to ``digits`` decimals (``1,234.5``); anything else as text."""
     if x is None:
         return "—"
-    if isinstance(x, float):
-        return f"{x:,.{digits}f}"
-    return f"{x:,}" if isinstance(x, int) else str(x)
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, numbers.Integral):
+        return f"{int(x):,}"
+    if isinstance(x, numbers.Real):
+        return f"{float(x):,.{digits}f}"
+    return str(x)
 
 
 def sig(x: float) -> str:

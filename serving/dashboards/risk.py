@@ -9,12 +9,13 @@ stale nodes are listed and never scored, and a feature-set mismatch is refused, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from predops.core.contracts import FailureRisk
+from predops.core.contracts import FailureRisk, Reason
 from predops.models.failure.config import PRIMARY_HORIZON
 from predops.pipelines.workspace.errors import FeatureStoreError
 from predops.serving.context import ServeContext
@@ -22,6 +23,15 @@ from predops.serving.fleet import FRESH
 
 REASONS_FOR = 25
 """Nodes (riskiest first) that get reasons: a TreeSHAP pass each, so not the whole fleet."""
+SHOWN = 3
+"""Reasons a listed node gets (the scorer's default, cached per scoring pass)."""
+MAX_EXPLAINED = 200
+"""Most nodes one :meth:`FleetRisk.explain` call explains (a page lists fewer)."""
+ALL_REASONS = 10_000
+"""``top`` that asks :meth:`FleetRisk.explain` for every contribution above noise."""
+
+Explainer = Callable[[Sequence[str], int], dict[str, tuple[Reason, ...]]]
+"""Reasons of node ids (those scored in the same pass), ``top`` of them per node."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,9 +46,24 @@ class FleetRisk:
     """``name v<version>`` of the model that scored."""
     online_as_of: datetime | None = None
     problem: str | None = None
+    explainer: Explainer | None = field(default=None, compare=False, repr=False)
+    """The scoring pass's reasons of any node it scored (beyond the riskiest
+    :data:`REASONS_FOR`, or more than :data:`SHOWN` each)."""
 
     def by_node(self) -> dict[str, FailureRisk]:
         return {r.node_id: r for r in self.risks}
+
+    def explain(self, node_ids: Sequence[str], top: int = SHOWN) -> dict[str, tuple[Reason, ...]]:
+        """The ``top`` largest reasons (by absolute contribution, as the model ranks
+        them) of each of ``node_ids`` that this pass scored; at most
+        :data:`MAX_EXPLAINED` nodes a call."""
+        if len(node_ids) > MAX_EXPLAINED:
+            raise ValueError(f"{len(node_ids)} nodes to explain; at most {MAX_EXPLAINED}")
+        scored = self.by_node()
+        ids = [n for n in dict.fromkeys(node_ids) if n in scored]
+        if not ids or self.explainer is None:
+            return {}
+        return self.explainer(ids, top)
 
 
 def fleet_risk(ctx: ServeContext, *, horizon: timedelta = PRIMARY_HORIZON) -> FleetRisk:
@@ -104,4 +129,13 @@ def fleet_risk(ctx: ServeContext, *, horizon: timedelta = PRIMARY_HORIZON) -> Fl
             f"{now.isoformat()} (newest sample {seen}); run the features job"
         )
     stale = tuple(sorted(snap.node_ids[i] for i in every[status != FRESH]))
-    return FleetRisk(now, horizon, risks, stale, label, snap.as_of, problem)
+
+    def explainer(ids: Sequence[str], top: int) -> dict[str, tuple[Reason, ...]]:
+        rows = [snap.index[n] for n in ids]
+        if top == SHOWN:  # the pass's cached reasons (the API's ``explain`` too)
+            found = fleet.reasons(rows, h)
+        else:
+            found = scorer.reasons(fleet.design.take(np.asarray(rows, np.int64)), h, top=top)
+        return dict(zip(ids, found, strict=True))
+
+    return FleetRisk(now, horizon, risks, stale, label, snap.as_of, problem, explainer)

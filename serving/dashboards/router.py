@@ -43,6 +43,7 @@ from predops.serving.dashboards import (
     plans,
     registry_view,
     view,
+    why,
 )
 from predops.serving.dashboards.risk import fleet_risk
 from predops.serving.sessions import COOKIE
@@ -167,7 +168,7 @@ def fleet_board(request: Request, ctx: Ctx, horizon_h: float | None = None) -> H
         "/",
         risk=board,
         figure=figure,
-        top=[r for r in top if r["state"] == "ready"],
+        top=why.explained([r for r in top if r["state"] == "ready"][:TOP_NODES], board),
         out_of_service=[r for r in top if r["state"] != "ready"],
         nodes=inventory.height,
         horizon_h=board.horizon.total_seconds() / 3600,
@@ -206,7 +207,8 @@ def node_page(request: Request, ctx: Ctx, node_id: str) -> HTMLResponse:
         raise HTTPException(404, f"no node {node_id!r} in the lake's inventory")
     risk = fleet_risk(ctx)
     current = risk.by_node().get(node_id)
-    reasons = [r.feature for r in current.reasons] if current else []
+    why_ = why.node_why(risk, node_id) if current else None
+    reasons = [r.feature for r in (*why_.raising, *why_.lowering)] if why_ else []
     rng = view.time_range(request.query_params, now, default=NODE_RANGE)
     history = node.risk_history(
         ctx, node_id, since=rng.since, until=rng.until, horizon=risk.horizon
@@ -244,6 +246,7 @@ def node_page(request: Request, ctx: Ctx, node_id: str) -> HTMLResponse:
         node_id=node_id,
         where=where[0],
         current=current,
+        why=why_,
         rank=rank,
         risk=risk,
         history=history,

@@ -8,6 +8,7 @@ import inspect
 import math
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -155,3 +156,44 @@ def test_risk_colours_are_anchored_on_the_base_rate_and_the_action_threshold() -
     bar = fig["data"][0]["colorbar"]
     assert "fleet mean 1.00%" in bar["ticktext"] and "plan acts 20.00%" in bar["ticktext"]
     assert charts.risk_colorscale(None, None)[0][0] == 0.0  # no anchors: a plain scale
+
+
+TEXT_PX = 14
+"""Height of a 12 px colour-bar label, with a pixel either side: closer centres overlap."""
+
+
+@pytest.mark.parametrize("spines", [1, 4, 30])
+@pytest.mark.parametrize(
+    ("base_rate", "act_at"),
+    [
+        (0.0615, None),  # the screenshot: "10%" under "fleet mean 6.15%"
+        (0.0615, 0.2),
+        (0.0112, 0.0935),  # "1%" and "10%" both next to an anchor
+        (0.009, 0.011),  # two anchors next to each other
+        (0.00005, 0.5),  # an anchor below the floor, one near no tick
+        (0.001, 1.0),  # anchors on round ticks
+        (None, None),
+    ],
+)
+def test_colour_bar_labels_never_overlap(
+    spines: int, base_rate: float | None, act_at: float | None
+) -> None:
+    cells = [
+        RackCell(f"sp{i:02d}", f"sp{i:02d}-rk1", "rk1", 4, 4, 0.02, 0.01, "train")
+        for i in range(spines)
+    ]
+    fig = charts.rack_heatmap(cells, base_rate=base_rate, act_at=act_at)
+    trace, layout = fig["data"][0], fig["layout"]
+    bar = trace["colorbar"]
+    # the bar spans the plot area less plotly's default 10 px padding at each end
+    bar_px = layout["height"] - layout["margin"]["t"] - layout["margin"]["b"] - 20
+    px = [(v - trace["zmin"]) / (trace["zmax"] - trace["zmin"]) * bar_px for v in bar["tickvals"]]
+    assert px == sorted(px) and len(px) == len(bar["ticktext"])
+    assert all(-0.5 <= p <= bar_px + 0.5 for p in px)
+    closest = min((b - a for a, b in pairwise(px)), default=math.inf)
+    assert closest >= TEXT_PX, list(zip(bar["ticktext"], px, strict=True))
+    text = " ".join(bar["ticktext"])
+    for p, name in ((base_rate, "fleet mean"), (act_at, "plan acts")):
+        if p:
+            assert f"{name} {p:.2%}" in text  # an anchor is never dropped
+    assert len(px) >= 3  # still a scale to read, not just the anchors

@@ -119,7 +119,8 @@ def test_node_page_risk_telemetry_and_history(page: Any, artifacts: Path) -> Non
     assert _with_data(risk) and risk["traces"][0]["y"] >= 24  # a day of hourly scores
     telemetry = _chart(charts, "telemetry")
     assert _with_data(telemetry) and len(telemetry["traces"]) >= 2
-    assert page.locator("#node-reasons li").count() >= 1
+    # reasons that raise its risk, or a plain note that fewer than three do
+    assert page.locator("#node-reasons li, #reasons-note").count() >= 1
 
 
 def test_demand_pages_fan_chart(page: Any, artifacts: Path) -> None:
