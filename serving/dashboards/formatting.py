@@ -10,7 +10,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-FILTERS = ("pct", "when", "age", "num", "sig")
+FILTERS = ("pct", "when", "utc", "age", "num", "sig")
 """The functions the templates use as filters, by these names."""
 
 
@@ -35,6 +35,20 @@ def when(t: datetime | str | None) -> Markup | str:
     return Markup('<time datetime="{}">{}</time>').format(
         u.strftime("%Y-%m-%dT%H:%M:%SZ"), u.strftime("%Y-%m-%d %H:%M UTC")
     )
+
+
+def utc(t: datetime | str | None) -> str:
+    """A time as plain text, ``YYYY-MM-DD HH:MM UTC``: for attribute values (a ``title``),
+    where :func:`when`'s markup would end the attribute."""
+    if t is None:
+        return "—"
+    if isinstance(t, str):
+        try:
+            t = datetime.fromisoformat(t)
+        except ValueError:
+            return t
+    u = (t.replace(tzinfo=UTC) if t.tzinfo is None else t).astimezone(UTC)
+    return u.strftime("%Y-%m-%d %H:%M UTC")
 
 
 def times_in(text: str, pattern: re.Pattern[str]) -> Markup:

@@ -4,6 +4,7 @@ node page's event markers and repeat-offender hint, through the app (no browser)
 from __future__ import annotations
 
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import polars as pl
@@ -51,6 +52,30 @@ def test_times_are_time_elements_in_utc(client: TestClient) -> None:
     for iso, text in times:
         assert iso.endswith("Z") and text.endswith(" UTC")
         assert text[:16] == f"{iso[:10]} {iso[11:16]}"
+
+
+class _Attributes(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bad: list[tuple[str, str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.bad += [(tag, k, v) for k, v in attrs if v and ("<" in v or ">" in v)]
+
+
+def test_no_markup_ends_up_inside_an_attribute(client: TestClient) -> None:
+    """A time's ``<time>`` markup inside a ``title`` ends the attribute and spills into
+    the page (it did in the demand index's headroom and history cells)."""
+    for path in (*PAGES, "/plans", "/demand/" + _a_series(client)):
+        parser = _Attributes()
+        parser.feed(client.get(path).text)
+        assert parser.bad == [], (path, parser.bad[:3])
+
+
+def _a_series(client: TestClient) -> str:
+    found = re.search(r'<a href="/demand/([^"]+)">', client.get("/demand").text)
+    assert found
+    return found.group(1)
 
 
 def test_plan_rows_link_to_nodes_and_pools(client: TestClient) -> None:
