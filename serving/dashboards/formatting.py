@@ -44,10 +44,12 @@ def utc(t: datetime | str | None) -> str:
         return "—"
     if isinstance(t, str):
         try:
-            t = datetime.fromisoformat(t)
+            at = datetime.fromisoformat(t)
         except ValueError:
             return t
-    u = (t.replace(tzinfo=UTC) if t.tzinfo is None else t).astimezone(UTC)
+    else:
+        at = t
+    u = (at.replace(tzinfo=UTC) if at.tzinfo is None else at).astimezone(UTC)
     return u.strftime("%Y-%m-%d %H:%M UTC")
 
 
