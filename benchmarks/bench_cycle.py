@@ -20,7 +20,7 @@ else copied) and runs ``--cycles`` cycles. A cycle appends the next 5 minutes of
 telemetry and demand for every node and series (``ingest``: the ingest writer, as the
 scheduler's Prometheus ingest does), then runs, each in its own fresh process so that
 memory figures do not mix (with the modules a long-running scheduler holds imported
-first, :data:`WARM_IMPORTS`):
+first, :func:`_warm_imports`):
 
 - ``today``: the scheduler's pipeline job as it was done before it became incremental
   (the runner's data cutoff, then ``pipelines.scheduler.steps`` ``features`` ->
@@ -318,33 +318,31 @@ def _incremental(ws: Path, cutoff: datetime, out: Path) -> dict[str, Any]:
     return {"stages": stages, "plan_file": report["plan_file"], "detail": report["detail"]}
 
 
-WARM_IMPORTS = (
-    "polars",
-    "sqlalchemy",
-    "mlflow",
-    "mlflow.pyfunc",
-    "lightgbm",
-    "sklearn",
-    "predops.pipelines.jobs.plan",
-    "predops.pipelines.jobs.cycle",
-    "predops.pipelines.jobs.failure",
-    "predops.pipelines.jobs.demand",
-    "predops.pipelines.scheduler.steps",
-)
-"""Imported before any stage is timed, on both paths: what the scheduler's long-running
-process (jobs run in its thread pool) holds after its first run. Each cycle runs in a
-fresh process so that memory figures do not mix; without these a cycle would count a
-cold import of MLflow and LightGBM that the scheduler pays once. Reported as
-``imports_s``, outside the stages."""
+def _warm_imports() -> None:
+    """Imported before any stage is timed, on both paths: what the scheduler's
+    long-running process (jobs run in its thread pool) holds after its first run. Each
+    cycle runs in a fresh process so that memory figures do not mix; without these a
+    cycle would count a cold import of MLflow and LightGBM that the scheduler pays once.
+    Reported as ``imports_s``, outside the stages."""
+    import lightgbm  # noqa: F401
+    import polars  # noqa: F401
+    import sklearn  # noqa: F401
+    import sqlalchemy  # noqa: F401
+
+    import predops.pipelines.jobs.cycle
+    import predops.pipelines.jobs.demand
+    import predops.pipelines.jobs.failure
+    import predops.pipelines.jobs.plan
+    import predops.pipelines.scheduler.steps  # noqa: F401
+    from predops.pipelines.workspace import registry
+
+    registry._python_object_model()  # MLflow's pyfunc, imported where only the registry may
 
 
 def worker(path: str, ws: Path, cutoff: datetime, out: Path) -> None:
     """One cycle of one path in this (fresh) process; prints its JSON."""
-    import importlib
-
     t0 = time.perf_counter()
-    for name in WARM_IMPORTS:
-        importlib.import_module(name)
+    _warm_imports()
     imports_s = time.perf_counter() - t0
     out.mkdir(parents=True, exist_ok=True)
     res = (_today if path == "today" else _incremental)(ws, cutoff, out)

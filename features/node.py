@@ -1,4 +1,7 @@
 """Node features from telemetry, as pure ``LazyFrame -> LazyFrame`` steps.
+Over 500 lines: the bucket aggregation, the grid, the window kernels (over every bucket
+and at the last one only, which must stay bitwise equal) and the static, event and peer
+steps are one definition of the features that training and serving share.
 
 How it works (and why it is point-in-time correct):
 

@@ -232,19 +232,25 @@ def _holdout_part(
     per horizon (on a worker)."""
     lf = _scan(files).filter(pl.col("node_id").is_in(list(ids)) & (pl.col("ts") >= start))
     frame = lf.collect()
+    rule = fj.reactive_rule()
+    with_rule = set(rule.columns) <= set(frame.columns)  # as the local job's baseline
     out: Scored = []
     for i, h in enumerate(model.horizons):
         rows = observed(frame, h, label_cutoff=last_ts)
         y = rows[label_name(h)].to_numpy().astype(np.float64)
         p = model.predict_proba(rows)[:, i] if rows.height else np.zeros(0)
         keys = rows.select(ROW, *ORDER).with_columns(pl.col("node_id").cast(pl.String))
-        out.append(keys.with_columns(y=pl.Series(y, dtype=pl.Float64), p=pl.Series(p)))
+        part = keys.with_columns(y=pl.Series(y, dtype=pl.Float64), p=pl.Series(p))
+        if with_rule:
+            r = rule.score(rows) if rows.height else np.zeros(0)
+            part = part.with_columns(r=pl.Series(r, dtype=pl.Float64))
+        out.append(part)
     return out
 
 
 def _metrics(horizons: Sequence[timedelta], parts: Sequence[Scored]) -> dict[str, float]:
-    """:func:`predops.pipelines.jobs.failure.holdout_metrics` from the partitions' scores,
-    in the local job's row order."""
+    """:func:`predops.pipelines.jobs.failure.holdout_metrics` and ``baseline_metrics``
+    from the partitions' scores, in the local job's row order."""
     out: dict[str, float] = {}
     for i, h in enumerate(horizons):
         rows = pl.concat([p[i] for p in parts]).sort(ROW).sort(*ORDER, maintain_order=True)
@@ -252,6 +258,8 @@ def _metrics(horizons: Sequence[timedelta], parts: Sequence[Scored]) -> dict[str
         if y.size == 0 or y.sum() == 0:
             continue
         out.update(fj.horizon_metrics(h, y, rows["p"].to_numpy()))
+        if "r" in rows.columns:
+            out.update(fj.rule_horizon_metrics(h, y, rows["r"].to_numpy()))
     return out
 
 

@@ -172,22 +172,33 @@ def baseline_metrics(
     rows :func:`holdout_metrics` scores: its PR-AUC and recall at 0.5 % false alarms per
     horizon, as ``baseline/reactive_rule/<metric>`` (:data:`BASELINE_PREFIX`); nothing
     when the frame lacks the rule's columns. A yes/no rule has no Brier score."""
-    columns = node_rule_columns()
-    if not set(columns) <= set(frame.columns):
+    rule = reactive_rule()
+    if not set(rule.columns) <= set(frame.columns):
         return {}
-    rule = ReactiveRule(columns)
     out: dict[str, float] = {}
     for h in model.horizons:
         rows = observed(frame, h, label_cutoff=label_cutoff)
         y = rows[label_name(h)].to_numpy().astype(np.float64)
         if y.size == 0 or y.sum() == 0:
             continue
-        tag, score = f"{h.total_seconds() / 3600:g}h", rule.score(rows)
-        out[f"{BASELINE_PREFIX}reactive_rule/pr_auc_{tag}"] = M.pr_auc(y, score)
-        out[f"{BASELINE_PREFIX}reactive_rule/recall_at_fpr_0.005_{tag}"] = M.at_fpr(
-            y, score, 0.005
-        )["recall"]
+        out.update(rule_horizon_metrics(h, y, rule.score(rows)))
     return out
+
+
+def reactive_rule() -> ReactiveRule:
+    """The rule :func:`baseline_metrics` scores (over :func:`node_rule_columns`)."""
+    return ReactiveRule(node_rule_columns())
+
+
+def rule_horizon_metrics(h: timedelta, y: np.ndarray, score: np.ndarray) -> dict[str, float]:
+    """The :func:`baseline_metrics` of one horizon from its labels and the rule's scores."""
+    tag = f"{h.total_seconds() / 3600:g}h"
+    return {
+        f"{BASELINE_PREFIX}reactive_rule/pr_auc_{tag}": M.pr_auc(y, score),
+        f"{BASELINE_PREFIX}reactive_rule/recall_at_fpr_0.005_{tag}": M.at_fpr(y, score, 0.005)[
+            "recall"
+        ],
+    }
 
 
 BASELINE_PREFIX = "baseline/"

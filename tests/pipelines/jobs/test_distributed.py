@@ -141,6 +141,8 @@ def test_training_over_max_rows_fits_whole_sampled_nodes(
     assert rep["params"] == local.params()
     held = frame.filter(pl.col("ts") >= start)
     expected = fj.holdout_metrics(local, held, label_cutoff=frame["ts"].max())
+    expected |= fj.baseline_metrics(local, held, label_cutoff=frame["ts"].max())
+    assert any(k.startswith(fj.BASELINE_PREFIX) for k in expected)
     assert {k: v for k, v in rep["metrics"].items() if k != "fit_seconds"} == expected
 
 
