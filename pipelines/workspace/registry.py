@@ -127,6 +127,8 @@ def _python_object_model() -> type:
     about 2 s of CPU, which commands that never touch a model should not pay."""
     import mlflow.pyfunc
 
+    quiet_mlflow_logs()  # the class's creation raises MLflow's type-hint note
+
     class PythonObjectModel(mlflow.pyfunc.PythonModel):  # type: ignore[misc,name-defined]
         """A Python object and its predict function as an MLflow pyfunc model."""
 

@@ -110,8 +110,18 @@ def quiet_mlflow_logs() -> None:
     db.setLevel(logging.WARNING)
     logging.getLogger("mlflow.models.utils").addFilter(_DropExtraInputNotes())
     logging.getLogger("mlflow.pyfunc").addFilter(_DropPickleNotes())
+    ignore_signature_notes()
+
+
+def ignore_signature_notes() -> None:
+    """Warning filters for MLflow's notes on the signatures it infers from our examples."""
     # Raised when the wrapper class is built or loaded: its predict is typed by the
     # signature, not by Python type hints (for the process: every load and log).
     warnings.filterwarnings(
         "ignore", message=".*Add type hints to the `predict` method", category=UserWarning
+    )
+    # Raised when a signature is inferred from an example with integer columns: the
+    # signature is only the model's record of its inputs; scoring never enforces it.
+    warnings.filterwarnings(
+        "ignore", message="Hint: Inferred schema contains integer column", category=UserWarning
     )

@@ -211,3 +211,24 @@ def test_a_logged_object_loads_in_a_fresh_process(uri: str) -> None:
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     assert out.stdout.split() == ["ConstantModel", "7.0", "1"]
+
+
+def test_mlflow_notes_about_our_own_signatures_are_not_printed() -> None:
+    """The integer-columns hint and the type-hint note are about the signature MLflow
+    infers from our example; nobody running predops can act on them."""
+    import warnings
+
+    from predops.pipelines.workspace.registry_store import ignore_signature_notes
+
+    with warnings.catch_warnings(record=True) as seen:
+        ignore_signature_notes()
+        warnings.warn(
+            "Hint: Inferred schema contains integer column(s). Integer columns ...",
+            UserWarning,
+            stacklevel=1,
+        )
+        warnings.warn(
+            "Add type hints to the `predict` method to enable ...", UserWarning, stacklevel=1
+        )
+        warnings.warn("something else", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["something else"]
