@@ -66,6 +66,7 @@ from predops.pipelines.workspace import promotion_records as records
 from predops.pipelines.workspace.errors import RegistryError, RegistryUnavailable
 from predops.pipelines.workspace.promotion_records import AliasState, VersionTags
 from predops.pipelines.workspace.registry_store import (
+    ignore_signature_notes,
     quiet_mlflow_logs,
     store_problem,
 )
@@ -127,7 +128,7 @@ def _python_object_model() -> type:
     about 2 s of CPU, which commands that never touch a model should not pay."""
     import mlflow.pyfunc
 
-    quiet_mlflow_logs()  # the class's creation raises MLflow's type-hint note
+    ignore_signature_notes()  # the class's creation raises MLflow's type-hint note
 
     class PythonObjectModel(mlflow.pyfunc.PythonModel):  # type: ignore[misc,name-defined]
         """A Python object and its predict function as an MLflow pyfunc model."""
@@ -213,6 +214,7 @@ def _mlflow(uri: str | None) -> Iterator[Any]:
         with warnings.catch_warnings():
             # MLflow warns about its own internals (pydantic, setuptools) on import paths.
             warnings.simplefilter("ignore", category=FutureWarning)
+            ignore_signature_notes()  # again here: an outer catch_warnings may have reset them
             # Logged at every registration: the signature is inferred from an example
             # (log_and_register), which is deliberately not stored with the model.
             warnings.filterwarnings(
