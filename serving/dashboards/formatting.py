@@ -18,20 +18,25 @@ def pct(p: float | None, digits: int = 2) -> str:
     return "n/a" if p is None else f"{p:.{digits}%}"
 
 
-def when(t: datetime | str | None) -> Markup | str:
-    """A time as ``<time datetime="<ISO UTC>">YYYY-MM-DD HH:MM UTC</time>``: the page's
-    script (``static/view.js``) shows it in the viewer's zone with the offset; text
-    that is not a time is returned as it is (escaped by the template)."""
+def _in_utc(t: datetime | str | None) -> datetime | str:
+    """``t`` as an aware UTC time; "—" for None, and text that is not a time as it is."""
     if t is None:
         return "—"
     if isinstance(t, str):
         try:
-            at = datetime.fromisoformat(t)
+            t = datetime.fromisoformat(t)
         except ValueError:
             return t
-    else:
-        at = t
-    u = (at.replace(tzinfo=UTC) if at.tzinfo is None else at).astimezone(UTC)
+    return (t.replace(tzinfo=UTC) if t.tzinfo is None else t).astimezone(UTC)
+
+
+def when(t: datetime | str | None) -> Markup | str:
+    """A time as ``<time datetime="<ISO UTC>">YYYY-MM-DD HH:MM UTC</time>``: the page's
+    script (``static/view.js``) shows it in the viewer's zone with the offset; text
+    that is not a time is returned as it is (escaped by the template)."""
+    u = _in_utc(t)
+    if isinstance(u, str):
+        return u
     return Markup('<time datetime="{}">{}</time>').format(
         u.strftime("%Y-%m-%dT%H:%M:%SZ"), u.strftime("%Y-%m-%d %H:%M UTC")
     )
@@ -40,17 +45,8 @@ def when(t: datetime | str | None) -> Markup | str:
 def utc(t: datetime | str | None) -> str:
     """A time as plain text, ``YYYY-MM-DD HH:MM UTC``: for attribute values (a ``title``),
     where :func:`when`'s markup would end the attribute."""
-    if t is None:
-        return "—"
-    if isinstance(t, str):
-        try:
-            at = datetime.fromisoformat(t)
-        except ValueError:
-            return t
-    else:
-        at = t
-    u = (at.replace(tzinfo=UTC) if at.tzinfo is None else at).astimezone(UTC)
-    return u.strftime("%Y-%m-%d %H:%M UTC")
+    u = _in_utc(t)
+    return u if isinstance(u, str) else u.strftime("%Y-%m-%d %H:%M UTC")
 
 
 def times_in(text: str, pattern: re.Pattern[str]) -> Markup:
