@@ -69,6 +69,7 @@ from predops.pipelines.workspace.registry_store import (
     ignore_signature_notes,
     quiet_mlflow_logs,
     store_problem,
+    without_type_hint_note,
 )
 
 PREFIX = "predops."
@@ -128,18 +129,19 @@ def _python_object_model() -> type:
     about 2 s of CPU, which commands that never touch a model should not pay."""
     import mlflow.pyfunc
 
-    ignore_signature_notes()  # the class's creation raises MLflow's type-hint note
+    ignore_signature_notes()
+    with without_type_hint_note():  # the class's creation raises MLflow's type-hint note
 
-    class PythonObjectModel(mlflow.pyfunc.PythonModel):  # type: ignore[misc,name-defined]
-        """A Python object and its predict function as an MLflow pyfunc model."""
+        class PythonObjectModel(mlflow.pyfunc.PythonModel):  # type: ignore[misc,name-defined]
+            """A Python object and its predict function as an MLflow pyfunc model."""
 
-        def __init__(self, obj: Any, predict: Predict) -> None:
-            self.obj = obj
-            self.predict_fn = predict
+            def __init__(self, obj: Any, predict: Predict) -> None:
+                self.obj = obj
+                self.predict_fn = predict
 
-        # No type hints on purpose: MLflow reads them as an input schema and warns.
-        def predict(self, context, model_input, params=None):  # type: ignore[no-untyped-def]
-            return self.predict_fn(self.obj, model_input)
+            # No type hints on purpose: MLflow reads them as an input schema and warns.
+            def predict(self, context, model_input, params=None):  # type: ignore[no-untyped-def]
+                return self.predict_fn(self.obj, model_input)
 
     # Pickles name the class ``predops.pipelines.workspace.registry.PythonObjectModel``;
     # the module's __getattr__ resolves that name when a model is loaded in a fresh process.
@@ -666,9 +668,15 @@ def rollback(name: str, *, uri: str | None = None) -> dict[str, Any]:
     return {"model": full, "rolled_back": current, "champion_after": previous, "history": hist}
 
 
+def _ms_utc(ms: int | None) -> datetime | None:
+    """MLflow's milliseconds since the epoch as a UTC time (None stays None)."""
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC)
+
+
 def list_models(*, uri: str | None = None) -> list[dict[str, Any]]:
-    """Every ``predops.*`` registered model with its versions, aliases and tags, and
-    ``alias_states``: each gated alias' :class:`AliasState` as a dict."""
+    """Every ``predops.*`` registered model with its versions (``created_at`` when
+    registered, UTC), aliases and tags, and ``alias_states``: each gated alias'
+    :class:`AliasState` as a dict."""
     with _mlflow(uri) as client:
         out = []
         for rm in client.search_registered_models(filter_string=f"name LIKE '{PREFIX}%'"):
@@ -693,6 +701,7 @@ def list_models(*, uri: str | None = None) -> list[dict[str, Any]]:
                             "run_id": v.run_id,
                             "aliases": sorted(aliases.get(str(v.version), [])),
                             "tags": dict(v.tags),
+                            "created_at": _ms_utc(v.creation_timestamp),
                         }
                         for v in sorted(versions, key=lambda v: int(v.version))
                     ],

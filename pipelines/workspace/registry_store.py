@@ -23,6 +23,8 @@ from __future__ import annotations
 import logging
 import sqlite3
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from urllib.parse import quote
@@ -111,6 +113,25 @@ def quiet_mlflow_logs() -> None:
     logging.getLogger("mlflow.models.utils").addFilter(_DropExtraInputNotes())
     logging.getLogger("mlflow.pyfunc").addFilter(_DropPickleNotes())
     ignore_signature_notes()
+
+
+TYPE_HINT_NOTE = "Add type hints to the `predict` method"
+
+
+@contextmanager
+def without_type_hint_note() -> Iterator[None]:
+    """Drop MLflow's type-hint note raised inside the block; re-raise any other warning.
+
+    MLflow raises that note when a ``PythonModel`` subclass is created, inside its own
+    ``catch_warnings`` with a "once" filter put first, so no filter of ours reaches it
+    (:func:`ignore_signature_notes` does not). Recording the block's warnings does:
+    MLflow's inner ``catch_warnings`` keeps our recorder."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        if TYPE_HINT_NOTE not in str(w.message):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
 def ignore_signature_notes() -> None:

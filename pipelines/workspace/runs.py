@@ -24,7 +24,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -215,12 +215,34 @@ class RunStore:
             ).fetchall()
         return {r["job"]: r["ended"] for r in rows if r["ended"]}
 
-    def runs(self, job: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        """The latest attempts (newest first), steps decoded."""
+    def runs(
+        self,
+        job: str | None = None,
+        limit: int = 100,
+        *,
+        status: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[dict[str, Any]]:
+        """The latest attempts (newest first), steps decoded; only ``job``'s, those in
+        ``status``, and those started in ``[since, until]`` (UTC) when given."""
+        where: list[str] = []
+        args: list[Any] = []
+        for clause, value in (
+            ("job = ?", job),
+            ("status = ?", status),
+            ("started_at >= ?", None if since is None else since.astimezone(UTC).isoformat()),
+            ("started_at <= ?", None if until is None else until.astimezone(UTC).isoformat()),
+        ):
+            if value is not None:
+                where.append(clause)
+                args.append(value)
+        sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
         with self._connect() as db:
-            sql = "SELECT * FROM runs"
-            args: tuple[Any, ...] = ()
-            if job is not None:
-                sql, args = sql + " WHERE job = ?", (job,)
             rows = db.execute(sql + " ORDER BY id DESC LIMIT ?", (*args, limit)).fetchall()
         return [{**dict(r), "steps": json.loads(r["steps"])} for r in rows]
+
+    def jobs(self) -> list[str]:
+        """The jobs that have recorded an attempt, sorted."""
+        with self._connect() as db:
+            return [r["job"] for r in db.execute("SELECT DISTINCT job FROM runs ORDER BY job")]

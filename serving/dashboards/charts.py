@@ -11,7 +11,7 @@ builders add themselves (``<br>`` between hover lines) stays markup.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
@@ -448,4 +448,28 @@ def reliability_plot(table: Sequence[dict[str, float]], *, title: str) -> Figure
             xaxis={"title": {"text": "mean predicted p_fail (bin)"}, "tickformat": ".1%"},
             yaxis={"title": {"text": "observed failure rate"}, "tickformat": ".1%"},
         ),
+    }
+
+
+def event_bars(
+    bins: Sequence[datetime],
+    counts: Mapping[str, Sequence[int]],
+    colours: Mapping[str, str],
+    *,
+    title: str,
+) -> Figure:
+    """Events per time bin, stacked by kind (``bins`` are the bins' starts, UTC)."""
+    data = [
+        {
+            "type": "bar",
+            "name": plot_text(kind),
+            "x": _iso(bins),
+            "y": list(values),
+            "marker": {"color": colours.get(kind, GREY)},
+        }
+        for kind, values in counts.items()
+    ]
+    return {
+        "data": data,
+        "layout": _layout(title, barmode="stack", yaxis={"title": _axis_title("events")}),
     }

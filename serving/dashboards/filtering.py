@@ -12,7 +12,8 @@ from typing import Any
 
 import polars as pl
 
-from predops.serving.dashboards import fleet, view
+from predops.policy.lending import Loan
+from predops.serving.dashboards import fleet, node_state, view
 
 NODE_KINDS = frozenset(
     {"cordon", "drain", "uncordon", "soft_taint", "remove_soft_taint", "set_reclaimable"}
@@ -20,9 +21,9 @@ NODE_KINDS = frozenset(
 """Plan candidates whose target is a node (the rest target a pool or a SKU)."""
 POOL_KINDS = frozenset({"resize_pool", "lend_nodes", "return_nodes"})
 """Plan candidates whose target is a pool."""
-STATES = ("ready", "cordoned", "in repair")
-"""A node's state as the plan filter offers it (``fleet.node_states`` in words:
-"cordoned by <owner>" is ``cordoned``)."""
+STATES = node_state.WORDS
+"""A node's state as the plan filter offers it (:class:`~predops.serving.dashboards.
+node_state.NodeState`'s ``word``: "cordoned by <owner>" is ``cordoned``)."""
 
 
 def offered(frame: pl.DataFrame, columns: Iterable[str], limit: int) -> dict[str, list[str]]:
@@ -45,11 +46,6 @@ def matching(rows: Sequence[Mapping[str, Any]], chosen: Mapping[str, str]) -> li
     return [r for r in rows if all(str(r.get(k)) == v for k, v in chosen.items())]
 
 
-def state_word(state: str) -> str:
-    """``cordoned by predops`` -> ``cordoned``; the other states as they are."""
-    return "cordoned" if state.startswith("cordoned") else state
-
-
 def plan_targets(plan: Mapping[str, Any]) -> list[str]:
     """The node ids the plan's actions and skips name."""
     rows = [*plan.get("actions", []), *plan.get("skips", [])]
@@ -57,7 +53,9 @@ def plan_targets(plan: Mapping[str, Any]) -> list[str]:
 
 
 def place_candidates(
-    plan: Mapping[str, Any], where: Mapping[str, Mapping[str, Any]], states: Mapping[str, str]
+    plan: Mapping[str, Any],
+    where: Mapping[str, Mapping[str, Any]],
+    states: Mapping[str, node_state.NodeState],
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The plan's actions and skips, each with the ``pool``, ``rack`` and ``state`` the
     filters test: a node candidate's from the inventory (``where``: node id -> row) and
@@ -71,7 +69,7 @@ def place_candidates(
                 **row,
                 "pool": place.get("pool"),
                 "rack": place.get("rack"),
-                "state": state_word(states.get(target, "ready")),
+                "state": states.get(target, node_state.READY).word,
             }
         pool = target if row.get("kind") in POOL_KINDS else None
         return {**row, "pool": pool, "rack": None, "state": None}
@@ -84,11 +82,17 @@ PLAN_FILTERS = ("kind", "pool", "rack", "state")
 
 
 def plan_view(
-    plan: Mapping[str, Any], params: Mapping[str, str], lake_dir: Path, now: datetime
+    plan: Mapping[str, Any],
+    params: Mapping[str, str],
+    lake_dir: Path,
+    now: datetime,
+    *,
+    loans: Mapping[str, Loan] | None = None,
 ) -> tuple[dict[str, Any], list[view.Filter]]:
     """The plan with only the actions and skips its filters keep, and the filters.
     Pools and racks come from the inventory at ``now``; node states (read from the
-    lake's events, only when the state filter is set) as :data:`STATES`."""
+    lake's events and pods and ``loans``, only when the state filter is set) as
+    :data:`STATES`."""
     inventory = fleet.inventory_at(lake_dir, now)
     where = {
         r["node_id"]: r for r in inventory.select("node_id", "pool", "rack").iter_rows(named=True)
@@ -109,7 +113,11 @@ def plan_view(
     chosen = view.chosen(found)
     if not chosen:
         return dict(plan), found
-    states = fleet.node_states(lake_dir, plan_targets(plan), now) if "state" in chosen else {}
+    states = (
+        node_state.node_states(lake_dir, plan_targets(plan), now, loans=loans)
+        if "state" in chosen
+        else {}
+    )
     actions, skips = place_candidates(plan, where, states)
     return {**plan, "actions": matching(actions, chosen), "skips": matching(skips, chosen)}, found
 

@@ -3,6 +3,7 @@ its current risk, summarised per rack for the heat map and listed riskiest first
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -10,12 +11,9 @@ from typing import Any
 
 import polars as pl
 
-from predops.pipelines.workspace.fleet_state import (
-    BACK_IN_SERVICE,
-    OUT_OF_SERVICE,
-    latest_as_of,
-)
+from predops.pipelines.workspace.fleet_state import latest_as_of
 from predops.pipelines.workspace.lake import Lake
+from predops.serving.dashboards.node_state import READY, NodeState
 from predops.serving.dashboards.risk import FleetRisk
 
 PLACEMENT = ("node_id", "pool", "sku", "gpu_model", "region", "zone", "spine", "rack")
@@ -82,48 +80,15 @@ def rack_cells(inventory: pl.DataFrame, risk: FleetRisk) -> list[RackCell]:
     return sorted(cells, key=lambda c: (c.spine, c.position))
 
 
-def node_states(lake_dir: Path, ids: list[str], now: datetime) -> dict[str, str]:
-    """Each of ``ids``' state from the lake's events up to ``now``, in words: ``ready``,
-    ``cordoned by <owner>``, ``in repair`` (the fleet state's rules; only these nodes'
-    events are read)."""
-    state = dict.fromkeys(ids, "ready")
-    lake = Lake(lake_dir)
-    if not ids or not lake.files("events"):
-        return state
-    ev = (
-        lake.scan("events")
-        .filter((pl.col("at") <= now) & pl.col("node_id").is_in(ids))
-        .select("node_id", "kind", "at", "cause")
-        .sort("at", "node_id", "kind")
-        .collect()
-    )
-    cordon: dict[str, str | None] = {}
-    repair: dict[str, bool] = {}
-    for node_id, kind, _at, cause in ev.iter_rows():
-        if kind in ("cordon", "drain"):
-            cordon[node_id] = cause or "someone"
-        elif kind == "uncordon":
-            cordon.pop(node_id, None)
-        elif kind in OUT_OF_SERVICE:
-            repair[node_id] = OUT_OF_SERVICE[kind]
-        elif kind in BACK_IN_SERVICE:
-            repair[node_id] = False
-    for node_id in ids:
-        if repair.get(node_id):
-            state[node_id] = "in repair"
-        elif node_id in cordon:
-            state[node_id] = f"cordoned by {cordon[node_id]}"
-    return state
-
-
 def top_nodes(
     inventory: pl.DataFrame,
     risk: FleetRisk,
     n: int = 25,
-    states: dict[str, str] | None = None,
+    states: Mapping[str, NodeState] | None = None,
 ) -> list[dict[str, Any]]:
     """The ``n`` riskiest scored nodes with placement, state and reasons (riskiest
-    first); ``states`` from :func:`node_states` (``ready`` when not given)."""
+    first); ``states`` from :func:`~predops.serving.dashboards.node_state.node_states`
+    (``ready`` when not given)."""
     where = {r["node_id"]: r for r in inventory.iter_rows(named=True)}
     out = []
     for r in risk.risks[:n]:
@@ -136,7 +101,7 @@ def top_nodes(
                 "rack": place.get("rack"),
                 "sku": place.get("sku"),
                 "reasons": [x.text for x in r.reasons],
-                "state": (states or {}).get(r.node_id, "ready"),
+                "state": (states or {}).get(r.node_id, READY),
             }
         )
     return out

@@ -48,12 +48,32 @@ def candidate_anchor(kind: str, target: str) -> str:
     return f"c-{kind}-{target}"
 
 
-def target_href(kind: str, target: str) -> str | None:
-    """Where a plan candidate's target is shown: a node's page, a pool's capacity row."""
+def buy_anchor(target: str) -> str:
+    """The id of a buy candidate's row (``<sku>@<region>``) on the capacity page."""
+    return f"buy-{target}"
+
+
+def buy_href(target: str, plan_id: str | None = None) -> str:
+    """The capacity page at a buy candidate's row, of ``plan_id`` (the newest plan when
+    None)."""
+    page = view.link("/capacity", {"plan_id": plan_id} if plan_id else {})
+    return f"{page}#{quote(buy_anchor(target), safe='@.-_')}"
+
+
+def plan_row_href(plan_id: str, kind: str, target: str) -> str:
+    """The plan page at a candidate's row (an action or a skip)."""
+    return f"/plans/{quote(plan_id, safe='')}#{quote(candidate_anchor(kind, target), safe='@.-_')}"
+
+
+def target_href(kind: str, target: str, plan_id: str | None = None) -> str | None:
+    """Where a plan candidate's target is shown: a node's page, a pool's capacity row,
+    a buy's row on the capacity page (of ``plan_id``)."""
     if kind in NODE_KINDS:
         return node_href(target)
     if kind in POOL_KINDS:
         return capacity_href(target)
+    if kind == "buy":
+        return buy_href(target, plan_id)
     return None
 
 
@@ -95,6 +115,8 @@ TEMPLATE_GLOBALS = (
     "model_href",
     "candidate_anchor",
     "target_href",
+    "buy_anchor",
+    "plan_row_href",
 )
 """The functions the templates call by these names."""
 

@@ -119,7 +119,16 @@ def buys(plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any
             continue
         ev, params = a.get("evidence") or {}, a.get("params") or {}
         worth = {k: a.get(k) for k in ("expected_benefit", "expected_cost")}
-        actions.append({"sku": a["target"], **params, "reason": a.get("reason", ""), **ev, **worth})
+        actions.append(
+            {
+                "sku": a["target"],
+                **params,
+                "reason": a.get("reason", ""),
+                **ev,
+                **worth,
+                "target": a["target"],
+            }
+        )
     skips = [s for s in plan.get("skips", []) if s.get("kind") == "buy"]
     return actions, skips
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -171,12 +171,66 @@ def _row(
     return {"what": what, "latest": latest, "age": age, "stale": stale, "limit": limit}
 
 
-def scheduled_runs(ctx: ServeContext, limit: int = 50) -> tuple[list[dict[str, Any]], str | None]:
-    """The scheduler's latest runs (newest first), or none and why. The run store is
-    only read: a workspace without one gets no file created."""
+RUN_STATUSES = ("running", "done", "failed", "skipped", "abandoned")
+"""A scheduled run's statuses, as the models page's filter offers them."""
+
+
+def run_jobs(ctx: ServeContext) -> list[str]:
+    """The jobs the scheduler has recorded runs of (none without a run store)."""
+    path = Path(ctx.settings.scheduler_db)
+    if not path.exists():
+        return []
+    from predops.pipelines.workspace.runs import RunStore
+
+    return RunStore(path).jobs()
+
+
+def scheduled_runs(
+    ctx: ServeContext,
+    limit: int = 50,
+    *,
+    job: str | None = None,
+    status: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The scheduler's latest runs (newest first; only ``job``'s, in ``status``,
+    started in ``[since, until]`` when given), or none and why. The run store is only
+    read: a workspace without one gets no file created."""
     path = Path(ctx.settings.scheduler_db)
     if not path.exists():
         return [], "no scheduler has run in this workspace yet (`predops schedule` starts one)"
     from predops.pipelines.workspace.runs import RunStore
 
-    return RunStore(path).runs(limit=limit), None
+    runs = RunStore(path).runs(job, limit, status=status, since=since, until=until)
+    if runs:
+        return runs, None
+    return [], "no run matches the filters and the time range"
+
+
+def _aware(text: str) -> datetime | None:
+    """An ISO time tag as an aware UTC time (a naive one is UTC); None if unreadable."""
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t
+
+
+def versions_in_range(
+    models: list[dict[str, Any]], since: datetime, until: datetime
+) -> list[dict[str, Any]]:
+    """Each model with only the versions trained on data up to a time in ``[since,
+    until]`` (their ``predops.data_cutoff`` tag; the registration time when the tag is
+    missing), and those an alias points at whenever they were trained (``hidden``:
+    how many versions the range left out)."""
+    out = []
+    for m in models:
+        kept = []
+        for v in m["versions"]:
+            cutoff = v["tags"].get("predops.data_cutoff")
+            at = _aware(cutoff) if cutoff else v.get("created_at")
+            if v["aliases"] or (at is not None and since <= at <= until):
+                kept.append(v)
+        out.append({**m, "versions": kept, "hidden": len(m["versions"]) - len(kept)})
+    return out

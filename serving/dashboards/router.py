@@ -27,6 +27,7 @@ from predops.serving.auth import page_access
 from predops.serving.context import Ctx
 from predops.serving.dashboards import (
     assets,
+    board_history,
     calibration,
     capacity_view,
     charts,
@@ -40,6 +41,7 @@ from predops.serving.dashboards import (
     links,
     model_links,
     node,
+    node_state,
     plans,
     registry_view,
     view,
@@ -53,6 +55,8 @@ TOP_NODES = 25
 """Riskiest in-service nodes listed on the board (out-of-service ones apart)."""
 NODE_RANGE = DEMAND_RANGE = "3d"
 """Default time range of the node and demand series pages (``?range=``, :mod:`view`)."""
+BOARD_RANGE = MODELS_RANGE = "7d"
+"""Default time range of the risk board's events and the models page's versions and runs."""
 SIZING_HISTORY = timedelta(hours=24)
 SPARK_HISTORY = timedelta(days=3)
 """What the demand index's sparklines draw."""
@@ -73,6 +77,7 @@ _env.globals.update(
     link=view.link, without=view.without, preset_link=view.preset_link, ranges=view.RANGES
 )
 _env.globals.update({k: getattr(links, k) for k in links.TEMPLATE_GLOBALS})
+_env.globals.update(state_text=node_state.state_text)
 _env.filters.update(qty=demand_view.quantity, evidence_unit=capacity_view.evidence_unit)
 templates = Jinja2Templates(env=_env)
 
@@ -155,11 +160,31 @@ def fleet_board(request: Request, ctx: Ctx, horizon_h: float | None = None) -> H
     cells = fleet.rack_cells(inventory, board)
     base_rate, act_at = _risk_anchors(ctx, risk)  # the whole fleet's, whatever is shown
     riskiest = [r.node_id for r in board.risks[: 2 * TOP_NODES]]
-    states = fleet.node_states(ctx.settings.lake_dir, riskiest, ctx.clock.now())
+    states = node_state.node_states(
+        ctx.settings.lake_dir,
+        riskiest,
+        ctx.clock.now(),
+        loans=node_state.open_loans(ctx.settings.audit_log, ctx.settings.plans_dir),
+    )
     top = fleet.top_nodes(inventory, board, n=2 * TOP_NODES, states=states)
+    in_service = [r for r in top if r["state"].in_service]
     figure = (
         charts.rack_heatmap(cells, base_rate=base_rate, act_at=act_at)
         if board.risks and cells
+        else None
+    )
+    rng = view.time_range(request.query_params, ctx.clock.now(), default=BOARD_RANGE)
+    happened = board_history.range_events(
+        ctx.settings.lake_dir, rng.since, rng.until, shown if chosen else None
+    )
+    happened_fig = (
+        charts.event_bars(
+            happened.bins,
+            happened.per_bin,
+            board_history.colours(),
+            title=f"Events per {formatting.age(happened.width)} on the nodes shown",
+        )
+        if happened.total
         else None
     )
     return _page(
@@ -168,8 +193,12 @@ def fleet_board(request: Request, ctx: Ctx, horizon_h: float | None = None) -> H
         "/",
         risk=board,
         figure=figure,
-        top=why.explained([r for r in top if r["state"] == "ready"][:TOP_NODES], board),
-        out_of_service=[r for r in top if r["state"] != "ready"],
+        top=why.explained(
+            [r for r in in_service if r["state"].busy is not False][:TOP_NODES], board
+        ),
+        idle=[r for r in in_service if r["state"].busy is False],
+        pods_known=any(r["state"].pods is not None for r in top),
+        out_of_service=[r for r in top if not r["state"].in_service],
         nodes=inventory.height,
         horizon_h=board.horizon.total_seconds() / 3600,
         horizons=horizons,
@@ -177,6 +206,9 @@ def fleet_board(request: Request, ctx: Ctx, horizon_h: float | None = None) -> H
         chosen=chosen,
         as_of=[("risk scores", risk.online_as_of or risk.as_of)],
         caveat=calibration.caveat(ctx),
+        rng=rng,
+        happened=happened,
+        happened_fig=happened_fig,
     )
 
 
@@ -239,12 +271,15 @@ def node_page(request: Request, ctx: Ctx, node_id: str) -> HTMLResponse:
         for f in (risk_fig, tel_fig)
     )
     rank = next((i + 1 for i, r in enumerate(risk.risks) if r.node_id == node_id), None)
+    loans = node_state.open_loans(ctx.settings.audit_log, ctx.settings.plans_dir)
+    state = node_state.node_states(ctx.settings.lake_dir, [node_id], now, loans=loans)[node_id]
     return _page(
         request,
         "node.html",
         "/",
         node_id=node_id,
         where=where[0],
+        state=state,
         current=current,
         why=why_,
         rank=rank,
@@ -429,11 +464,21 @@ def plan_page(request: Request, ctx: Ctx, plan_id: str) -> HTMLResponse:
 
 def _plan_page(request: Request, ctx: Any, plan_id: str, ids: list[str]) -> HTMLResponse:
     whole = _plan_or_404(ctx, plan_id)
+    now = ctx.clock.now()
+    loans = node_state.open_loans(ctx.settings.audit_log, ctx.settings.plans_dir)
     plan, found = filtering.plan_view(
-        whole, request.query_params, ctx.settings.lake_dir, ctx.clock.now()
+        whole, request.query_params, ctx.settings.lake_dir, now, loans=loans
     )
     risk = fleet_risk(ctx)
     p_fail = {r.node_id: r.p_fail for r in risk.risks}
+    groups = plans.skip_groups(plan, p_fail)
+    shown = [*plan.get("actions", []), *(s for g in groups for s in g["rows"])]
+    states = node_state.node_states(
+        ctx.settings.lake_dir,
+        [str(r["target"]) for r in shown if r.get("kind") in filtering.NODE_KINDS],
+        now,
+        loans=loans,
+    )
     return _page(
         request,
         "plan.html",
@@ -441,7 +486,8 @@ def _plan_page(request: Request, ctx: Any, plan_id: str, ids: list[str]) -> HTML
         as_of=[("plan", plan.get("created_at"))],
         plan=plan,
         ids=ids[:20],
-        skip_groups=plans.skip_groups(plan, p_fail),
+        skip_groups=groups,
+        states=states,
         alerts=[plans.alert_view(a) for a in plan.get("alerts", [])],
         audit=plans.audit_trail(ctx.settings.audit_log, plan_id),
         whole=whole,
@@ -455,6 +501,20 @@ def models_page(request: Request, ctx: Ctx) -> HTMLResponse:
     """Champion / challenger metrics, the failure champion's calibration, data
     freshness, scheduled job runs."""
     models, problem = registry_view.registered_models(ctx)
+    found = view.filters(
+        request.query_params,
+        {
+            "model": [m["name"] for m in models],
+            "job": registry_view.run_jobs(ctx),
+            "status": list(registry_view.RUN_STATUSES),
+        },
+        labels={"model": "model", "job": "scheduled job", "status": "run status"},
+    )
+    chosen = view.chosen(found)
+    rng = view.time_range(request.query_params, ctx.clock.now(), default=MODELS_RANGE)
+    models = registry_view.versions_in_range(
+        [m for m in models if m["name"] == chosen.get("model", m["name"])], rng.since, rng.until
+    )
     rel = registry_view.failure_reliability(ctx)
     rel_fig = None
     if rel["table"]:
@@ -462,7 +522,13 @@ def models_page(request: Request, ctx: Ctx) -> HTMLResponse:
             rel["table"],
             title=f"Reliability of {rel['model']} at {rel['horizon_h']:g} h, held-out rows",
         )
-    runs, runs_problem = registry_view.scheduled_runs(ctx)
+    runs, runs_problem = registry_view.scheduled_runs(
+        ctx,
+        job=chosen.get("job"),
+        status=chosen.get("status"),
+        since=rng.since,
+        until=rng.until,
+    )
     return _page(
         request,
         "models.html",
@@ -481,6 +547,8 @@ def models_page(request: Request, ctx: Ctx) -> HTMLResponse:
         runs_problem=runs_problem,
         caveat=calibration.caveat(ctx),
         links=model_links.links(ctx, models),
+        filters=found,
+        rng=rng,
     )
 
 

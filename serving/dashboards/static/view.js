@@ -1,4 +1,4 @@
-// Every page: times in the viewer's zone, the page's own refresh, anchors into closed
+// Every page: times in the viewer's zone (text, titles, charts, the custom range), the page's own refresh, anchors into closed
 // <details>. The server writes times as <time datetime="...Z">... UTC</time>; here each
 // becomes "YYYY-MM-DD HH:MM (UTC+hh:mm)" in this browser's zone (the UTC text stays in
 // its title). Charts' time axes are moved to the same zone by localizeFigure, which
@@ -41,6 +41,45 @@
       t.title = t.textContent;
       t.textContent = wall(d, false) + " (" + offset(d) + ")";
       t.dataset.local = "1";
+    });
+  }
+
+  // Title attributes (hover text) that name a UTC time ("2026-05-01 08:00 UTC", as the
+  // server writes them where markup cannot go) name it in this zone too.
+  var TITLE_UTC = /(\d{4}-\d{2}-\d{2} \d{2}:\d{2}) UTC/g;
+  function localizeTitles(root) {
+    (root || document).querySelectorAll("[title]").forEach(function (el) {
+      if (el.tagName === "TIME" || el.dataset.localTitle) { return; }
+      var title = el.getAttribute("title");
+      if (!TITLE_UTC.test(title)) { return; }
+      TITLE_UTC.lastIndex = 0;
+      el.setAttribute("title", title.replace(TITLE_UTC, function (m, t) {
+        var d = utc(t);
+        return d ? wall(d, false) + " (" + offset(d) + ")" : m;
+      }));
+      el.dataset.localTitle = "1";
+    });
+  }
+
+  // The custom time range's inputs: the server fills them in UTC; here they show and
+  // take this zone's wall clock, and are sent back as UTC ("...Z") on submit.
+  function localizeRange() {
+    var form = document.getElementById("range-picker");
+    if (!form) { return; }
+    var inputs = form.querySelectorAll("input[data-utc]");
+    inputs.forEach(function (i) {
+      var d = utc(i.value);
+      if (d) { i.value = wall(d, false).replace(" ", "T"); }
+    });
+    var zone = form.querySelector(".range-zone");
+    if (zone) { zone.textContent = "(your zone, " + offset(new Date()) + ")"; }
+    form.addEventListener("submit", function () {
+      inputs.forEach(function (i) {
+        var d = i.value ? new Date(i.value) : null;  // no offset: this zone's wall clock
+        if (!d || isNaN(d.getTime())) { return; }
+        i.type = "hidden";
+        i.value = d.toISOString().slice(0, 16) + "Z";
+      });
     });
   }
 
@@ -114,7 +153,7 @@
   }
 
   window.predopsView = { localizeFigure: localizeFigure, localizeTimes: localizeTimes };
-  function start() { localizeTimes(); openTarget(); refresh(); }
+  function start() { localizeTimes(); localizeTitles(); localizeRange(); openTarget(); refresh(); }
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", start);
   } else {

@@ -232,3 +232,39 @@ def test_mlflow_notes_about_our_own_signatures_are_not_printed() -> None:
         )
         warnings.warn("something else", UserWarning, stacklevel=1)
     assert [str(w.message) for w in seen] == ["something else"]
+
+
+def test_building_the_model_wrapper_prints_no_type_hint_note() -> None:
+    """MLflow raises its type-hint note when the wrapper class is created, under a
+    "once" filter of its own that no warning filter of ours overrides; a fresh process
+    (where the class is built, as when a model is loaded) prints nothing about it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import warnings; warnings.simplefilter('default')\n"
+        "from predops.pipelines.workspace import registry\n"
+        "registry._python_object_model()\n"
+        "warnings.warn('kept', UserWarning)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert "type hints" not in done.stderr, done.stderr
+    assert "UserWarning: kept" in done.stderr  # other warnings still show
+
+
+def test_the_type_hint_note_is_dropped_and_other_warnings_kept() -> None:
+    import warnings
+
+    from predops.pipelines.workspace.registry_store import without_type_hint_note
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with without_type_hint_note(), warnings.catch_warnings():
+            warnings.simplefilter("once", category=UserWarning)  # as MLflow does
+            warnings.warn(
+                "\x1b[33mAdd type hints to the `predict` method ...", UserWarning, stacklevel=1
+            )
+            warnings.warn("something else", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["something else"]

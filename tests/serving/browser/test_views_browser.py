@@ -78,8 +78,8 @@ def test_node_range_picker_bounds_the_charts(page: Any, artifacts: Path) -> None
     page.click("#range-picker button")
     page.wait_for_url(lambda url: "range=custom" in url, timeout=30_000)
     page.wait_for_load_state("networkidle")
-    q = parse_qs(urlsplit(page.url).query)
-    assert q["from"] == ["2026-01-12T00:00"] and q["to"] == ["2026-01-12T06:00"]
+    q = parse_qs(urlsplit(page.url).query)  # typed in this browser's zone (UTC), sent as UTC
+    assert q["from"] == ["2026-01-12T00:00Z"] and q["to"] == ["2026-01-12T06:00Z"]
     xs = page.evaluate("() => document.getElementById('risk-history').data[0].x")
     assert xs and all("2026-01-12 00:00:00" <= x <= "2026-01-12 06:00:00" for x in xs), xs[:3]
     assert page.errors == []
