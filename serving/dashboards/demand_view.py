@@ -128,14 +128,24 @@ def headroom(
 
 
 def index_rows(
-    frame: pl.DataFrame, served: ServedForecast, rows: list[dict[str, Any]], *, history: timedelta
+    frame: pl.DataFrame,
+    served: ServedForecast,
+    rows: list[dict[str, Any]],
+    *,
+    history: timedelta,
+    until: datetime | None = None,
 ) -> list[dict[str, Any]]:
     """The demand index's rows (``rows`` from :func:`demand.series_table`) with
-    ``unit``, ``spark`` (the last ``history`` of actuals) and ``headroom``."""
+    ``unit``, ``spark`` (``history`` of actuals up to ``until``, default the newest row)
+    and ``headroom``."""
     if not rows:
         return []
-    end = frame["ts"].max()
-    recent = frame.filter(pl.col("ts") > end - history) if isinstance(end, datetime) else frame
+    end = frame["ts"].max() if until is None else until
+    recent = (
+        frame.filter((pl.col("ts") > end - history) & (pl.col("ts") <= end))
+        if isinstance(end, datetime)
+        else frame
+    )
     by_series = {
         str(k[0]): g["value"].cast(pl.Float64).to_numpy()
         for k, g in recent.sort("ts").group_by("series_id", maintain_order=True)

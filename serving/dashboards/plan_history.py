@@ -19,11 +19,13 @@ from fastapi.responses import HTMLResponse
 from predops.pipelines.workspace.audit import AuditLog
 from predops.serving.auth import page_access
 from predops.serving.context import Ctx
-from predops.serving.dashboards import plans
+from predops.serving.dashboards import plans, view
 from predops.serving.dashboards.router import _page, _plan_or_404, templates
 
 PAGE = 20
 """Plans listed per page of the history (newest first; ``?offset=`` pages on)."""
+HISTORY_RANGE = "7d"
+"""Default time range of the history (``?range=``): plans created in the last week."""
 APPLY_OUTCOMES = (
     "done",
     "would_run",
@@ -75,9 +77,15 @@ def outcome(entries: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def history(ctx: Any, offset: int = 0, limit: int = PAGE) -> dict[str, Any]:
-    """One page of past plans, newest first, each with its counts and outcome."""
-    ids = plans.plan_ids(ctx.settings.plans_dir)
+def history(
+    ctx: Any, offset: int = 0, limit: int = PAGE, rng: view.TimeRange | None = None
+) -> dict[str, Any]:
+    """One page of past plans (created in ``rng`` when given), newest first, each with
+    its counts and outcome; ``outside``: plans created outside the range."""
+    if rng is None:
+        ids, outside = plans.plan_ids(ctx.settings.plans_dir), 0
+    else:
+        ids, outside = plans.plan_ids_between(ctx.settings.plans_dir, rng.since, rng.until)
     audit = by_plan(ctx.settings.audit_log)
     rows: list[dict[str, Any]] = []
     for pid in ids[offset : offset + limit]:
@@ -103,7 +111,7 @@ def history(ctx: Any, offset: int = 0, limit: int = PAGE) -> dict[str, Any]:
                 "problem": None,
             }
         )
-    return {"rows": rows, "total": len(ids), "offset": offset, "limit": limit}
+    return {"rows": rows, "total": len(ids), "offset": offset, "limit": limit, "outside": outside}
 
 
 @pages.get("/plans", response_class=HTMLResponse)
@@ -111,7 +119,8 @@ def plan_history(request: Request, ctx: Ctx, offset: int = 0) -> HTMLResponse:
     """Past plans, newest first: counts by action kind, approvals and apply outcomes."""
     if offset < 0:
         raise HTTPException(422, "offset: must be >= 0")
-    return _page(request, "plan_history.html", "/plans", **history(ctx, offset))
+    rng = view.time_range(request.query_params, ctx.clock.now(), default=HISTORY_RANGE)
+    return _page(request, "plan_history.html", "/plans", rng=rng, **history(ctx, offset, rng=rng))
 
 
 @pages.get("/plans/{plan_id}/audit", response_class=HTMLResponse)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,24 @@ def plan_ids(plans_dir: Path) -> list[str]:
             if gone.parent == plans_dir:
                 del _created_at[gone]
     return sorted(created, key=lambda i: (created[i], i), reverse=True)
+
+
+def plan_ids_between(plans_dir: Path, since: datetime, until: datetime) -> tuple[list[str], int]:
+    """The ids of the plans created in ``[since, until]``, newest first, and how many
+    were created outside it (a plan whose time cannot be read is kept)."""
+    kept, outside = [], 0
+    for pid in plan_ids(plans_dir):
+        try:
+            at = datetime.fromisoformat(_created(plans_dir / f"{pid}.json"))
+        except ValueError:
+            kept.append(pid)
+            continue
+        at = at.replace(tzinfo=UTC) if at.tzinfo is None else at
+        if since <= at <= until:
+            kept.append(pid)
+        else:
+            outside += 1
+    return kept, outside
 
 
 def _created(path: Path) -> str:

@@ -57,9 +57,8 @@ NODE_RANGE = DEMAND_RANGE = "3d"
 """Default time range of the node and demand series pages (``?range=``, :mod:`view`)."""
 BOARD_RANGE = MODELS_RANGE = "7d"
 """Default time range of the risk board's events and the models page's versions and runs."""
-SIZING_HISTORY = timedelta(hours=24)
-SPARK_HISTORY = timedelta(days=3)
-"""What the demand index's sparklines draw."""
+CAPACITY_RANGE = "24h"
+"""Default history of the capacity page's fan charts (``?range=``), before the next 48 h."""
 DEMAND_FILTERS = ("pool", "gpu_model", "resource")
 """Filters of the demand index (columns of the series table)."""
 
@@ -314,10 +313,15 @@ def demand_index(request: Request, ctx: Ctx) -> HTMLResponse:
         request.query_params, {k: filtering.distinct(rows, k) for k in DEMAND_FILTERS}
     )
     served = demand.served_forecast(ctx, frame)
-    shown = demand_view.index_rows(
-        frame, served, filtering.matching(rows, view.chosen(found)), history=SPARK_HISTORY
-    )
     newest = max((r["last_ts"] for r in rows), default=None)
+    rng = view.time_range(request.query_params, newest or ctx.clock.now(), default=DEMAND_RANGE)
+    shown = demand_view.index_rows(
+        frame,
+        served,
+        filtering.matching(rows, view.chosen(found)),
+        history=rng.span,
+        until=rng.until,
+    )
     return _page(
         request,
         "demand_index.html",
@@ -326,7 +330,7 @@ def demand_index(request: Request, ctx: Ctx) -> HTMLResponse:
         filters=found,
         as_of=[("demand", newest)],
         served=served,
-        history_days=SPARK_HISTORY / timedelta(days=1),
+        rng=rng,
     )
 
 
@@ -395,6 +399,9 @@ def capacity(request: Request, ctx: Ctx, plan_id: str | None = None) -> HTMLResp
     series = demand.series_table(frame)
     sizing = plans.pool_sizing(plan) if plan else []
     series, sizing, found = filtering.capacity_view(series, sizing, request.query_params)
+    served = demand.served_forecast(ctx, frame)
+    newest = max((r["last_ts"] for r in series), default=None)
+    rng = view.time_range(request.query_params, newest or ctx.clock.now(), default=CAPACITY_RANGE)
     sizing_fig = None
     if sizing:
         pools = [r["pool"] for r in sizing]
@@ -408,12 +415,13 @@ def capacity(request: Request, ctx: Ctx, plan_id: str | None = None) -> HTMLResp
             title="Nodes per pool: now, needed for p90 demand, and what the plan holds",
             unit="nodes",
         )
-    served = demand.served_forecast(ctx, frame)
     pool_figs = []
     for row in series:
-        shown = demand.series_view(frame, served, row["series_id"], history=SIZING_HISTORY)
+        shown = demand.series_view(
+            frame, served, row["series_id"], history=rng.span, until=rng.until
+        )
         shown["series_id"] = row["series_id"]
-        fig = _fan(shown, f"{row['series_id']}: demand vs capacity, next 48 h", with_capacity=True)
+        fig = _fan(shown, f"{row['series_id']}: demand vs capacity", with_capacity=True)
         if fig is not None:
             pool_figs.append((row["series_id"], fig))
     buys, buy_skips = plans.buys(plan) if plan else ([], [])
@@ -434,6 +442,7 @@ def capacity(request: Request, ctx: Ctx, plan_id: str | None = None) -> HTMLResp
         filters=found,
         reach=reach,
         no_buy=capacity_view.no_buy_headline(reach, buy_skips) if reach and not buys else None,
+        rng=rng,
     )
 
 

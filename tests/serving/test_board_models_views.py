@@ -18,7 +18,7 @@ from predops.serving.dashboards import board_history, node_state
 from predops.serving.dashboards.fleet import inventory_at
 from tests.serving.conftest import settings_for
 from tests.serving.test_dashboard_views import _options, _table
-from tests.serving.test_dashboards import client
+from tests.serving.test_dashboards import _figures, client
 
 __all__ = ["client"]
 
@@ -184,3 +184,36 @@ def test_buy_rows_link_the_plan_and_the_capacity_page(client: TestClient) -> Non
         back = f"/plans/{plan_id}#c-buy-{target}"
         assert f'href="{back}"' in row
         assert f'id="c-buy-{target}"' in plan
+
+
+def _peaks(html: str) -> dict[str, float]:
+    """Each demand series' sparkline peak, from its label (``..., peak 12.3 GPUs``)."""
+    rows = re.findall(r'<tr data-series="([^"]+)">.*?aria-label="[^"]*, peak ([\d,.]+)', html, re.S)
+    return {sid: float(v.replace(",", "")) for sid, v in rows}
+
+
+def test_demand_index_and_capacity_draw_their_range(client: TestClient) -> None:
+    week = client.get("/demand", params={"range": "7d"}).text
+    quarter = client.get("/demand", params={"range": "6h"}).text
+    assert 'class="preset active" data-range="6h"' in quarter
+    a, b = _peaks(week), _peaks(quarter)
+    assert a and a.keys() == b.keys()
+    assert all(b[k] <= a[k] for k in a) and any(b[k] < a[k] for k in a), (a, b)
+    for preset, hours in (("24h", 24), ("6h", 6)):
+        page = client.get("/capacity", params={"range": preset}).text
+        figs = {k: f for k, f in _figures(page).items() if k.startswith("pool-")}
+        assert figs
+        for fig in figs.values():
+            xs = next(t["x"] for t in fig["data"] if t["name"] == "actual")
+            first, last = datetime.fromisoformat(xs[0]), datetime.fromisoformat(xs[-1])
+            assert timedelta(0) < last - first <= timedelta(hours=hours), (preset, xs[0], xs[-1])
+
+
+def test_plan_history_lists_the_plans_of_its_range(client: TestClient) -> None:
+    html = client.get("/plans").text
+    assert 'class="preset active" data-range="7d"' in html
+    listed = re.findall(r'<tr data-plan-id="([^"]+)">', html)
+    assert listed
+    none = client.get("/plans", params={"from": "2020-01-01T00:00", "to": "2020-01-02T00:00"})
+    assert none.status_code == 200 and 'data-plan-id="' not in none.text
+    assert "No plans in this range" in none.text and f"{len(listed)} plan(s)" in none.text

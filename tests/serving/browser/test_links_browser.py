@@ -174,3 +174,33 @@ def test_node_charts_mark_failures_and_the_repeat_offender(
     )
     assert "failure (3)" in legend and "repair (3)" in legend
     assert page.errors == []
+
+
+def test_custom_range_and_hover_times_in_the_viewers_zone(berlin: Any, artifacts: Path) -> None:
+    berlin.goto("/")
+    node_id = berlin.locator("#top-nodes tbody tr a").first.inner_text()
+    berlin.goto(f"/nodes/{node_id}?range=custom&from=2026-01-12T00:00&to=2026-01-12T06:00")
+    berlin.wait_for_load_state("networkidle")
+    shown = berlin.evaluate(
+        "() => ['from', 'to'].map(n => "
+        "document.querySelector('#range-picker input[name=' + n + ']').value)"
+    )
+    assert shown == ["2026-01-12T01:00", "2026-01-12T07:00"]  # Berlin's wall clock
+    assert berlin.locator("#range-picker .range-zone").inner_text() == "(your zone, UTC+01:00)"
+    berlin.fill("#range-picker input[name=from]", "2026-01-12T03:00")
+    berlin.click("#range-picker button")
+    berlin.wait_for_url(lambda url: "from=2026-01-12T02%3A00Z" in url, timeout=30_000)
+    berlin.wait_for_load_state("networkidle")
+    q = parse_qs(urlsplit(berlin.url).query)
+    assert q["from"] == ["2026-01-12T02:00Z"] and q["to"] == ["2026-01-12T06:00Z"]
+    xs = berlin.evaluate("() => document.getElementById('risk-history').data[0].x")
+    assert xs and all("2026-01-12 03:00:00" <= x <= "2026-01-12 07:00:00" for x in xs), xs[:3]
+    # hover text (title attributes) with a UTC time names it in Berlin's time too
+    berlin.goto("/demand")
+    berlin.wait_for_load_state("networkidle")
+    titles = berlin.evaluate(
+        "() => Array.from(document.querySelectorAll('[data-local-title]')).map(e => e.title)"
+    )
+    assert titles and all("(UTC+01:00)" in t and " UTC " not in f"{t} " for t in titles), titles
+    berlin.screenshot(path=str(artifacts / "demand_berlin.png"), full_page=True)
+    assert berlin.errors == []

@@ -26,6 +26,12 @@ def _choose(pg: Any, name: str, value: str) -> None:
 def test_demand_filter_narrows_the_series(page: Any, artifacts: Path) -> None:
     _open(page, "/demand", artifacts / "demand_index_all.png")
     every = page.locator("#series tbody tr").count()
+    inner, card = page.evaluate(
+        "() => [document.querySelector('#series').parentElement, "
+        "document.querySelector('#series').closest('.card')]"
+        ".map(e => e.getBoundingClientRect().right)"
+    )
+    assert inner <= card  # the table stays inside its card (it scrolls there when wider)
     resource = page.locator("select[name=resource] option").nth(1).get_attribute("value")
     _choose(page, "resource", resource)
     assert parse_qs(urlsplit(page.url).query)["resource"] == [resource]
@@ -82,4 +88,68 @@ def test_node_range_picker_bounds_the_charts(page: Any, artifacts: Path) -> None
     assert q["from"] == ["2026-01-12T00:00Z"] and q["to"] == ["2026-01-12T06:00Z"]
     xs = page.evaluate("() => document.getElementById('risk-history').data[0].x")
     assert xs and all("2026-01-12 00:00:00" <= x <= "2026-01-12 06:00:00" for x in xs), xs[:3]
+    assert page.errors == []
+
+
+def _counts(pg: Any) -> dict[str, int]:
+    found = pg.locator("#range-events .pill").evaluate_all(
+        "ps => ps.map(p => [p.dataset.kind, p.querySelector('b').textContent])"
+    )
+    return {k: int(n.replace(",", "")) for k, n in found}
+
+
+def test_board_range_and_filters_keep_each_other(page: Any, artifacts: Path) -> None:
+    charts = _open(page, "/", artifacts / "fleet_7d.png")
+    assert _chart(charts, "range-events-chart")["drawn"]
+    week = _counts(page)
+    assert week["failure"] > 0 and page.locator("#recent-events tbody tr").count() > 0
+    page.click("#range-picker a[data-range='24h']")
+    page.wait_for_url(lambda url: "range=24h" in url, timeout=30_000)
+    page.wait_for_load_state("networkidle")
+    day = _counts(page)
+    assert all(n <= week[k] for k, n in day.items()) and sum(day.values()) < sum(week.values())
+    rack = page.locator("select[name=rack] option").nth(1).get_attribute("value")
+    _choose(page, "rack", rack)  # the filter keeps the range, and the range the filter
+    q = parse_qs(urlsplit(page.url).query)
+    assert q["rack"] == [rack] and q["range"] == ["24h"]
+    page.screenshot(path=str(artifacts / "fleet_rack_24h.png"), full_page=True)
+    page.click("#range-picker a[data-range='3d']")
+    page.wait_for_url(lambda url: "range=3d" in url, timeout=30_000)
+    assert parse_qs(urlsplit(page.url).query)["rack"] == [rack]
+    # every listed node state names its pods (busy) or says idle / out of service
+    states = page.locator("#top-nodes td.state").all_inner_texts()
+    assert states and all(s.endswith(("pods", "1 pod")) for s in states), states
+    assert page.errors == []
+
+
+def test_models_page_filter_and_range(page: Any, artifacts: Path) -> None:
+    _open(page, "/models", artifacts / "models_all.png")
+    every = page.locator("section.model").count()
+    model = page.locator("select[name=model] option").nth(1).get_attribute("value")
+    _choose(page, "model", model)
+    assert page.locator("section.model").count() == 1 < every
+    assert page.locator("section.model h2").inner_text() == model
+    page.click("#range-picker a[data-range='24h']")
+    page.wait_for_url(lambda url: "range=24h" in url, timeout=30_000)
+    assert parse_qs(urlsplit(page.url).query)["model"] == [model]
+    page.screenshot(path=str(artifacts / "models_one.png"), full_page=True)
+    assert page.errors == []
+
+
+def test_a_buy_candidate_links_to_its_capacity_row_and_back(page: Any, artifacts: Path) -> None:
+    _open(page, "/plans/latest", artifacts / "plan_buys.png")
+    page.locator("details.skip-group").evaluate_all("ds => ds.forEach(d => d.open = true)")
+    link = page.locator("a[href*='#buy-']").first
+    target = link.inner_text()
+    link.click()
+    page.wait_for_url(lambda url: "/capacity?plan_id=" in url and "#buy-" in url, timeout=30_000)
+    page.wait_for_load_state("networkidle")
+    row = page.locator(f"[id='buy-{target}']")
+    assert row.is_visible() and "target" in (row.get_attribute("class") or "")
+    page.screenshot(path=str(artifacts / "capacity_at_buy.png"), full_page=True)
+    row.locator("a").first.click()  # back to the plan, at the candidate's row
+    page.wait_for_url(lambda url: "/plans/" in url and "#c-buy-" in url, timeout=30_000)
+    page.wait_for_load_state("networkidle")
+    back = page.locator(f"[id='c-buy-{target}']")
+    assert back.is_visible() and "target" in (back.get_attribute("class") or "")
     assert page.errors == []
