@@ -17,7 +17,7 @@ from typing import Any
 import click
 import polars as pl
 
-from predops.pipelines.cli import colocation, demand, failure, labels, spares, usage
+from predops.pipelines.cli import colocation, demand, failure, labels, spares, text, usage
 from predops.pipelines.cli.allocator import allocator_group
 from predops.pipelines.cli.bootstrap import bootstrap_command
 from predops.pipelines.cli.lake import LAKE_COMMANDS
@@ -435,7 +435,8 @@ def _human_demo(o: dict[str, Any]) -> str:
         steps = ", ".join(f"{k} {v['status']}" for k, v in summary["steps"].items())
         lines.append(f"{job}: {summary['status']} ({steps})")
         if "plan" in summary:
-            lines.append(f"  plan {summary['plan']['plan_id']}: {summary['plan']['summary']}")
+            words = text.plan_summary(summary["plan"]["summary"])
+            lines.append(f"  plan {summary['plan']['plan_id']}: {words}")
     lines.append("seconds: " + ", ".join(f"{k} {v}" for k, v in o["steps"].items()))
     return "\n".join(lines)
 

@@ -38,6 +38,31 @@ def scalar(value: Any) -> str:
     return str(value)
 
 
+def counts(what: str, found: Mapping[str, Any] | None) -> str:
+    """``{"buy": 6, "drain:below_threshold": 195}`` as ``201 <what> (buy 6, drain
+    below_threshold 195)``; ``0 <what>`` when none."""
+    found = dict(found or {})
+    total = sum(int(n) for n in found.values())
+    if not found:
+        return f"0 {what}"
+    parts = ", ".join(f"{k.replace(':', ' ')} {scalar(n)}" for k, n in found.items())
+    return f"{total:,} {what} ({parts})"
+
+
+def plan_summary(summary: Mapping[str, Any] | None) -> str:
+    """A plan's summary (``{"actions": {kind: n}, "skips": {kind:reason: n}, "alerts":
+    n}``) in words: ``73 actions (buy 6, ...); 337 skips (...); 0 alerts``."""
+    summary = summary or {}
+    alerts = summary.get("alerts") or 0
+    return "; ".join(
+        (
+            counts("actions", summary.get("actions")),
+            counts("skips", summary.get("skips")),
+            f"{scalar(alerts)} alert{'s' if alerts != 1 else ''}",
+        )
+    )
+
+
 def _is_scalar(value: Any) -> bool:
     return not isinstance(value, Mapping | list | tuple)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from predops.pipelines.cli.main import main
-from predops.pipelines.cli.text import render, scalar
+from predops.pipelines.cli.text import plan_summary, render, scalar
 
 
 def test_scalars_read_as_numbers_and_times() -> None:
@@ -89,3 +89,16 @@ def test_apply_text_names_parameters_and_the_actions_reason() -> None:
     assert "from_nodes=38 to_nodes=41" in lines[1]
     assert lines[2].strip() == "why: p90 demand 41 nodes over 30 min exceeds 38"
     assert lines[-1].strip() == "result: [stale_risk]: risk is 3 h old"
+
+
+def test_a_plan_summary_reads_as_words() -> None:
+    summary = {
+        "actions": {"buy": 6, "resize_pool": 3},
+        "skips": {"drain:below_threshold": 1195, "drain:under_repair": 5},
+        "alerts": 1,
+    }
+    assert plan_summary(summary) == (
+        "9 actions (buy 6, resize_pool 3); 1,200 skips (drain below_threshold 1195, "
+        "drain under_repair 5); 1 alert"
+    )
+    assert plan_summary({}) == "0 actions; 0 skips; 0 alerts"
