@@ -37,10 +37,7 @@ from predops.serving.dashboards import (
     filtering,
     fleet,
     formatting,
-    incidents,
     links,
-    model_links,
-    node,
     node_state,
     plans,
     registry_view,
@@ -53,10 +50,10 @@ from predops.serving.sessions import COOKIE
 HERE = Path(str(files("predops.serving.dashboards")))
 TOP_NODES = 25
 """Riskiest in-service nodes listed on the board (out-of-service ones apart)."""
-NODE_RANGE = DEMAND_RANGE = "3d"
-"""Default time range of the node and demand series pages (``?range=``, :mod:`view`)."""
-BOARD_RANGE = MODELS_RANGE = "7d"
-"""Default time range of the risk board's events and the models page's versions and runs."""
+DEMAND_RANGE = "3d"
+"""Default time range of the demand pages (``?range=``, :mod:`view`)."""
+BOARD_RANGE = "7d"
+"""Default time range of the risk board's events."""
 CAPACITY_RANGE = "24h"
 """Default history of the capacity page's fan charts (``?range=``), before the next 48 h."""
 DEMAND_FILTERS = ("pool", "gpu_model", "resource")
@@ -224,83 +221,6 @@ def _risk_anchors(ctx: Any, risk: Any) -> tuple[float | None, float | None]:
         if a.get("kind") in ("cordon", "drain") and a.get("target") in p
     ]
     return base, (min(acted) if acted else None)
-
-
-@pages.get("/nodes/{node_id}", response_class=HTMLResponse)
-def node_page(request: Request, ctx: Ctx, node_id: str) -> HTMLResponse:
-    """One node: risk over time, the telemetry behind it, failure / repair history."""
-    if not node.valid_node_id(node_id):
-        raise HTTPException(422, "node_id: letters, digits, '.', '_', ':' or '-' only")
-    now = ctx.clock.now()
-    inventory = fleet.inventory_at(ctx.settings.lake_dir, now)
-    where = inventory.filter(inventory["node_id"] == node_id).to_dicts()
-    if not where:
-        raise HTTPException(404, f"no node {node_id!r} in the lake's inventory")
-    risk = fleet_risk(ctx)
-    current = risk.by_node().get(node_id)
-    why_ = why.node_why(risk, node_id) if current else None
-    reasons = [r.feature for r in (*why_.raising, *why_.lowering)] if why_ else []
-    rng = view.time_range(request.query_params, now, default=NODE_RANGE)
-    history = node.risk_history(
-        ctx, node_id, since=rng.since, until=rng.until, horizon=risk.horizon
-    )
-    risk_fig = None
-    events = node.events(ctx, node_id, until=now)
-    if history["ts"]:
-        risk_fig = charts.risk_over_time(
-            history["ts"],
-            history["p_fail"],
-            trained_until=history.get("trained_until"),
-            title=f"p_fail within {history['horizon_h']:g} h, scored by {history['model']}",
-        )
-    tel = node.telemetry(
-        ctx, node_id, since=rng.since, until=rng.until, first=node.telemetry_columns(reasons)
-    )
-    tel_fig = None
-    varying, flat = node.varying_columns(tel)
-    if tel.height and varying:
-        cols = varying[:6]
-        tel_fig = charts.telemetry_panels(
-            tel["ts"].to_list(),
-            {c: tel[c].cast(float).to_list() for c in cols},
-            "Telemetry (raw samples); the columns its reasons point at come first",
-        )
-    risk_fig, tel_fig = (
-        None if f is None else incidents.mark_events(f, events, rng.since, rng.until)
-        for f in (risk_fig, tel_fig)
-    )
-    rank = next((i + 1 for i, r in enumerate(risk.risks) if r.node_id == node_id), None)
-    loans = node_state.open_loans(ctx.settings.audit_log, ctx.settings.plans_dir)
-    state = node_state.node_states(ctx.settings.lake_dir, [node_id], now, loans=loans)[node_id]
-    return _page(
-        request,
-        "node.html",
-        "/",
-        node_id=node_id,
-        where=where[0],
-        state=state,
-        current=current,
-        why=why_,
-        rank=rank,
-        risk=risk,
-        history=history,
-        risk_fig=risk_fig,
-        in_sample=bool(
-            history["ts"]
-            and history.get("trained_until")
-            and history["trained_until"] > history["ts"][0]
-        ),
-        tel_fig=tel_fig,
-        flat=flat,
-        events=events,
-        rng=rng,
-        offender=incidents.repeat_offender(events, now),
-        repeat_failures=incidents.REPEAT_FAILURES,
-        repeat_days=incidents.REPEAT_WINDOW.days,
-        decision=links.plan_decision(ctx.settings.plans_dir, node_id, where[0].get("rack")),
-        as_of=[("risk score", risk.online_as_of or risk.as_of)],
-        caveat=calibration.caveat(ctx),
-    )
 
 
 @pages.get("/demand", response_class=HTMLResponse)
@@ -502,62 +422,6 @@ def _plan_page(request: Request, ctx: Any, plan_id: str, ids: list[str]) -> HTML
         whole=whole,
         filters=found,
         apply_execute=ctx.config.apply_execute,
-    )
-
-
-@pages.get("/models", response_class=HTMLResponse)
-def models_page(request: Request, ctx: Ctx) -> HTMLResponse:
-    """Champion / challenger metrics, the failure champion's calibration, data
-    freshness, scheduled job runs."""
-    models, problem = registry_view.registered_models(ctx)
-    found = view.filters(
-        request.query_params,
-        {
-            "model": [m["name"] for m in models],
-            "job": registry_view.run_jobs(ctx),
-            "status": list(registry_view.RUN_STATUSES),
-        },
-        labels={"model": "model", "job": "scheduled job", "status": "run status"},
-    )
-    chosen = view.chosen(found)
-    rng = view.time_range(request.query_params, ctx.clock.now(), default=MODELS_RANGE)
-    models = registry_view.versions_in_range(
-        [m for m in models if m["name"] == chosen.get("model", m["name"])], rng.since, rng.until
-    )
-    rel = registry_view.failure_reliability(ctx)
-    rel_fig = None
-    if rel["table"]:
-        rel_fig = charts.reliability_plot(
-            rel["table"],
-            title=f"Reliability of {rel['model']} at {rel['horizon_h']:g} h, held-out rows",
-        )
-    runs, runs_problem = registry_view.scheduled_runs(
-        ctx,
-        job=chosen.get("job"),
-        status=chosen.get("status"),
-        since=rng.since,
-        until=rng.until,
-    )
-    return _page(
-        request,
-        "models.html",
-        "/models",
-        models=models,
-        registry_problem=problem,
-        served=[ctx.failure.status(), ctx.demand.status()],
-        rel=rel,
-        rel_fig=rel_fig,
-        freshness=(fresh := registry_view.freshness(ctx)),
-        as_of=[
-            ("registry check", ctx.failure.status()["last_check"]),
-            *[(f["what"], f["latest"]) for f in fresh if f["what"] == "online node features"],
-        ],
-        runs=runs,
-        runs_problem=runs_problem,
-        caveat=calibration.caveat(ctx),
-        links=model_links.links(ctx, models),
-        filters=found,
-        rng=rng,
     )
 
 
