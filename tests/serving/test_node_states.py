@@ -143,3 +143,30 @@ def test_a_lent_node_names_its_borrower_and_return_time(tmp_path: Path) -> None:
     assert got["n1"].in_service and got["n2"].word == "cordoned"
     shown = str(state_text(got["n1"]))
     assert shown.startswith("lent to training, due back <time") and "2026-05-01 08:00" in shown
+
+
+def _direct(lake: Lake, node: str, now: datetime) -> int:
+    """The running pods of ``node`` at ``now``, read straight from the table."""
+    pods = lake.scan("pods").collect()
+    return pods.filter(
+        (pl.col("node_id") == node)
+        & (pl.col("scheduled_at") <= now)
+        & (pl.col("deleted_at").is_null() | (pl.col("deleted_at") > now))
+    )["pod_id"].n_unique()
+
+
+def test_running_pod_counts_follow_time_and_new_files(tmp_path: Path) -> None:
+    """The counts are kept between calls; they must still change when a pod is
+    scheduled or deleted at a later ``now``, and when the table gets a new file."""
+    from predops.serving.dashboards.node_state import running_pod_counts
+
+    lake = Lake(tmp_path / "lake")
+    lake.write("pods", "a", _pods([("a", "n1", 0, 3), ("b", "n1", 2, None), ("c", "n2", 5, 6)]))
+    for hour in (1, 2, 3, 4, 5, 6, 7, 1):
+        now = T0 + timedelta(hours=hour)
+        got = running_pod_counts(lake, ["n1", "n2"], now)
+        assert got == {n: _direct(lake, n, now) for n in ("n1", "n2")}, hour
+    now = T0 + timedelta(hours=7)  # after every change the table holds: kept as it is
+    assert running_pod_counts(lake, ["n1", "n2"], now) == {"n1": 1, "n2": 0}
+    lake.write("pods", "b", _pods([("d", "n2", 0, None)]))
+    assert running_pod_counts(lake, ["n1", "n2"], now) == {"n1": 1, "n2": 1}
