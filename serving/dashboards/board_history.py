@@ -66,17 +66,15 @@ def range_events(
     lake = Lake(lake_dir)
     frame = pl.DataFrame(schema={"node_id": pl.String, "kind": pl.String, "at": pl.Datetime})
     if lake.files("events"):
-        keep = pl.col("kind").is_in(KINDS) & pl.col("at").is_between(since, until)
-        if nodes is not None:
-            keep &= pl.col("node_id").is_in(sorted(nodes))
         frame = (
             lake.scan("events", start=since, end=until)
-            .filter(keep)
+            .filter(pl.col("kind").is_in(KINDS) & pl.col("at").is_between(since, until))
             .select("node_id", "kind", "at", "cause", "detail")
-            .unique()
-            .sort("at", "node_id", "kind", descending=[True, False, False])
             .collect()
         )
+        if nodes is not None:  # in memory: see node_state.node_states on is_in in a scan
+            frame = frame.filter(pl.col("node_id").is_in(sorted(nodes)))
+        frame = frame.unique().sort("at", "node_id", "kind", descending=[True, False, False])
     counts = dict.fromkeys(KINDS, 0)
     per_bin = {k: [0] * len(bins) for k in KINDS}
     for kind, at in zip(frame["kind"].to_list(), frame["at"].to_list(), strict=True):

@@ -185,12 +185,16 @@ def node_states(
     taken: dict[str, tuple[str, str]] = {}  # node -> (cordon | drain, by whom)
     out_of_service: dict[str, str] = {}  # node -> "in repair" | "in maintenance"
     if wanted and lake.files("events"):
+        # The node filter after the read: pushed into the Parquet scan, ``is_in`` costs
+        # ~70 ms on a few thousand events (it tests row-group statistics per value),
+        # against ~3 ms in memory; the events table is small (failures, drains...).
         ev = (
             lake.scan("events")
-            .filter((pl.col("at") <= now) & pl.col("node_id").is_in(wanted))
+            .filter(pl.col("at") <= now)
             .select("node_id", "kind", "at", "cause")
-            .sort("at", "node_id", "kind")
             .collect()
+            .filter(pl.col("node_id").is_in(wanted))
+            .sort("at", "node_id", "kind")
         )
         for node_id, kind, _at, cause in ev.iter_rows():
             if kind in ("cordon", "drain"):
