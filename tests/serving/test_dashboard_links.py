@@ -72,6 +72,40 @@ def test_no_markup_ends_up_inside_an_attribute(client: TestClient) -> None:
         assert parser.bad == [], (path, parser.bad[:3])
 
 
+class _Nesting(HTMLParser):
+    """Cards (``<section>``) inside cards, and blocks inside a paragraph: what a block
+    put in the wrong place of a template does (the HTML parser of a browser closes the
+    ``<p>`` and moves on, so nothing fails but the page reads wrong)."""
+
+    BLOCKS = frozenset({"section", "form", "table", "div", "p", "ul", "h2", "details"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open: list[str] = []
+        self.bad: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "section" and "section" in self.open:
+            self.bad.append(f"section in section ({dict(attrs).get('id')})")
+        if tag in self.BLOCKS and self.open and self.open[-1] == "p":
+            self.bad.append(f"<{tag}> in <p> ({dict(attrs).get('id')})")
+        if tag in self.BLOCKS:
+            self.open.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.BLOCKS and tag in self.open:
+            while self.open.pop() != tag:
+                pass
+
+
+def test_cards_and_paragraphs_nest_as_written(client: TestClient) -> None:
+    node = re.findall(r'<a href="/nodes/([^"]+)">', client.get("/").text)[0]
+    for path in (*PAGES, "/plans", "/demand/" + _a_series(client), f"/nodes/{node}"):
+        parser = _Nesting()
+        parser.feed(client.get(path).text)
+        assert parser.bad == [], (path, parser.bad[:3])
+
+
 def _a_series(client: TestClient) -> str:
     found = re.search(r'<a href="/demand/([^"]+)">', client.get("/demand").text)
     assert found
