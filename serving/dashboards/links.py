@@ -48,6 +48,10 @@ def candidate_anchor(kind: str, target: str) -> str:
     return f"c-{kind}-{target}"
 
 
+candidate_key = plans.candidate_key
+"""(:func:`plans.candidate_key`, a template global from here.)"""
+
+
 def buy_anchor(target: str) -> str:
     """The id of a buy candidate's row (``<sku>@<region>``) on the capacity page."""
     return f"buy-{target}"
@@ -116,6 +120,7 @@ TEMPLATE_GLOBALS = (
     "candidate_anchor",
     "target_href",
     "buy_anchor",
+    "candidate_key",
     "plan_row_href",
 )
 """The functions the templates call by these names."""

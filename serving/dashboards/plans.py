@@ -130,6 +130,16 @@ def pool_sizing(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: r["pool"])
 
 
+def candidate_key(row: dict[str, Any]) -> str:
+    """What names a plan candidate uniquely: its target, and for a buy action (whose
+    target is the SKU) ``<sku>@<region>``, as its skips are named."""
+    target = str(row.get("target"))
+    region = (row.get("params") or {}).get("region")
+    if row.get("kind") == "buy" and region and "@" not in target:
+        return f"{target}@{region}"
+    return target
+
+
 def buys(plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The plan's buy actions (with their demand quantiles and stock) and buy skips."""
     actions = []
@@ -145,7 +155,7 @@ def buys(plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any
                 "reason": a.get("reason", ""),
                 **ev,
                 **worth,
-                "target": a["target"],
+                "target": candidate_key(a),
             }
         )
     skips = [s for s in plan.get("skips", []) if s.get("kind") == "buy"]

@@ -73,9 +73,10 @@ def test_no_markup_ends_up_inside_an_attribute(client: TestClient) -> None:
 
 
 class _Nesting(HTMLParser):
-    """Cards (``<section>``) inside cards, and blocks inside a paragraph: what a block
-    put in the wrong place of a template does (the HTML parser of a browser closes the
-    ``<p>`` and moves on, so nothing fails but the page reads wrong)."""
+    """Cards (``<section>``) inside cards, blocks inside a paragraph, and an id given
+    twice: what a block put in the wrong place of a template or an anchor that does not
+    name its row does (a browser closes the ``<p>`` or lands on the first id and moves
+    on, so nothing fails but the page reads wrong)."""
 
     BLOCKS = frozenset({"section", "form", "table", "div", "p", "ul", "h2", "details"})
 
@@ -83,8 +84,13 @@ class _Nesting(HTMLParser):
         super().__init__()
         self.open: list[str] = []
         self.bad: list[str] = []
+        self.ids: set[str] = set()
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs).get("id")
+        if found is not None and found in self.ids:  # a link to it would land on the first
+            self.bad.append(f"id {found!r} twice")
+        self.ids.add(found or "")
         if tag == "section" and "section" in self.open:
             self.bad.append(f"section in section ({dict(attrs).get('id')})")
         if tag in self.BLOCKS and self.open and self.open[-1] == "p":

@@ -112,7 +112,7 @@ def test_demand_series_fan_chart_and_unknown_series(client: TestClient) -> None:
 
 def test_capacity_shows_sizing_and_explains_missing_buys(client: TestClient) -> None:
     html = client.get("/capacity").text
-    sizing = _figures(html)["sizing"]["data"]
+    sizing = _figures(html)["sizing-chart"]["data"]
     assert [t["name"] for t in sizing] == ["current nodes", "target nodes", "planned nodes"]
     assert all(v is not None for t in sizing for v in t["y"])
     # The simulated lake has stock positions; the hourly demand model reaches 48 h, not

@@ -298,3 +298,22 @@ def test_mlflow_ui_url_must_be_a_web_address(tmp_path: Path) -> None:
     bad.write_text('[server]\nmlflow_ui_url = "mlflow.example.org"\n')
     with pytest.raises(ConfigError, match=r"\[server\] mlflow_ui_url: .* must start with http"):
         load_serve_config(bad, {})
+
+
+def test_buy_candidates_are_named_by_sku_and_region() -> None:
+    """Two regions' buys of one SKU are two rows: their anchors must differ (a buy
+    action's target is the SKU, its skips are named ``<sku>@<region>``)."""
+    from predops.serving.dashboards.plans import buys, candidate_key
+
+    plan = {
+        "actions": [
+            {"kind": "buy", "target": "gpu-a", "params": {"region": r, "quantity": 2}}
+            for r in ("rg-1", "rg-2")
+        ],
+        "skips": [{"kind": "buy", "target": "gpu-b@rg-1", "reason": "not_needed"}],
+    }
+    keys = [candidate_key(a) for a in plan["actions"]]
+    assert keys == ["gpu-a@rg-1", "gpu-a@rg-2"]
+    assert [b["target"] for b in buys(plan)[0]] == keys
+    assert candidate_key(plan["skips"][0]) == "gpu-b@rg-1"
+    assert candidate_key({"kind": "drain", "target": "n1", "params": {"region": "x"}}) == "n1"

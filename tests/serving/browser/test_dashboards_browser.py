@@ -172,7 +172,7 @@ def test_demand_index_sparklines_headroom_units(page: Any, artifacts: Path) -> N
 
 def test_capacity_page_sizing_and_buy_plan(page: Any, artifacts: Path) -> None:
     charts = _open(page, "/capacity", artifacts / "capacity.png")
-    sizing = _chart(charts, "sizing")
+    sizing = _chart(charts, "sizing-chart")
     assert _with_data(sizing) and len(sizing["traces"]) == 3
     pools = [c for c in charts if c["id"].startswith("pool-")]
     assert pools and all(_with_data(c) for c in pools)
