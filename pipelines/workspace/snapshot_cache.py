@@ -41,12 +41,11 @@ VERSION = 1
 
 
 def code_digest() -> str:
-    """SHA-256 of the source of the allocator package and of ``fleet_state.py``."""
-    from predops.pipelines.workspace import fleet_state
-
+    """SHA-256 of the source of the allocator package and of ``fleet_state.py`` (its
+    neighbour here, which builds the snapshot)."""
     files = sorted(Path(predops.allocator.__file__).parent.rglob("*.py"))
     h = hashlib.sha256()
-    for f in [*files, Path(fleet_state.__file__)]:
+    for f in [*files, Path(__file__).with_name("fleet_state.py")]:
         h.update(f.name.encode())
         h.update(f.read_bytes())
     return h.hexdigest()
