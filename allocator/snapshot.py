@@ -434,6 +434,18 @@ class ClusterSnapshot:
         finally:
             self.revert()
 
+    # ------------------------------------------------------------------ pickling
+    def __getstate__(self) -> dict[str, Any]:
+        if self._savepoints:
+            raise RuntimeError("a snapshot with open forks cannot be pickled")
+        return dict(self.__dict__)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        # Versions come from this process's counter (see _TICK): the pickled ones may be
+        # handed out here again, and a cache keyed by (row, version) would trust them.
+        self._touch(np.arange(self._n))
+
     # ------------------------------------------------------------------ inspection
     def state(self) -> dict[str, Any]:
         """A comparable copy of everything that defines the cluster state (for tests and

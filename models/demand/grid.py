@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from predops.features.demand import SERIES, resample_demand
+from predops.features.demand import SERIES, DemandFeatureSpec, resample_demand
 from predops.models.demand.config import ForecastConfig
 
 
@@ -66,9 +66,16 @@ def grid_from_frame(df: pl.DataFrame) -> Grid:
     )
 
 
+def resampled(demand: pl.DataFrame | pl.LazyFrame, spec: DemandFeatureSpec) -> pl.LazyFrame:
+    """``demand`` rows on ``spec``'s grid, complete buckets only (see
+    :func:`features.demand.resample_demand`): the first step of every grid and panel, so
+    a forecast is a function of this frame (and the calendar and the model) alone."""
+    return resample_demand(demand_columns(demand), spec)
+
+
 def resample_grid(demand: pl.DataFrame | pl.LazyFrame, config: ForecastConfig) -> Grid:
     """``demand`` rows on ``config``'s grid (see :func:`features.demand.resample_demand`)."""
-    df = resample_demand(demand_columns(demand), config.spec).sort(SERIES, "ts").collect()
+    df = resampled(demand, config.spec).sort(SERIES, "ts").collect()
     if df.height == 0:
         raise ValueError("no demand rows")
     return grid_from_frame(df)

@@ -32,11 +32,10 @@ from predops.features.demand import (
     add_calendar_features,
     add_trend_features,
     demand_features,
-    resample_demand,
     trend_feature_name,
 )
 from predops.models.demand.config import ForecastConfig
-from predops.models.demand.grid import demand_columns, grid_from_frame
+from predops.models.demand.grid import grid_from_frame, resampled
 
 US_PER_S = 1_000_000
 SCALE_FLOOR_SHARE = 0.1
@@ -136,7 +135,7 @@ def build_panel(
     feature (window means, peaks and deviations, lags, the last sample, the scale and
     the seasonal noise), as a gap in the trace is; ``Panel.value`` keeps what was read.
     """
-    grid = resample_demand(demand_columns(demand), config.spec)
+    grid = resampled(demand, config.spec)
     if outage_gaps:
         grid = _outages_as_gaps(grid)
     feats = demand_features(grid, config.spec, calendar=calendar)

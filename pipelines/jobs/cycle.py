@@ -22,7 +22,14 @@ atomically after the stage's output) and re-reads only the lake files published 
 - **score** and **forecast** run once (today the plan step scored and forecast again)
   and hand their results to the plan; the score re-uses the previous cycle's risks when
   the online rows and the champion are unchanged (:mod:`predops.pipelines.jobs.
-  risk_cache`: the model is not even loaded).
+  risk_cache`: the model is not even loaded), the forecasts (pool sizing's hourly and
+  the buys' weekly) the previous cycle's when the served version and the model's input
+  grid are unchanged (:mod:`predops.pipelines.jobs.forecast_cache`: an hourly grid
+  changes once an hour);
+- **plan**: the snapshot of running pods (the allocator's, about 37,000 pods placed
+  on 10,000 nodes) is kept between cycles while the ``pods`` and ``inventory`` files are
+  the same and no pod started or stopped and no inventory row came since it was built
+  (:mod:`predops.pipelines.workspace.snapshot_cache`); the plan itself runs every cycle.
 
 The results equal the full recomputation (``tests/pipelines/jobs/test_cycle.py``
 checks features, risks and plan against today's steps, cycle after cycle). Any state
@@ -44,6 +51,7 @@ from typing import Any, TypeVar
 
 import polars as pl
 
+from predops.core.contracts import Forecast
 from predops.features.definitions import NodeFeatureSpec, node_feature_set
 from predops.features.node import floor_to_bucket
 from predops.pipelines.jobs.features import (
@@ -51,6 +59,7 @@ from predops.pipelines.jobs.features import (
     materialise_demand_online,
     materialise_node_online,
 )
+from predops.pipelines.workspace import snapshot_cache
 from predops.pipelines.workspace.atomic import atomic_write, atomic_write_text
 from predops.pipelines.workspace.feature_store import FeatureStore
 from predops.pipelines.workspace.fleet_state import latest_per_node
@@ -64,11 +73,7 @@ Files = dict[str, list[int]]
 
 
 def _files(lake: Lake, table: str) -> Files:
-    out: Files = {}
-    for f in lake.files(table):
-        st = f.stat()
-        out[str(f.relative_to(lake.root))] = [st.st_size, st.st_mtime_ns]
-    return out
+    return lake.fingerprint(table)
 
 
 @dataclass
@@ -259,8 +264,16 @@ def last_seen(lake: Lake, store: FeatureStore, now: datetime) -> dict[str, datet
     return dict(zip(seen["node_id"].to_list(), seen["ts"].to_list(), strict=True))
 
 
+# ---------------------------------------------------------------- the plan's snapshot
+def snapshot_file(store: FeatureStore) -> Path:
+    """Where the plan's snapshot of running pods is kept between cycles
+    (:mod:`predops.pipelines.workspace.snapshot_cache`)."""
+    return store.root / "online" / snapshot_cache.FILE
+
+
 # ---------------------------------------------------------------- the cycle
 Stage = Callable[[str, Callable[[], Any]], Any]
+ForecastNote = tuple[list[Forecast], dict[str, Any]]
 
 
 def _untimed(name: str, fn: Callable[[], T]) -> T:
@@ -297,7 +310,13 @@ def run_cycle(
     detail["features"] = stage("features", lambda: online_features(lake, store, as_of=now))
     risks, risk_note = stage("score", lambda: failure_risk(settings, now, reuse=True))
     _write_json(out / "risk.json", [r.to_dict() for r in risks])
-    forecasts, forecast_note = stage("forecast", lambda: demand_forecasts(settings))
+
+    def forecast() -> tuple[ForecastNote, ForecastNote]:
+        return demand_forecasts(settings, reuse=True), demand_forecasts(
+            settings, "weekly", reuse=True
+        )
+
+    (forecasts, forecast_note), buy = stage("forecast", forecast)
     _write_json(out / "forecasts.json", [f.to_dict() for f in forecasts])
     report = stage(
         "plan",
@@ -309,10 +328,12 @@ def run_cycle(
             policy=policy,
             scored=(risks, risk_note),
             forecasted=(forecasts, forecast_note),
+            buy_forecasted=buy,
             seen=last_seen(lake, store, now),
+            snapshot_cache=snapshot_file(store),
         ),
     )
-    detail["score"], detail["forecast"] = risk_note, forecast_note
+    detail["score"], detail["forecast"], detail["buy_forecast"] = risk_note, forecast_note, buy[1]
     report["detail"] = detail
     return dict(report)
 
@@ -322,4 +343,11 @@ def _write_json(path: Path, obj: Sequence[Any]) -> None:
     atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True, default=str) + "\n")
 
 
-__all__ = ["CycleState", "last_seen", "latest_telemetry", "online_features", "run_cycle"]
+__all__ = [
+    "CycleState",
+    "last_seen",
+    "latest_telemetry",
+    "online_features",
+    "run_cycle",
+    "snapshot_file",
+]

@@ -690,6 +690,8 @@ class DemandForecasts:
     version: str
     provenance: Provenance
     forecasts: tuple[Forecast, ...]
+    reused: bool = False
+    """The previous pass's forecasts (``issue_forecasts(reuse=True)``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The report ``predops forecast demand`` prints and the server serves."""
@@ -709,26 +711,43 @@ def issue_forecasts(
     source: str | None = None,
     loaded: tuple[Any, str, Provenance] | None = None,
     horizon: str = "hourly",
+    reuse: bool = False,
 ) -> DemandForecasts:
     """Forecasts of every lake series from the ``alias`` version of the ``horizon``
     model (:func:`resolve_name`), with its provenance.
     ``loaded``: an already loaded ``(pyfunc model, version, provenance)`` to use instead
     (the server's champion). The forecaster inside the registered model is called on
     the lake's polars frames directly (its pyfunc face, :func:`predict_forecasts`, is
-    the same call behind a pandas round trip)."""
+    the same call behind a pandas round trip). ``reuse`` (the scheduled pipeline): the
+    previous pass's forecasts when the served version and its inputs did not change
+    (:mod:`predops.pipelines.jobs.forecast_cache`), with the same answers, without
+    loading the model."""
+    from predops.pipelines.jobs import forecast_cache
     from predops.pipelines.workspace import registry
 
+    data = lake_demand(settings, source=source)
+    cache = forecast_cache.path_for(settings.features_dir, horizon)
+    reuse = reuse and loaded is None
+    if reuse:
+        name = resolve_name(settings, horizon)
+        prov = registry.served_provenance(name, alias, uri=settings.mlflow_uri)
+        hit = forecast_cache.lookup(cache, prov, data.demand, data.calendar)
+        if hit is not None:
+            out = forecasts_from_frame(hit, prov)
+            return DemandForecasts(prov.model_version, prov, tuple(out), reused=True)
+        # the version the registry named above, whatever moved since
+        loaded = registry.load(name, prov.model_version, uri=settings.mlflow_uri)
     if loaded is None:
         loaded = registry.load(resolve_name(settings, horizon), alias, uri=settings.mlflow_uri)
     model, version, prov = loaded
     forecaster: DemandForecaster = registry.python_object(model)
-    data = lake_demand(settings, source=source)
-    end = data.demand["ts"].max()
-    assert isinstance(end, datetime)
     # Only the last lookback buckets matter (plus one bucket of slack for alignment).
-    since = end - (forecaster.lookback + 1) * forecaster.config_.freq
-    recent = data.demand.filter(pl.col("ts") > since)
+    window = forecast_cache.Window(forecaster.config_.spec, forecaster.lookback)
+    recent = window.inputs(data.demand)
     frame = forecaster.predict(recent, calendar=data.calendar)
+    if reuse:
+        grid = window.grid_digest(recent)
+        forecast_cache.save(cache, prov, window, grid, data.calendar, frame)
     return DemandForecasts(version, prov, tuple(forecasts_from_frame(frame, prov)))
 
 

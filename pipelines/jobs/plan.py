@@ -128,23 +128,28 @@ def failure_risk(
 
 
 def demand_forecasts(
-    settings: Settings, horizon: str = "hourly"
+    settings: Settings, horizon: str = "hourly", *, reuse: bool = False
 ) -> tuple[list[Forecast], dict[str, Any]]:
     """The ``horizon`` demand model's champion forecasts of the lake's series (``hourly``:
-    pool sizing; ``weekly``: buys), or none and why."""
+    pool sizing; ``weekly``: buys), or none and why (``reuse``: the previous pass's when
+    the served version and its inputs did not change, see
+    :func:`predops.pipelines.jobs.demand.issue_forecasts`)."""
     if not _has_registry(settings):
         return [], {"status": "missing", "note": "no model registry in the workspace yet"}
     try:
-        out = demand_jobs.issue_forecasts(settings, horizon=horizon)
+        out = demand_jobs.issue_forecasts(settings, horizon=horizon, reuse=reuse)
     except RegistryError as exc:
         return [], {"status": "missing", "note": f"no champion {horizon} demand model: {exc}"}
     series = len({f.series_id for f in out.forecasts})
-    return list(out.forecasts), {
+    note: dict[str, Any] = {
         "status": "ok",
         "model": out.provenance.model_name,
         "series": series,
         "version": out.version,
     }
+    if reuse:
+        note["reused"] = out.reused
+    return list(out.forecasts), note
 
 
 def summary(plan: Plan) -> dict[str, Any]:
@@ -180,6 +185,7 @@ def plan_in_workspace(
     buy_forecasted: tuple[list[Forecast], dict[str, Any]] | None = None,
     sharing: SharingState | None = None,
     reclaiming: tuple[Reclaiming | None, dict[str, Any]] | None = None,
+    snapshot_cache: Path | None = None,
 ) -> dict[str, Any]:
     """Plan as of ``now`` from the workspace (see the module docstring); writes the plan
     file and one ``planned`` audit entry as ``who`` (stamped by ``clock``), changes
@@ -196,11 +202,15 @@ def plan_in_workspace(
     the plan plans lending (``lend_nodes`` / ``return_nodes``). ``reclaiming``:
     :func:`predops.pipelines.jobs.usage.usage_inputs`' answer (None: asked here); with
     the champion ``predops.usage`` model the plan sets each node's reclaimable
-    capacity (``set_reclaimable``)."""
+    capacity (``set_reclaimable``). ``snapshot_cache``: the file that keeps the snapshot
+    of running pods between cycles (:mod:`predops.pipelines.workspace.snapshot_cache`:
+    re-used while the pods and the inventory it was built from hold)."""
     started = time.perf_counter()
     policy = policy if policy is not None else PolicySettings()
     budgets, config = policy.budgets, policy.config
-    lake_fleet = fleet_from_lake(Lake(settings.lake_dir), now, seen=seen)
+    lake_fleet = fleet_from_lake(
+        Lake(settings.lake_dir), now, seen=seen, snapshot_cache=snapshot_cache
+    )
     risks, risk_note = scored if scored is not None else failure_risk(settings, now)
     forecasts, forecast_note = forecasted if forecasted is not None else demand_forecasts(settings)
     forecasts = list(forecasts)

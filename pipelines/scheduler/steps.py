@@ -134,10 +134,11 @@ def score(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
 
 
 def forecast(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
-    """Forecasts of every demand series from the champion demand model."""
+    """Forecasts of every demand series from the champion demand model (incremental:
+    the previous run's when the served version and its inputs did not change)."""
     from predops.pipelines.jobs.plan import demand_forecasts
 
-    forecasts, note = demand_forecasts(ctx.settings)
+    forecasts, note = demand_forecasts(ctx.settings, reuse=ctx.config.features.incremental)
     if note["status"] != "ok":
         raise StepSkipped(note["note"])
     path = _write_json(out / "forecasts.json", [f.to_dict() for f in forecasts])
@@ -150,7 +151,7 @@ def plan(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     ``predops plan --at <cutoff> --config <the same file>`` writes. This run's scores and
     forecasts (when its ``score`` / ``forecast`` steps ran) and the nodes' last-seen times
     (from the cycle state) are handed in rather than computed again."""
-    from predops.pipelines.jobs.cycle import last_seen
+    from predops.pipelines.jobs.cycle import last_seen, snapshot_file
     from predops.pipelines.jobs.plan import plan_in_workspace
     from predops.pipelines.workspace.feature_store import FeatureStore
     from predops.pipelines.workspace.lake import Lake
@@ -162,6 +163,7 @@ def plan(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
             "scored": ctx.carried.get("score"),
             "forecasted": ctx.carried.get("forecast"),
             "seen": last_seen(lake, store, cutoff),
+            "snapshot_cache": snapshot_file(store),
         }
     report = plan_in_workspace(
         ctx.settings,

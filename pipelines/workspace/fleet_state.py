@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,7 @@ from predops.allocator.requests import PodRequest, parse_gpu_spec
 from predops.allocator.snapshot import ClusterSnapshot
 from predops.allocator.topology import NodeSpec, Topology
 from predops.core.schemas import INVENTORY, PURCHASE_ORDERS
+from predops.pipelines.workspace import snapshot_cache as cached_snapshot
 from predops.pipelines.workspace.lake import Lake
 from predops.policy.config import BuyConfig, CostModel
 from predops.policy.demand_nodes import DemandInNodes
@@ -244,17 +246,29 @@ def snapshot_of(
 
 
 def fleet_from_lake(
-    lake: Lake, now: datetime, *, seen: dict[str, datetime] | None = None
+    lake: Lake,
+    now: datetime,
+    *,
+    seen: dict[str, datetime] | None = None,
+    snapshot_cache: Path | None = None,
 ) -> LakeFleet:
     """The fleet, snapshot and notes at ``now``; see the module docstring. ``seen``: as
-    :func:`node_states` takes it."""
+    :func:`node_states` takes it. ``snapshot_cache``: a file holding the snapshot between
+    calls, re-used while the pods and inventory it was built from hold
+    (:mod:`predops.pipelines.workspace.snapshot_cache`; the notes say whether it was)."""
+
     topology, inv_at = topology_at(lake, now)
     states = node_states(lake, topology, inv_at, now, seen)
     pdbs: dict[str, PdbState] = {}
     if _has(lake, "pdbs"):
         pdbs = pdbs_from_frame(lake.scan("pdbs").filter(pl.col("ts") <= now).collect())
-    pods = running_pods(lake, now)
-    snap, counts = snapshot_of(topology, pods)
+    hit = snapshot_cache and cached_snapshot.load(snapshot_cache, lake, now)
+    if hit:
+        snap, counts = hit
+    else:
+        snap, counts = snapshot_of(topology, running_pods(lake, now))
+        if snapshot_cache is not None:
+            cached_snapshot.save(snapshot_cache, lake, now, snap, counts)
     observed = max(s.observed_at for s in states.values())
     fleet = FleetState(topology, observed, states, pdbs)
     demand_in_nodes: tuple[DemandInNodes, ...] = ()
@@ -270,6 +284,7 @@ def fleet_from_lake(
         "under_repair": sum(s.under_repair for s in states.values()),
         "pdbs": len(pdbs),
         "pods": counts,
+        **({"snapshot_reused": bool(hit)} if snapshot_cache is not None else {}),
         "not_in_lake": ["do-not-disrupt labels", "checkpoint schedules", "PDB pod coverage"],
     }
     if stock_notes is None:

@@ -356,6 +356,15 @@ class Lake:
         pattern = f"source={source or '*'}/date=*/part-*.parquet"
         return self._readable(self._visible(base, pattern, days))
 
+    def fingerprint(self, table: str) -> dict[str, list[int]]:
+        """The table's readable files (paths relative to the root) -> ``[size, mtime_ns]``:
+        published files never change, so an equal fingerprint means the same rows."""
+        out: dict[str, list[int]] = {}
+        for f in self.files(table):
+            st = f.stat()
+            out[str(f.relative_to(self.root))] = [st.st_size, st.st_mtime_ns]
+        return out
+
     def quarantine_files(self, table: str) -> list[Path]:
         base = self.root / QUARANTINE_DIR / table
         return self._readable(self._visible(base, "source=*/date=*/part-*.parquet"))

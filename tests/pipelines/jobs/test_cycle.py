@@ -1,13 +1,16 @@
 """The incremental cycle, and the scheduler's pipeline job that runs it, equal the full
 recomputation (the pipeline steps with ``[features] incremental = false``) cycle after
-cycle: online features, risks and the plan — across bucket ends, with cycles that reuse
-the stored rows, late telemetry, a new inventory snapshot and a rewritten file."""
+cycle: online features, risks, forecasts and the plan — across bucket ends, with cycles
+that reuse the stored rows, risks and forecasts, late telemetry, a new inventory
+snapshot and a rewritten file; and every kind of forecast cache miss."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import shutil
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,16 +19,18 @@ import polars as pl
 import pytest
 
 from predops.core.clock import FixedClock
-from predops.core.schemas import TELEMETRY
+from predops.core.schemas import DEMAND, TELEMETRY
+from predops.models.demand.config import config_named
 from predops.pipelines.ingest.batch import Batch
 from predops.pipelines.ingest.run import ingest
+from predops.pipelines.jobs import demand as demand_jobs
 from predops.pipelines.jobs import failure as failure_jobs
 from predops.pipelines.jobs.cycle import run_cycle
 from predops.pipelines.jobs.features import build_features
 from predops.pipelines.scheduler.config import load_config
 from predops.pipelines.scheduler.context import JobContext
 from predops.pipelines.scheduler.runner import data_cutoff, output_dir, run_steps
-from predops.pipelines.scheduler.steps import PIPELINE_STEPS, StepSkipped
+from predops.pipelines.scheduler.steps import PIPELINE_STEPS
 from predops.pipelines.synthetic.run import SimConfig, simulate_to_lake
 from predops.pipelines.workspace.feature_store import FeatureStore
 from predops.pipelines.workspace.lake import Lake
@@ -38,8 +43,9 @@ START = datetime(2026, 1, 5, tzinfo=UTC)
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """30 nodes x 6 days of 15-minute telemetry, features, a failure champion (no
-    demand model: the plan runs without forecasts and says so)."""
+    """30 nodes x 6 days of 15-minute telemetry, features, a failure champion and an
+    hourly demand champion (no weekly model: the plan buys without forecasts and says
+    so)."""
     ws = tmp_path_factory.mktemp("cycle_ws")
     settings = Settings(workspace=ws, shared_data=ws)
     lake = Lake(settings.lake_dir)
@@ -49,6 +55,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert as_of is not None
     build_features(lake, FeatureStore(settings.features_dir), as_of=as_of)
     failure_jobs.train(settings, backtest_days=1)
+    demand_jobs.train(settings, config=config_named("hourly"), backtest_cutoffs=0, seed=5)
     return ws
 
 
@@ -74,6 +81,21 @@ def _next_rows(lake: Lake, at: datetime, *, late: bool = False) -> pl.DataFrame:
     ).select(TELEMETRY.names)
 
 
+def _next_demand(lake: Lake, at: datetime) -> pl.DataFrame:
+    """One new demand sample per series at ``at``: its latest sample moved there, 10%
+    higher."""
+    last = lake.scan("demand").drop("source").sort("ts").group_by("series_id").last()
+    out: pl.DataFrame = (
+        last.collect()
+        .with_columns(
+            pl.lit(at, dtype=pl.Datetime("us", "UTC")).alias("ts"),
+            pl.col("value") * 1.1,
+        )
+        .select(DEMAND.names)
+    )
+    return out
+
+
 def _write(lake: Lake, table: str, frame: pl.DataFrame, at: datetime) -> None:
     ingest(lake, "synthetic", [Batch(table, frame)], clock=FixedClock(at), input_name=str(at))
 
@@ -97,26 +119,29 @@ def _scheduled(ws: Path, cutoff: datetime) -> dict[str, Any]:
     run = run_steps(ctx, "pipeline", cutoff, PIPELINE_STEPS)
     assert run["status"] == "done", run
     steps = {r["step"]: r for r in run["steps"]}
-    assert steps["forecast"]["status"].startswith("skipped")
     out = output_dir(ctx.settings, "pipeline", cutoff)
     return {
         "plan_file": steps["plan"]["detail"]["plan_file"],
         "risk": json.loads((out / "risk.json").read_text()),
+        "forecasts": json.loads((out / "forecasts.json").read_text()),
         "recomputed": steps["features"]["detail"]["recomputed"],
         "reused": steps["score"]["detail"]["reused"],
+        "forecasts_reused": steps["forecast"]["detail"]["reused"],
     }
 
 
 def _today(ws: Path, cutoff: datetime, out: Path) -> dict[str, Any]:
     """The full recomputation: the pipeline steps with ``incremental = false``."""
     ctx = _context(ws, cutoff, incremental=False)
-    res = {}
-    for name, fn in PIPELINE_STEPS:
-        try:
-            res[name] = fn(ctx, cutoff, out)
-        except StepSkipped:  # as the runner records it: no demand model here
-            assert name == "forecast"
+    res = {name: fn(ctx, cutoff, out) for name, fn in PIPELINE_STEPS}
     return {"plan_file": res["plan"].detail["plan_file"]}
+
+
+def _copy(trained: Path, tmp_path: Path) -> Settings:
+    """A private copy of the trained workspace."""
+    ws = tmp_path / "ws"
+    shutil.copytree(trained, ws)
+    return Settings(workspace=ws, shared_data=ws)
 
 
 def _plan(path: str) -> dict[str, Any]:
@@ -141,6 +166,8 @@ def test_incremental_cycle_equals_full_recomputation(trained: Path, tmp_path: Pa
     start = data_cutoff(Settings(workspace=today_ws, shared_data=today_ws))
     assert start is not None
     recomputed: list[bool] = []
+    forecasts_reused: list[bool] = []
+    snapshot_reused: list[bool] = []
     # 7 cycles of 5 minutes cross two bucket ends; cycle 4 also brings late telemetry,
     # cycle 5 a new inventory snapshot, cycle 6 a file rewritten (as compaction would).
     for i in range(1, 8):
@@ -150,6 +177,7 @@ def test_incremental_cycle_equals_full_recomputation(trained: Path, tmp_path: Pa
             if i == 4:
                 rows = pl.concat([rows, _next_rows(lake, cutoff, late=True).head(3)])
             _write(lake, "telemetry", rows, cutoff)
+            _write(lake, "demand", _next_demand(lake, cutoff), cutoff)
             if i == 5:
                 inv = lake.scan("inventory").drop("source").sort("ts").group_by("node_id").last()
                 inv = inv.collect().with_columns(pl.lit(cutoff).alias("ts"))
@@ -170,6 +198,10 @@ def test_incremental_cycle_equals_full_recomputation(trained: Path, tmp_path: Pa
         )
         sched = _scheduled(sched_ws, cutoff)
         recomputed.append(incr["detail"]["features"]["recomputed"])
+        forecasts_reused.append(incr["detail"]["forecast"]["reused"])
+        snapshot_reused.append(incr["inputs"]["fleet"]["snapshot_reused"])
+        assert sched["forecasts_reused"] is forecasts_reused[-1], f"cycle {i}"
+        assert incr["detail"]["buy_forecast"]["status"] == "missing", f"cycle {i}"
         assert sched["recomputed"] == recomputed[-1], f"cycle {i}"
         # Unchanged rows, the same champion: the risks are re-stamped, not scored again.
         assert incr["detail"]["score"]["reused"] is (not recomputed[-1]), f"cycle {i}"
@@ -178,12 +210,25 @@ def test_incremental_cycle_equals_full_recomputation(trained: Path, tmp_path: Pa
         assert _online(sched_ws).equals(_online(today_ws)), f"cycle {i}"
         risks = [json.loads((out / p / "risk.json").read_text()) for p in ("today", "incremental")]
         assert risks[0] == risks[1] == sched["risk"] and risks[0], f"cycle {i}"
+        forecasts = [
+            json.loads((out / p / "forecasts.json").read_text()) for p in ("today", "incremental")
+        ]
+        assert forecasts[0] == forecasts[1] == sched["forecasts"] and forecasts[0], f"cycle {i}"
         assert _plan(incr["plan_file"]) == _plan(today["plan_file"]), f"cycle {i}"
         assert _plan(sched["plan_file"]) == _plan(today["plan_file"]), f"cycle {i}"
     # The cycles that could reuse the stored rows did, the others recomputed.
     assert recomputed[0] is True
     assert False in recomputed
     assert recomputed[3] and recomputed[4] and recomputed[5]
+    # The lake ends at 23:45 (15-minute samples), which completes the hour bucket ending
+    # 00:00 (a sample stands for its interval); the samples of 23:50 to 00:00 still move
+    # that bucket's mean, so the forecasts are new; from 00:05 on they fill the next
+    # bucket, still open: the forecasts are re-used.
+    assert forecasts_reused == [False, False, False, True, True, True, True]
+    # The plan's snapshot of running pods: built in cycle 1, again when a pod started or
+    # stopped since (the simulated pods do until 00:00) and on the new inventory rows of
+    # cycle 5, re-used otherwise.
+    assert snapshot_reused == [False, False, False, True, False, True, True]
 
 
 @pytest.mark.slow
@@ -193,9 +238,7 @@ def test_reused_risks_equal_a_new_scoring_and_anything_else_is_a_miss(
     from predops.pipelines.jobs import risk_cache
     from predops.pipelines.jobs.features import materialise_online
 
-    ws = tmp_path / "ws"
-    shutil.copytree(trained, ws)
-    settings = Settings(workspace=ws, shared_data=ws)
+    settings = _copy(trained, tmp_path)
     lake, store = Lake(settings.lake_dir), FeatureStore(settings.features_dir)
     now = data_cutoff(settings)
     assert now is not None
@@ -225,3 +268,59 @@ def test_reused_risks_equal_a_new_scoring_and_anything_else_is_a_miss(
     other = {**key, "model": [key["model"][0], "99", key["model"][2]]}
     assert risk_cache.lookup(cache, other, ids, as_of=later, provenance=prov) is None
     assert risk_cache.lookup(cache, key, [*ids, "node-new"], as_of=later, provenance=prov) is None
+
+
+@pytest.mark.slow
+def test_reused_forecasts_equal_new_ones_and_anything_else_is_a_miss(
+    trained: Path, tmp_path: Path
+) -> None:
+    from predops.pipelines.jobs import forecast_cache
+    from predops.pipelines.workspace import registry
+
+    settings = _copy(trained, tmp_path)
+    lake = Lake(settings.lake_dir)
+    end = lake.scan("demand").select(pl.col("ts").max()).collect().item()
+    # A sample in the next hour (the lake's last one, 23:45, completed the hour before).
+    end += 4 * STEP
+    _write(lake, "demand", _next_demand(lake, end), end)
+
+    def both() -> tuple[demand_jobs.DemandForecasts, demand_jobs.DemandForecasts]:
+        return (
+            demand_jobs.issue_forecasts(settings, reuse=True),
+            demand_jobs.issue_forecasts(settings),  # from scratch, never cached
+        )
+
+    first, fresh = both()
+    assert not first.reused and first.forecasts == fresh.forecasts and first.forecasts
+    # New rows in a bucket still open: the same grid, the saved answers.
+    _write(lake, "demand", _next_demand(lake, end + STEP), end + STEP)
+    again, fresh = both()
+    assert again.reused and again.forecasts == fresh.forecasts
+    assert again.provenance == fresh.provenance
+    # Each kind of change is a miss, with the answers of a new forecast.
+    cache = forecast_cache.path_for(settings.features_dir, "hourly")
+    late = _next_demand(lake, end - timedelta(hours=3, minutes=10))  # an old bucket moves
+    later = end + 12 * STEP
+    calendar = lake.scan("calendar").drop("source").collect()
+    event = calendar.head(1).with_columns(pl.col("name") + " (moved)")
+    changes: dict[str, Callable[[], object]] = {
+        "unreadable file": lambda: cache.write_text("{not json"),
+        "another version of the file": lambda: cache.write_text('{"version": 0}'),
+        "late rows": lambda: _write(lake, "demand", late, end + STEP),
+        "a new bucket": lambda: _write(lake, "demand", _next_demand(lake, later), later),
+        "the calendar": lambda: _write(lake, "calendar", event, end),
+    }
+    if calendar.height == 0:
+        del changes["the calendar"]
+    for what, change in changes.items():
+        change()
+        missed, fresh = both()
+        assert not missed.reused and missed.forecasts == fresh.forecasts, what
+        assert demand_jobs.issue_forecasts(settings, reuse=True).reused, what  # saved again
+    # Another version (or run) of the model: the saved answers are not its answers.
+    prov = registry.served_provenance("demand.hourly", uri=settings.mlflow_uri)
+    data = demand_jobs.lake_demand(settings)
+    hit = forecast_cache.lookup(cache, prov, data.demand, data.calendar)
+    assert hit is not None
+    for other in (replace(prov, model_version="99"), replace(prov, run_id="another")):
+        assert forecast_cache.lookup(cache, other, data.demand, data.calendar) is None

@@ -1,0 +1,118 @@
+"""The allocator's snapshot of running pods, kept between cycles while its inputs hold.
+
+The plan's snapshot (:func:`predops.pipelines.workspace.fleet_state.snapshot_of`: every
+pod running at ``now`` placed on its node, about 37,000 pods on 10,000 nodes) is a
+function of the topology (each node's latest ``inventory`` row at or before ``now``) and
+of the running pods (the ``pods`` rows scheduled at or before ``now`` and not deleted by
+then), so of the two tables' files and of where ``now`` falls among their times alone.
+When it is built, the earliest inventory ``ts``, pod ``scheduled_at`` or ``deleted_at``
+after ``now`` is kept as ``until``: a later cycle whose ``now`` lies in ``[built, until)``
+over the same files (no file added, none gone or rewritten) reads exactly the same rows,
+and gets the saved snapshot back; anything else rebuilds and saves. So does a change to
+the code that builds or holds the snapshot (the key holds a digest of the allocator
+package and of ``fleet_state.py``), and a file that cannot be read.
+
+A cluster whose pods start or stop every few minutes rebuilds at most cycles; a quiet
+one (or the benchmark's lake, whose pods are known up to its end) rebuilds once.
+
+The file (``<features>/online/snapshot_cache.pickle``, replaced atomically) holds two
+pickles: the key, then the snapshot and its placement counts — it is read only when the
+key matches. Like the registry's models, it is a pickle: the workspace is trusted.
+Memory: one snapshot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+import predops.allocator
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.pipelines.workspace.atomic import atomic_write
+from predops.pipelines.workspace.lake import Lake
+
+FILE = "snapshot_cache.pickle"
+VERSION = 1
+
+
+def code_digest() -> str:
+    """SHA-256 of the source of the allocator package and of ``fleet_state.py`` (its
+    neighbour here, which builds the snapshot)."""
+    files = sorted(Path(predops.allocator.__file__).parent.rglob("*.py"))
+    h = hashlib.sha256()
+    for f in [*files, Path(__file__).with_name("fleet_state.py")]:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def next_change(lake: Lake, now: datetime) -> datetime | None:
+    """The earliest inventory ``ts``, pod ``scheduled_at`` or ``deleted_at`` after
+    ``now``: until then the topology and the running pods at any time are those at
+    ``now`` (None: no later time in either table)."""
+    after: list[datetime] = []
+    parts = [("inventory", ["ts"]), ("pods", ["scheduled_at", "deleted_at"])]
+    for table, cols in parts:
+        if not lake.files(table):
+            continue
+        row = (
+            lake.scan(table)
+            .select([pl.col(c).filter(pl.col(c) > now).min().alias(c) for c in cols])
+            .collect()
+            .row(0)
+        )
+        after += [t for t in row if isinstance(t, datetime)]
+    return min(after) if after else None
+
+
+def _key(lake: Lake) -> dict[str, Any]:
+    return {
+        "version": VERSION,
+        "code": code_digest(),
+        "inventory": lake.fingerprint("inventory"),
+        "pods": lake.fingerprint("pods"),
+    }
+
+
+def load(path: Path, lake: Lake, now: datetime) -> tuple[ClusterSnapshot, dict[str, int]] | None:
+    """The saved snapshot and counts when they hold at ``now`` (see the module
+    docstring); None on a miss."""
+    try:
+        with path.open("rb") as fh:
+            head = pickle.load(fh)
+            if not isinstance(head, dict) or head.get("key") != _key(lake):
+                return None
+            built, until = head["built"], head["until"]
+            if not built <= now or (until is not None and now >= until):
+                return None
+            snap, counts = pickle.load(fh)
+    except (OSError, EOFError, pickle.UnpicklingError, KeyError, TypeError, ValueError):
+        return None
+    except (AttributeError, ImportError, IndexError):  # pickled by other code
+        return None
+    if not isinstance(snap, ClusterSnapshot) or not isinstance(counts, dict):
+        return None
+    return snap, counts
+
+
+def save(
+    path: Path, lake: Lake, now: datetime, snap: ClusterSnapshot, counts: dict[str, int]
+) -> None:
+    """Keep ``snap`` (as built at ``now``) and its counts, atomically."""
+    head = {"key": _key(lake), "built": now, "until": next_change(lake, now)}
+
+    def write(p: Path) -> None:
+        with p.open("wb") as fh:
+            pickle.dump(head, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump((snap, counts), fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, write)
+
+
+__all__ = ["FILE", "code_digest", "load", "next_change", "save"]

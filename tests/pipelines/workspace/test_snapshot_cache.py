@@ -1,0 +1,94 @@
+"""The plan's snapshot of running pods, kept between cycles, equals a new one whenever it
+is re-used, and every change to what it was built from is a miss."""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from predops.allocator.snapshot import ClusterSnapshot
+from predops.core.clock import FixedClock
+from predops.pipelines.ingest.batch import Batch
+from predops.pipelines.ingest.run import ingest
+from predops.pipelines.synthetic.run import SimConfig, simulate_to_lake
+from predops.pipelines.workspace import snapshot_cache
+from predops.pipelines.workspace.fleet_state import fleet_from_lake
+from predops.pipelines.workspace.lake import Lake
+
+START = datetime(2026, 2, 2, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def fleet_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """20 nodes x 2 days of hourly telemetry, with pods."""
+    root = tmp_path_factory.mktemp("snapshot_lake") / "lake"
+    cfg = SimConfig(nodes=20, days=2, interval=timedelta(hours=1), seed=3, start=START)
+    simulate_to_lake(Lake(root), cfg, clock=FixedClock(cfg.end), progress=False)
+    return root
+
+
+def _copy(src: Path, tmp_path: Path) -> Lake:
+    shutil.copytree(src, tmp_path / "lake")
+    return Lake(tmp_path / "lake")
+
+
+def _reused(lake: Lake, now: datetime, cache: Path) -> bool:
+    """Whether the cached snapshot was used at ``now``; asserts it equals a new one."""
+    got = fleet_from_lake(lake, now, snapshot_cache=cache)
+    new = fleet_from_lake(lake, now)
+    assert ClusterSnapshot.same_state(got.snapshot.state(), new.snapshot.state())
+    assert got.notes["pods"] == new.notes["pods"]
+    reused = got.notes["snapshot_reused"]
+    assert isinstance(reused, bool)
+    return reused
+
+
+def test_the_snapshot_is_reused_while_its_inputs_hold(fleet_lake: Path, tmp_path: Path) -> None:
+    lake = _copy(fleet_lake, tmp_path)
+    cache = tmp_path / snapshot_cache.FILE
+    now = START + timedelta(days=1)
+    until = snapshot_cache.next_change(lake, now)
+    assert until is not None and until > now
+    first = fleet_from_lake(lake, now, snapshot_cache=cache)
+    assert first.notes["snapshot_reused"] is False and first.notes["pods"]["placed"] > 0
+    assert _reused(lake, now, cache)
+    assert _reused(lake, now + (until - now) / 2, cache)  # nothing changed by then
+    assert not _reused(lake, until, cache)  # a pod started or stopped (or a node moved)
+    assert _reused(lake, until, cache)  # saved again
+    assert not _reused(lake, until - timedelta(microseconds=1), cache)  # before it was built
+
+
+@pytest.mark.parametrize("change", ["unreadable", "code", "pods file", "inventory file"])
+def test_anything_else_is_a_miss(
+    fleet_lake: Path, tmp_path: Path, change: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lake = _copy(fleet_lake, tmp_path)
+    cache = tmp_path / snapshot_cache.FILE
+    now = START + timedelta(days=1)
+    fleet_from_lake(lake, now, snapshot_cache=cache)
+    if change == "unreadable":
+        cache.write_bytes(cache.read_bytes()[:-100])
+    elif change == "code":
+        monkeypatch.setattr(snapshot_cache, "code_digest", lambda: "another")
+    else:
+        table = "pods" if change == "pods file" else "inventory"
+        old = lake.scan(table).drop("source").head(3).collect()
+        at = START + timedelta(days=3)
+        ingest(lake, "other", [Batch(table, old)], clock=FixedClock(at), input_name=change)
+    assert not _reused(lake, now, cache)
+
+
+def test_a_pickled_snapshot_takes_new_versions_and_an_open_fork_is_refused(
+    fleet_lake: Path,
+) -> None:
+    snap = fleet_from_lake(Lake(fleet_lake), START + timedelta(days=1)).snapshot
+    back = pickle.loads(pickle.dumps(snap))
+    assert ClusterSnapshot.same_state(back.state(), snap.state())
+    assert int(back.version[: back.n_nodes].min()) > int(snap.version[: snap.n_nodes].max())
+    snap.fork()
+    with pytest.raises(RuntimeError, match="open forks"):
+        pickle.dumps(snap)
