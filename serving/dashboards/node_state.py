@@ -89,11 +89,8 @@ _running_lock = threading.Lock()
 
 
 def _files_version(lake: Lake) -> tuple[tuple[str, int, int], ...]:
-    out = []
-    for f in lake.files("pods"):
-        st = f.stat()
-        out.append((str(f), st.st_size, st.st_mtime_ns))
-    return tuple(out)
+    """The pods table's version: its files with their sizes and modification times."""
+    return tuple((f, size, mtime) for f, (size, mtime) in sorted(lake.fingerprint("pods").items()))
 
 
 def _count_running(lake: Lake, files: tuple[tuple[str, int, int], ...], now: datetime) -> _Running:
