@@ -123,9 +123,20 @@ class EtsFit:
         return f"ets(A,{t},{s})"
 
 
+def _ets_class() -> Any:
+    """statsmodels' ``ETSModel``, imported before any ``catch_warnings`` block of ours:
+    its first import runs ``statsmodels.tools.sm_exceptions``, which puts an "always"
+    filter for ``ConvergenceWarning`` first in the list, and inside our block that
+    filter would win over our "ignore" (the demo printed one)."""
+    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+
+    return ETSModel
+
+
 def _ets_model(z: np.ndarray, season: int, trend: bool) -> Any:
     import pandas as pd
-    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+
+    ETSModel = _ets_class()
 
     # statsmodels' prediction summary wants an indexed series, not a bare array.
     return ETSModel(
@@ -148,6 +159,7 @@ def fit_ets(y: np.ndarray, season: int) -> EtsFit | None:
     forms += [(0, True), (0, False)]
     if z.size < 10:
         return None
+    _ets_class()  # imported outside the block (see there)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence chatter on flat series
         for s, trend in forms:
@@ -165,6 +177,7 @@ def ets_forecast(y: np.ndarray, horizons: np.ndarray, fit: EtsFit) -> Quantiles:
     states are filtered through the new buckets, as a deployed model is updated)."""
     z = observed(y)
     h = np.asarray(horizons, dtype=np.int64)
+    _ets_class()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = _ets_model(z, fit.season, fit.trend).smooth(fit.params)

@@ -725,20 +725,24 @@ def issue_forecasts(
     from predops.pipelines.jobs import forecast_cache
     from predops.pipelines.workspace import registry
 
-    data = lake_demand(settings, source=source)
-    cache = forecast_cache.path_for(settings.features_dir, horizon)
+    # The model first: a workspace without one gets the registry's error (the pipeline's
+    # forecast step skips on it), whether or not its lake holds demand rows yet.
+    name = resolve_name(settings, horizon)
     reuse = reuse and loaded is None
     if reuse:
-        name = resolve_name(settings, horizon)
-        prov = registry.served_provenance(name, alias, uri=settings.mlflow_uri)
-        hit = forecast_cache.lookup(cache, prov, data.demand, data.calendar)
+        served = registry.served_provenance(name, alias, uri=settings.mlflow_uri)
+    elif loaded is None:
+        loaded = registry.load(name, alias, uri=settings.mlflow_uri)
+    data = lake_demand(settings, source=source)
+    cache = forecast_cache.path_for(settings.features_dir, horizon)
+    if reuse:
+        hit = forecast_cache.lookup(cache, served, data.demand, data.calendar)
         if hit is not None:
-            out = forecasts_from_frame(hit, prov)
-            return DemandForecasts(prov.model_version, prov, tuple(out), reused=True)
+            out = forecasts_from_frame(hit, served)
+            return DemandForecasts(served.model_version, served, tuple(out), reused=True)
         # the version the registry named above, whatever moved since
-        loaded = registry.load(name, prov.model_version, uri=settings.mlflow_uri)
-    if loaded is None:
-        loaded = registry.load(resolve_name(settings, horizon), alias, uri=settings.mlflow_uri)
+        loaded = registry.load(name, served.model_version, uri=settings.mlflow_uri)
+    assert loaded is not None
     model, version, prov = loaded
     forecaster: DemandForecaster = registry.python_object(model)
     # Only the last lookback buckets matter (plus one bucket of slack for alignment).

@@ -85,3 +85,28 @@ def test_short_series_chain(n: int, method: str) -> None:
 def test_no_observation_is_an_error() -> None:
     with pytest.raises(ValueError, match="no observed bucket"):
         short_series(np.array([np.nan, np.nan]), H, (24,))
+
+
+def test_ets_fit_prints_no_convergence_warning_in_a_fresh_process() -> None:
+    """The first ETS fit of a process imports statsmodels inside our warnings block,
+    and that import puts an "always" ConvergenceWarning filter ahead of our "ignore"
+    (a demo printed one). A series whose seasonal fit does not converge must print
+    nothing, while other warnings still show."""
+    import subprocess
+    import sys
+
+    code = (
+        "import warnings; warnings.simplefilter('default')\n"
+        "import numpy as np\n"
+        "from predops.models.demand.baselines import fit_ets\n"
+        "rng = np.random.default_rng(0); t = np.arange(24 * 8)\n"
+        "z = 50 + 10 * np.sin(2 * np.pi * t / 24) + np.cumsum(rng.normal(0, 3, t.size))\n"
+        "z = np.round(z + rng.normal(0, 1, t.size) * 5)\n"
+        "assert fit_ets(z, 24) is not None\n"
+        "warnings.warn('kept', UserWarning)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
+    )
+    assert "ConvergenceWarning" not in done.stderr, done.stderr
+    assert "UserWarning: kept" in done.stderr
