@@ -18,10 +18,17 @@ from predops.allocator.policies.base import NodeScores, PlacementContext, Policy
 from predops.allocator.requests import PodRequest
 from predops.allocator.snapshot import ClusterSnapshot
 
+DELTA_DECIMALS = 6
+"""The fragmentation change is rounded to 1e-6 milli-GPU before scoring: a change of
+exactly nothing, summed in another order, can come out as -1e-13 and truncate to 49
+instead of 50 (a property test found it); nothing real is that small."""
+
 
 def sigmoid_score(delta_milli: np.ndarray) -> np.ndarray:
-    """``int(100 * sigmoid(x / 1000))`` for a fragmentation decrease ``x`` (milli-GPU)."""
-    return (1.0 / (1.0 + np.exp(-delta_milli / 1000.0)) * 100.0).astype(np.int64)
+    """``int(100 * sigmoid(x / 1000))`` for a fragmentation decrease ``x`` (milli-GPU,
+    rounded to :data:`DELTA_DECIMALS`)."""
+    x: np.ndarray = np.round(np.asarray(delta_milli, dtype=np.float64), DELTA_DECIMALS)
+    return (1.0 / (1.0 + np.exp(-x / 1000.0)) * 100.0).astype(np.int64)
 
 
 class FGD(PolicyBase):
