@@ -727,8 +727,8 @@ def issue_forecasts(
 
     # The model first: a workspace without one gets the registry's error (the pipeline's
     # forecast step skips on it), whether or not its lake holds demand rows yet.
-    name = resolve_name(settings, horizon)
     reuse = reuse and loaded is None
+    name = resolve_name(settings, horizon) if loaded is None else ""  # served: no registry read
     if reuse:
         served = registry.served_provenance(name, alias, uri=settings.mlflow_uri)
     elif loaded is None:
