@@ -238,20 +238,13 @@ def test_building_the_model_wrapper_prints_no_type_hint_note() -> None:
     """MLflow raises its type-hint note when the wrapper class is created, under a
     "once" filter of its own that no warning filter of ours overrides; a fresh process
     (where the class is built, as when a model is loaded) prints nothing about it."""
-    import subprocess
-    import sys
+    from tests.processes import fresh_stderr
 
-    code = (
-        "import warnings; warnings.simplefilter('default')\n"
-        "from predops.pipelines.workspace import registry\n"
-        "registry._python_object_model()\n"
-        "warnings.warn('kept', UserWarning)\n"
+    stderr = fresh_stderr(
+        "from predops.pipelines.workspace import registry\nregistry._python_object_model()"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    )
-    assert "type hints" not in done.stderr, done.stderr
-    assert "UserWarning: kept" in done.stderr  # other warnings still show
+    assert "type hints" not in stderr, stderr
+    assert "UserWarning: kept" in stderr  # other warnings still show
 
 
 def test_the_type_hint_note_is_dropped_and_other_warnings_kept() -> None:
