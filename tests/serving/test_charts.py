@@ -59,6 +59,9 @@ BUILDERS: dict[str, Callable[[str], charts.Figure]] = {
     "grouped_bars": lambda t: charts.grouped_bars(
         [t, "train"], {t: [1.0, 2.0], "target nodes": [2.0, 3.0]}, title=t, unit=t
     ),
+    "event_bars": lambda t: charts.event_bars(
+        TS[:2], {t: [1, 2], "drain": [0, 1]}, {"drain": "#888"}, title=t
+    ),
     "reliability_plot": lambda t: charts.reliability_plot(
         [{"p_mean": 0.1, "observed": 0.12, "rows": 50.0}], title=t
     ),

@@ -68,14 +68,23 @@ def test_a_rack_named_like_a_link_shows_as_text(
         assert chart["links"] == [] and chart["bold"] == 0, chart
         assert RACK in chart["ticks"] and SPINE in chart["ticks"], chart["ticks"]
         # the hover text too: the renamed rack's cell names it literally
-        box = page.locator("#rack-heatmap .nsewdrag").first.bounding_box()
+        # in view first: the mouse cannot hover what lies below the fold, and the board
+        # grows with what other tests add to the shared workspace
+        drag = page.locator("#rack-heatmap .nsewdrag").first
+        drag.scroll_into_view_if_needed()
+        box = drag.bounding_box()
         assert box is not None
         hovered = ""
         for fx in (0.1, 0.3, 0.5, 0.7, 0.9):
             for fy in (0.1, 0.3, 0.5, 0.7, 0.9):
                 page.mouse.move(box["x"] + fx * box["width"], box["y"] + fy * box["height"])
                 hover = page.locator("#rack-heatmap .hoverlayer")
-                text = (hover.first.text_content() or "") if hover.count() else ""
+                text = ""
+                for _ in range(10):  # plotly draws the label on a later frame
+                    text = (hover.first.text_content() or "") if hover.count() else ""
+                    if text:
+                        break
+                    page.wait_for_timeout(30)
                 if RACK in text:
                     hovered = text
                     assert hover.locator("a").count() == 0
