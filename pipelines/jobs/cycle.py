@@ -43,7 +43,7 @@ recomputes, otherwise the new files' rows, the online frame and the plan's fleet
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -60,7 +60,11 @@ from predops.pipelines.jobs.features import (
     materialise_node_online,
 )
 from predops.pipelines.workspace import snapshot_cache
-from predops.pipelines.workspace.atomic import atomic_write, atomic_write_text
+from predops.pipelines.workspace.atomic import (
+    atomic_write,
+    atomic_write_records,
+    atomic_write_text,
+)
 from predops.pipelines.workspace.feature_store import FeatureStore
 from predops.pipelines.workspace.fleet_state import latest_per_node
 from predops.pipelines.workspace.lake import Lake
@@ -308,16 +312,25 @@ def run_cycle(
     now: datetime = latest
     detail: dict[str, Any] = {}
     detail["features"] = stage("features", lambda: online_features(lake, store, as_of=now))
-    risks, risk_note = stage("score", lambda: failure_risk(settings, now, reuse=True))
-    _write_json(out / "risk.json", [r.to_dict() for r in risks])
+
+    def score() -> tuple[list[Any], dict[str, Any]]:
+        risks, note = failure_risk(settings, now, reuse=True)
+        atomic_write_records(out / "risk.json", [r.to_dict() for r in risks])
+        return risks, note
+
+    risks, risk_note = stage("score", score)
 
     def forecast() -> tuple[ForecastNote, ForecastNote]:
         return demand_forecasts(settings, reuse=True), demand_forecasts(
             settings, "weekly", reuse=True
         )
 
-    (forecasts, forecast_note), buy = stage("forecast", forecast)
-    _write_json(out / "forecasts.json", [f.to_dict() for f in forecasts])
+    def forecast_and_write() -> tuple[ForecastNote, ForecastNote]:
+        hourly, weekly = forecast()
+        atomic_write_records(out / "forecasts.json", [f.to_dict() for f in hourly[0]])
+        return hourly, weekly
+
+    (forecasts, forecast_note), buy = stage("forecast", forecast_and_write)
     report = stage(
         "plan",
         lambda: plan_in_workspace(
@@ -336,11 +349,6 @@ def run_cycle(
     detail["score"], detail["forecast"], detail["buy_forecast"] = risk_note, forecast_note, buy[1]
     report["detail"] = detail
     return dict(report)
-
-
-def _write_json(path: Path, obj: Sequence[Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True, default=str) + "\n")
 
 
 __all__ = [

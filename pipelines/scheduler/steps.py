@@ -26,15 +26,14 @@ the new one, never half of either.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from predops.pipelines.scheduler.context import JobContext
-from predops.pipelines.workspace.atomic import atomic_write_text
+from predops.pipelines.workspace.atomic import atomic_write_records
 from predops.pipelines.workspace.settings import operator_identity
 
 
@@ -57,8 +56,8 @@ class StepOutcome:
 Step = Callable[[JobContext, datetime, Path], StepOutcome]
 
 
-def _write_json(path: Path, obj: Any) -> str:
-    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True, default=str) + "\n")
+def _write_records(path: Path, records: Sequence[Any]) -> str:
+    atomic_write_records(path, records)
     return str(path)
 
 
@@ -129,7 +128,7 @@ def score(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     risks, note = failure_risk(ctx.settings, cutoff, reuse=ctx.config.features.incremental)
     if note["status"] != "ok":
         raise StepSkipped(note["note"])
-    path = _write_json(out / "risk.json", [r.to_dict() for r in risks])
+    path = _write_records(out / "risk.json", [r.to_dict() for r in risks])
     return StepOutcome(len(risks), note, (path,), carry=(risks, note))
 
 
@@ -141,7 +140,7 @@ def forecast(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     forecasts, note = demand_forecasts(ctx.settings, reuse=ctx.config.features.incremental)
     if note["status"] != "ok":
         raise StepSkipped(note["note"])
-    path = _write_json(out / "forecasts.json", [f.to_dict() for f in forecasts])
+    path = _write_records(out / "forecasts.json", [f.to_dict() for f in forecasts])
     return StepOutcome(len(forecasts), note, (path,), carry=(forecasts, note))
 
 

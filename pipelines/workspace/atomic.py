@@ -8,10 +8,12 @@ requests, scheduler outputs, plan approvals and the feature store all write this
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 
 def _replace_with(path: Path, fill: Callable[[Path], None]) -> None:
@@ -56,3 +58,13 @@ def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None
             os.fsync(f.fileno())
 
     _replace_with(path, fill)
+
+
+def atomic_write_records(path: Path, records: Sequence[Any]) -> None:
+    """A JSON array, one record per line (keys sorted; times and other objects as
+    ``str``), written whole as :func:`atomic_write_text`. Each record goes through the
+    json module's C encoder (an indented dump runs the pure-Python one: 10,000 failure
+    risks took seconds)."""
+    enc = json.JSONEncoder(sort_keys=True, default=str)
+    body = ",\n".join(enc.encode(r) for r in records)
+    atomic_write_text(path, f"[\n{body}\n]\n" if records else "[]\n")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import asdict, fields
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
@@ -50,6 +51,17 @@ def test_failure_risk_bounds_and_dict() -> None:
     )
     d = r.to_dict()
     assert d["horizon_hours"] == 24 and d["reasons"][0]["contribution"] == 0.8
+    # written field by field: every field once, in order, times as ISO text
+    assert d == {
+        "node_id": "gpu-1",
+        "as_of": T0.isoformat(),
+        "p_fail": 0.25,
+        "reasons": [asdict(x) for x in r.reasons],
+        "provenance": {**asdict(prov()), "data_cutoff": prov().data_cutoff.isoformat()},
+        "horizon_hours": 24.0,
+    }
+    assert list(d) == [f.name for f in fields(r) if f.name != "horizon"] + ["horizon_hours"]
+    assert FailureRisk("gpu-1", T0, timedelta(hours=1), 0.1).to_dict()["provenance"] is None
     for bad in (-0.1, 1.1, float("nan")):
         with pytest.raises(ValueError, match="p_fail"):
             FailureRisk("gpu-1", T0, timedelta(hours=24), bad)
