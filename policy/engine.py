@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from predops.allocator.snapshot import ClusterSnapshot
 from predops.core.actions import Plan
@@ -55,6 +56,7 @@ def plan(
     pacing: PacingState | None = None,
     usage: Reclaiming | None = None,
     loans: Sequence[Loan] | None = None,
+    sizing_memo: MutableMapping[str, Any] | None = None,
 ) -> Plan:
     """One planning run at ``clock.now()``; see the module docstring. ``forecast``
     feeds drains and pool sizing (hours ahead); ``buy_forecast``, when given, feeds the
@@ -65,7 +67,8 @@ def plan(
     ``usage``, when given, feeds the reclaimable capacity; ``loans`` are the
     nodes on loan between pools now (:mod:`policy.lending`): lending is planned only
     when the caller tracks them (``()``: none on loan), so every node lent can come
-    back; None plans no lending."""
+    back; None plans no lending. ``sizing_memo``: pool sizing's node counts already
+    worked out on this snapshot (:class:`policy.sizing.PoolSizingPolicy`)."""
     cfg = config or PolicyConfig()
     now = clock.now()
     drains = CordonDrainPolicy(cfg.disruption, budgets).decide(
@@ -75,7 +78,7 @@ def plan(
     parts: list[Decisions] = [
         drains,
         SoftTaintPolicy(cfg.disruption).decide(latest_risk(risk), inventory, drained, now),
-        PoolSizingPolicy(cfg.sizing).decide(forecast, risk, snapshot, inventory, now),
+        PoolSizingPolicy(cfg.sizing, sizing_memo).decide(forecast, risk, snapshot, inventory, now),
         InventoryBuyPolicy(cfg.buy).decide(
             forecast if buy_forecast is None else buy_forecast, risk, inventory, now
         ),

@@ -35,13 +35,20 @@ every pool of the simulated fleet).
 
 Series ids are ``<pool>/gpus/<gpu_model>`` and ``<pool>/cpu_cores`` (the demand
 contract's series naming). Lending between pools with opposite peaks: :mod:`policy.lending`.
+
+Step 2 is a function of the snapshot, the pool's nodes, the two peaks and the config
+alone. A caller that keeps the snapshot between rounds (the incremental cycle) hands in
+a ``memo`` bound to that snapshot, and an unchanged pool with unchanged peaks reads its
+node count from it instead of packing again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -160,8 +167,11 @@ def _resource_ratio(pods: Sequence[PodRequest], part: Sequence[PodRequest]) -> f
 class PoolSizingPolicy:
     """Node counts per pool; see the module docstring."""
 
-    def __init__(self, config: SizingConfig) -> None:
+    def __init__(self, config: SizingConfig, memo: MutableMapping[str, Any] | None = None) -> None:
+        """``memo``: node counts already worked out on this very snapshot (see the
+        module docstring); entries are added to it."""
         self.config = config
+        self.memo = memo
 
     def decide(
         self,
@@ -226,7 +236,29 @@ class PoolSizingPolicy:
         cpu_cores: float,
     ) -> tuple[int, dict[str, Any]]:
         """Nodes of the pool that ``gpus`` GPUs and ``cpu_cores`` cores of demand need,
-        given the pods ``mix`` the pool runs now on ``snapshot`` (see :class:`LiveFill`)."""
+        given the pods ``mix`` the pool runs now on ``snapshot`` (see :class:`LiveFill`).
+        With a memo (bound to ``snapshot``), read from it when worked out before."""
+        if self.memo is None:
+            return self._nodes_for(snapshot, nodes, mix, gpus, cpu_cores)
+        h = hashlib.sha256(repr(self.config).encode())
+        h.update("\0".join(n.node_id for n in nodes).encode())
+        key = f"{h.hexdigest()}:{gpus!r}:{cpu_cores!r}"
+        hit = self.memo.get(key)
+        if hit is not None:
+            need, evidence = hit
+            return int(need), json.loads(evidence)
+        need, evidence = self._nodes_for(snapshot, nodes, mix, gpus, cpu_cores)
+        self.memo[key] = [need, json.dumps(evidence, sort_keys=True)]
+        return need, evidence
+
+    def _nodes_for(
+        self,
+        snapshot: ClusterSnapshot,
+        nodes: Sequence[NodeSpec],
+        mix: Sequence[PodRequest],
+        gpus: float,
+        cpu_cores: float,
+    ) -> tuple[int, dict[str, Any]]:
         fill = LiveFill.of(snapshot, nodes)
         if gpus <= fill.gpus and cpu_cores <= fill.cpu_cores:
             # the demand fits in what runs now: the busy nodes at their current fill

@@ -75,6 +75,7 @@ from predops.pipelines.jobs import failure as failure_jobs
 from predops.pipelines.jobs.inspections import record_applied
 from predops.pipelines.jobs.sharing_state import SharingState, from_audit
 from predops.pipelines.jobs.usage import usage_inputs
+from predops.pipelines.workspace import snapshot_cache as cached_snapshot
 from predops.pipelines.workspace.approvals import check_approval
 from predops.pipelines.workspace.audit import AuditLog
 from predops.pipelines.workspace.errors import FeatureStoreError, RegistryError
@@ -237,6 +238,10 @@ def plan_in_workspace(
         usage = replace(usage, published=dict(sharing.published))
     paced = config.disruption.pacing == "slow_start"
     state_file = pacing_path(settings.workspace)
+    memo: dict[str, Any] | None = None
+    if snapshot_cache is not None and lake_fleet.snapshot_token is not None:
+        memo = cached_snapshot.read_memo(snapshot_cache, lake_fleet.snapshot_token)
+    memo_before = dict(memo) if memo is not None else None
     plan = make_plan(
         risks,
         forecasts,
@@ -249,7 +254,11 @@ def plan_in_workspace(
         pacing=read_pacing(state_file) if paced else None,
         usage=usage,
         loans=sharing.loans,
+        sizing_memo=memo,
     )
+    if memo is not None and memo != memo_before:
+        assert snapshot_cache is not None and lake_fleet.snapshot_token is not None
+        cached_snapshot.write_memo(snapshot_cache, lake_fleet.snapshot_token, memo)
     after = pacing_after(plan)
     if after is not None:
         write_pacing(state_file, after)

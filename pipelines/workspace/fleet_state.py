@@ -71,6 +71,8 @@ class LakeFleet:
     notes: dict[str, Any] = field(default_factory=dict)
     demand_in_nodes: tuple[DemandInNodes, ...] = ()
     """Stock positions whose demand is read off a series in other units."""
+    snapshot_token: str | None = None
+    """Names the snapshot kept between calls (``snapshot_cache``; None: none kept)."""
 
 
 def _has(lake: Lake, table: str) -> bool:
@@ -262,13 +264,14 @@ def fleet_from_lake(
     pdbs: dict[str, PdbState] = {}
     if _has(lake, "pdbs"):
         pdbs = pdbs_from_frame(lake.scan("pdbs").filter(pl.col("ts") <= now).collect())
-    hit = snapshot_cache and cached_snapshot.load(snapshot_cache, lake, now)
-    if hit:
-        snap, counts = hit
+    hit = cached_snapshot.load(snapshot_cache, lake, now) if snapshot_cache else None
+    token: str | None = None
+    if hit is not None:
+        snap, counts, token = hit
     else:
         snap, counts = snapshot_of(topology, running_pods(lake, now))
         if snapshot_cache is not None:
-            cached_snapshot.save(snapshot_cache, lake, now, snap, counts)
+            token = cached_snapshot.save(snapshot_cache, lake, now, snap, counts)
     observed = max(s.observed_at for s in states.values())
     fleet = FleetState(topology, observed, states, pdbs)
     demand_in_nodes: tuple[DemandInNodes, ...] = ()
@@ -291,7 +294,7 @@ def fleet_from_lake(
         notes["not_in_lake"].append("stock (spares, lead times, orders): no stock table")
     else:
         notes["stock"] = stock_notes
-    return LakeFleet(fleet, snap, notes, demand_in_nodes)
+    return LakeFleet(fleet, snap, notes, demand_in_nodes, token)
 
 
 def default_shortage_cost(node: NodeSpec, costs: CostModel, period: timedelta) -> float:

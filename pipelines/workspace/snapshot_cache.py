@@ -18,22 +18,28 @@ one (or the benchmark's lake, whose pods are known up to its end) rebuilds once.
 The file (``<features>/online/snapshot_cache.pickle``, replaced atomically) holds two
 pickles: the key, then the snapshot and its placement counts — it is read only when the
 key matches. Like the registry's models, it is a pickle: the workspace is trusted.
+Beside it, ``snapshot_cache.memo.json`` holds what the plan worked out on that very
+snapshot (pool sizing's node counts, :class:`predops.policy.sizing.PoolSizingPolicy`),
+tagged with the snapshot's token (a digest of the pickle's head: key and build time); a
+memo with another token is ignored.
+
 Memory: one snapshot.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import pickle
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 
 import predops.allocator
 from predops.allocator.snapshot import ClusterSnapshot
-from predops.pipelines.workspace.atomic import atomic_write
+from predops.pipelines.workspace.atomic import atomic_write, atomic_write_text
 from predops.pipelines.workspace.lake import Lake
 
 FILE = "snapshot_cache.pickle"
@@ -79,7 +85,18 @@ def _key(lake: Lake) -> dict[str, Any]:
     }
 
 
-def load(path: Path, lake: Lake, now: datetime) -> tuple[ClusterSnapshot, dict[str, int]] | None:
+class Cached(NamedTuple):
+    snapshot: ClusterSnapshot
+    counts: dict[str, int]
+    token: str
+    """Names this snapshot (see :func:`read_memo`)."""
+
+
+def _token(head: dict[str, Any]) -> str:
+    return hashlib.sha256(pickle.dumps(head, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()
+
+
+def load(path: Path, lake: Lake, now: datetime) -> Cached | None:
     """The saved snapshot and counts when they hold at ``now`` (see the module
     docstring); None on a miss."""
     try:
@@ -97,13 +114,14 @@ def load(path: Path, lake: Lake, now: datetime) -> tuple[ClusterSnapshot, dict[s
         return None
     if not isinstance(snap, ClusterSnapshot) or not isinstance(counts, dict):
         return None
-    return snap, counts
+    return Cached(snap, counts, _token(head))
 
 
 def save(
     path: Path, lake: Lake, now: datetime, snap: ClusterSnapshot, counts: dict[str, int]
-) -> None:
-    """Keep ``snap`` (as built at ``now``) and its counts, atomically."""
+) -> str:
+    """Keep ``snap`` (as built at ``now``) and its counts, atomically; returns its
+    token."""
     head = {"key": _key(lake), "built": now, "until": next_change(lake, now)}
 
     def write(p: Path) -> None:
@@ -113,6 +131,39 @@ def save(
 
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, write)
+    return _token(head)
 
 
-__all__ = ["FILE", "code_digest", "load", "next_change", "save"]
+def _memo_path(path: Path) -> Path:
+    return path.with_name(f"{path.stem}.memo.json")
+
+
+def read_memo(path: Path, token: str) -> dict[str, Any]:
+    """What was worked out on the snapshot named ``token`` (empty: nothing yet, another
+    snapshot, or a file that cannot be read)."""
+    try:
+        data = json.loads(_memo_path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("token") != token:
+        return {}
+    entries = data.get("entries")
+    return dict(entries) if isinstance(entries, dict) else {}
+
+
+def write_memo(path: Path, token: str, entries: dict[str, Any]) -> None:
+    """Replace the memo (atomically) with ``entries`` for the snapshot ``token``."""
+    text = json.dumps({"token": token, "entries": entries}, sort_keys=True)
+    atomic_write_text(_memo_path(path), text)
+
+
+__all__ = [
+    "FILE",
+    "Cached",
+    "code_digest",
+    "load",
+    "next_change",
+    "read_memo",
+    "save",
+    "write_memo",
+]

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import math
 from datetime import timedelta
+from typing import Any
 
 import numpy as np
+import pytest
 
 from predops.allocator.snapshot import ClusterSnapshot
 from predops.core.actions import LendNodes, Plan, ResizePool, SkipReason
 from predops.policy.config import Budgets, PolicyConfig, SizingConfig
 from predops.policy.engine import plan
 from predops.policy.fleet import PoolState
-from predops.policy.sizing import window_probability
+from predops.policy.sizing import PoolSizingPolicy, window_probability
 from tests.allocator.factories import make_allocator, make_pod
 from tests.policy.factories import (
     T0,
@@ -174,3 +176,29 @@ def test_lending_between_pools_with_opposite_peaks() -> None:
     assert lend.evidence["correlation"] < -0.9 and lend.nodes >= 1
     assert lend.not_before is not None and lend.expires is not None
     assert lend.not_before < lend.expires
+
+
+def test_a_memo_bound_to_the_snapshot_gives_the_same_sizes_without_packing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    nodes, snap = cluster("train", 4, 5)
+    fc = [forecast("train/gpus/A100", T0 + k * H, 36.0, spread=0.1) for k in range(1, 6)]
+    fleet = make_fleet(nodes)
+    fresh = plan([], fc, snap, fleet, Budgets(), clock())
+    memo: dict[str, Any] = {}
+    first = plan([], fc, snap, fleet, Budgets(), clock(), sizing_memo=memo)
+    assert len(memo) == 1 and first.to_dict() == fresh.to_dict()
+
+    def no_packing(*_: Any) -> Any:
+        raise AssertionError("packed again although the memo holds the answer")
+
+    with monkeypatch.context() as m:
+        m.setattr(PoolSizingPolicy, "_nodes_for", no_packing)
+        again = plan([], fc, snap, fleet, Budgets(), clock(), sizing_memo=memo)
+    assert again.to_dict() == fresh.to_dict()
+    # another peak is another entry, worked out afresh
+    more = [forecast("train/gpus/A100", T0 + k * H, 52.0, spread=0.1) for k in range(1, 6)]
+    bigger = plan([], more, snap, fleet, Budgets(), clock(), sizing_memo=memo)
+    assert len(memo) == 2
+    assert bigger.to_dict() == plan([], more, snap, fleet, Budgets(), clock()).to_dict()
+    assert resize(bigger, "train").to_nodes > resize(fresh, "train").to_nodes  # type: ignore[union-attr]

@@ -92,3 +92,25 @@ def test_a_pickled_snapshot_takes_new_versions_and_an_open_fork_is_refused(
     snap.fork()
     with pytest.raises(RuntimeError, match="open forks"):
         pickle.dumps(snap)
+
+
+def test_the_memo_belongs_to_one_snapshot(fleet_lake: Path, tmp_path: Path) -> None:
+    lake = _copy(fleet_lake, tmp_path)
+    cache = tmp_path / snapshot_cache.FILE
+    now = START + timedelta(days=1)
+    built = fleet_from_lake(lake, now, snapshot_cache=cache)
+    reused = fleet_from_lake(lake, now, snapshot_cache=cache)
+    assert reused.notes["snapshot_reused"] and built.snapshot_token == reused.snapshot_token
+    assert built.snapshot_token is not None
+    assert fleet_from_lake(lake, now).snapshot_token is None  # nothing kept: no memo
+    assert snapshot_cache.read_memo(cache, built.snapshot_token) == {}
+    snapshot_cache.write_memo(cache, built.snapshot_token, {"k": [3, "{}"]})
+    assert snapshot_cache.read_memo(cache, built.snapshot_token) == {"k": [3, "{}"]}
+    until = snapshot_cache.next_change(lake, now)
+    assert until is not None
+    rebuilt = fleet_from_lake(lake, until, snapshot_cache=cache)  # pods changed by then
+    assert not rebuilt.notes["snapshot_reused"] and rebuilt.snapshot_token is not None
+    assert rebuilt.snapshot_token != built.snapshot_token
+    assert snapshot_cache.read_memo(cache, rebuilt.snapshot_token) == {}
+    cache.with_name(f"{cache.stem}.memo.json").write_text("{not json")
+    assert snapshot_cache.read_memo(cache, built.snapshot_token) == {}
