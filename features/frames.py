@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
+from predops.features.carry import exact_buckets
 from predops.features.definitions import FeatureSet, NodeFeatureSpec, node_feature_set
 from predops.features.labels import add_failure_labels, label_name
 from predops.features.node import (
@@ -41,11 +42,19 @@ def node_local_features(
     eval_every: timedelta | None = None,
     latest_only: bool = False,
     since: datetime | None = None,
+    buckets: pl.LazyFrame | None = None,
 ) -> pl.LazyFrame:
     """Everything that needs only one node's own rows (so it can run per partition of
-    nodes, e.g. on Dask): windows, static attributes, events. Peers come after."""
+    nodes, e.g. on Dask): windows, static attributes, events. Peers come after.
+    ``buckets``: the telemetry's buckets already aggregated (``telemetry`` unread;
+    :mod:`features.carry`), with ``latest_only``."""
     visible = cutoff - spec.ingestion_delay
-    buckets = bucket_telemetry(telemetry, spec, cutoff=visible)
+    if buckets is None and latest_only:  # summed as the carried buckets are
+        buckets = exact_buckets(telemetry, spec, cutoff=visible).lazy()
+    elif buckets is None:
+        buckets = bucket_telemetry(telemetry, spec, cutoff=visible)
+    elif not latest_only:
+        raise ValueError("buckets are handed in for the latest rows only")
     if latest_only:  # the online rows: the grid's last column alone, without the grid
         lf = latest_window_features(buckets, spec, cutoff=visible)
     else:
@@ -90,6 +99,7 @@ def node_features(
     eval_every: timedelta | None = None,
     latest_only: bool = False,
     since: datetime | None = None,
+    buckets: pl.LazyFrame | None = None,
 ) -> pl.LazyFrame:
     """Node features as of ``cutoff``.
 
@@ -97,7 +107,8 @@ def node_features(
     inventory snapshots ``<= cutoff``. Rows are at bucket ends, stamped
     ``ts = bucket_end + ingestion_delay``; ``eval_every`` keeps only bucket ends on that
     grid (e.g. hourly training rows); ``latest_only`` keeps only the last bucket end;
-    ``since`` drops rows before it (the windows still see earlier data).
+    ``since`` drops rows before it (the windows still see earlier data); ``buckets``: as
+    :func:`node_local_features` takes them.
     """
     spec = spec or NodeFeatureSpec()
     local = node_local_features(
@@ -109,6 +120,7 @@ def node_features(
         eval_every=eval_every,
         latest_only=latest_only,
         since=since,
+        buckets=buckets,
     )
     return finish_node_features(local, spec)
 

@@ -68,23 +68,31 @@ SCALE = {"mem_used_bytes": float(1 << 30)}
 results are scaled back."""
 
 
-def bucket_telemetry(
-    telemetry: pl.LazyFrame, spec: NodeFeatureSpec, *, cutoff: datetime | None = None
+def bucket_rows(
+    telemetry: pl.LazyFrame,
+    spec: NodeFeatureSpec,
+    *,
+    cutoff: datetime | None = None,
+    first_zero: bool = False,
+    presorted: bool = False,
 ) -> pl.LazyFrame:
-    """Per node and bucket: sample count, gauge moments, counter increases, readiness.
-
-    ``cutoff`` drops samples with ``ts > cutoff`` before anything is computed.
-    """
+    """The samples sorted by node and time (``presorted``: they are), each with its
+    bucket end and the per-sample terms :func:`bucket_aggregations` adds up (see
+    :func:`bucket_telemetry`)."""
     lf = telemetry
     if cutoff is not None:
         lf = lf.filter(pl.col("ts") <= cutoff)
-    lf = lf.select(NODE, "ts", *spec.gauges, *spec.counters, "node_ready").sort(NODE, "ts")
+    lf = lf.select(NODE, "ts", *spec.gauges, *spec.counters, "node_ready")
+    if not presorted:
+        lf = lf.sort(NODE, "ts")
     # Consecutive rows of one node share a run number; whole-column shifts then never
     # mix two nodes (cheaper than a window function per column).
     run = (pl.col(NODE) != pl.col(NODE).shift(1)).fill_null(True).cum_sum().alias("__run")
     end = _bucket_end(pl.col("ts"), spec.bucket).alias(END)
     lf = lf.with_columns(run, end)
-    t = ((pl.col("ts") - pl.col(END)).dt.total_microseconds() / HOUR_US).alias("__t")
+    # times a constant, not divided: polars may divide by a reciprocal in some frames and
+    # not in others, and a bucket's sums must not depend on the frame (features.carry)
+    t = ((pl.col("ts") - pl.col(END)).dt.total_microseconds() * (1.0 / HOUR_US)).alias("__t")
     lf = lf.with_columns(t)
     per_row: list[pl.Expr] = []
     for g in spec.gauges:
@@ -102,39 +110,75 @@ def bucket_telemetry(
         prev = x.forward_fill().shift(1)
         prev_run = pl.when(x.is_not_null()).then(pl.col("__run")).forward_fill().shift(1)
         # Counters only grow; a drop is a reset (reboot, driver reload): count from 0.
-        per_row.append(
-            pl.when(x.is_null())
-            .then(None)
-            .when(prev_run.is_null() | (prev_run != pl.col("__run")))
-            .then(0.0)
-            .when(x >= prev)
-            .then(x - prev)
-            .otherwise(x)
-            .alias(f"__d_{c}")
-        )
-    lf = lf.with_columns(per_row)
-    aggs: list[pl.Expr] = [pl.len().alias("n"), pl.col("ts").max().alias("last_ts")]
+        first = prev_run.is_null() | (prev_run != pl.col("__run"))
+        d = pl.when(x.is_null()).then(None).when(first).then(0.0)
+        per_row.append(d.when(x >= prev).then(x - prev).otherwise(x).alias(f"__d_{c}"))
+        if first_zero:
+            prev_end = pl.when(x.is_not_null()).then(pl.col(END)).forward_fill().shift(1)
+            first_here = first | (prev_end != pl.col(END))
+            d0 = pl.when(x.is_null()).then(None).when(first_here).then(0.0)
+            per_row.append(d0.when(x >= prev).then(x - prev).otherwise(x).alias(f"__d0_{c}"))
+    return lf.with_columns(per_row)
+
+
+def bucket_aggregations(
+    spec: NodeFeatureSpec, *, first_zero: bool = False
+) -> list[tuple[pl.Expr, str | None]]:
+    """The columns of :func:`bucket_telemetry` in order, each with the per-sample column
+    it sums (None: not a floating-point sum, so exact in any order)."""
+    out: list[tuple[pl.Expr, str | None]] = [
+        (pl.len().alias("n"), None),
+        (pl.col("ts").max().alias("last_ts"), None),
+    ]
+
+    def total(col: str, name: str) -> tuple[pl.Expr, str]:
+        return pl.col(col).sum().alias(name), col
+
     for g in spec.gauges:
-        aggs += [
-            pl.col(f"__x_{g}").count().alias(f"{g}__n"),
-            pl.col(f"__x_{g}").sum().alias(f"{g}__s"),
-            pl.col(f"__xx_{g}").sum().alias(f"{g}__ss"),
-            pl.col(f"__x_{g}").max().alias(f"{g}__max"),
-            pl.col(f"__t_{g}").sum().alias(f"{g}__st"),
-            pl.col(f"__tt_{g}").sum().alias(f"{g}__stt"),
-            pl.col(f"__tx_{g}").sum().alias(f"{g}__stx"),
+        out += [
+            (pl.col(f"__x_{g}").count().alias(f"{g}__n"), None),
+            total(f"__x_{g}", f"{g}__s"),
+            total(f"__xx_{g}", f"{g}__ss"),
+            (pl.col(f"__x_{g}").max().alias(f"{g}__max"), None),
+            total(f"__t_{g}", f"{g}__st"),
+            total(f"__tt_{g}", f"{g}__stt"),
+            total(f"__tx_{g}", f"{g}__stx"),
         ]
     for c in spec.counters:
-        aggs += [
-            pl.col(f"__d_{c}").sum().alias(f"{c}__inc"),
-            pl.col(c).drop_nulls().last().cast(pl.Float64).alias(f"{c}__last"),
+        out += [
+            total(f"__d_{c}", f"{c}__inc"),
+            (pl.col(c).drop_nulls().last().cast(pl.Float64).alias(f"{c}__last"), None),
         ]
+        if first_zero:
+            out.append(total(f"__d0_{c}", f"{c}__inc0"))
     ready = pl.col("node_ready")
-    aggs += [
-        ready.count().alias("ready__n"),
-        (~ready).sum().alias("ready__false"),
-    ]
-    return lf.group_by(NODE, END).agg(aggs)
+    out += [(ready.count().alias("ready__n"), None), ((~ready).sum().alias("ready__false"), None)]
+    return out
+
+
+def bucket_telemetry(
+    telemetry: pl.LazyFrame,
+    spec: NodeFeatureSpec,
+    *,
+    cutoff: datetime | None = None,
+    first_zero: bool = False,
+) -> pl.LazyFrame:
+    """Per node and bucket: sample count, gauge moments, counter increases, readiness.
+
+    ``cutoff`` drops samples with ``ts > cutoff`` before anything is computed. A
+    counter's first sample in the frame counts no increase (nothing before it to
+    compare with). ``first_zero`` adds ``<counter>__inc0``: the bucket's increase with
+    its own first sample counting none, which is its ``__inc`` when the frame starts at
+    that bucket (:mod:`features.carry`).
+
+    The sums are polars' own, whose order of addition within a bucket may depend on
+    the frame around it (the last bit of a float can differ between two frames holding
+    the same bucket); :func:`features.carry.exact_buckets` adds in a fixed order.
+    """
+    rows = bucket_rows(telemetry, spec, cutoff=cutoff, first_zero=first_zero)
+    return rows.group_by(NODE, END).agg(
+        e for e, _ in bucket_aggregations(spec, first_zero=first_zero)
+    )
 
 
 def bucket_grid(buckets: pl.LazyFrame, spec: NodeFeatureSpec, *, cutoff: datetime) -> pl.LazyFrame:

@@ -52,13 +52,13 @@ from typing import Any, TypeVar
 import polars as pl
 
 from predops.core.contracts import Forecast
+from predops.features.carry import carry_forward, oldest_end, window_buckets
 from predops.features.definitions import NodeFeatureSpec, node_feature_set
+from predops.features.frames import node_features
 from predops.features.node import floor_to_bucket
-from predops.pipelines.jobs.features import (
-    NODE_ONLINE,
-    materialise_demand_online,
-    materialise_node_online,
-)
+from predops.pipelines.jobs.carried_buckets import CarriedBuckets
+from predops.pipelines.jobs.features import NODE_ONLINE, materialise_demand_online
+from predops.pipelines.jobs.lake_inputs import LakeInputs
 from predops.pipelines.workspace import snapshot_cache
 from predops.pipelines.workspace.atomic import (
     atomic_write,
@@ -165,10 +165,11 @@ def online_features(
     rec = state.get("features") or {}
     why = _recompute_reason(lake, rec, files, end, as_of, fs.hash, store)
     out: dict[str, Any] = {"recomputed": why is not None, "why": why or "inputs unchanged"}
+    kept = rec.get("buckets") if why is not None else None
     if why is None:
         n = store.restamp_online(NODE_ONLINE, as_of=as_of)
     else:
-        n = materialise_node_online(lake, store, as_of=as_of, spec=spec)
+        n, out["buckets"], kept = _node_online(lake, store, state, rec, files, as_of, spec)
     state.save(
         features={
             "files": files,
@@ -176,6 +177,7 @@ def online_features(
             "as_of": as_of,
             "feature_set_hash": fs.hash,
             "rows": n,
+            "buckets": kept if why is not None else rec.get("buckets"),
         }
     )
     out["nodes"] = n
@@ -183,6 +185,82 @@ def online_features(
     if series:
         out["series"] = series
     return out
+
+
+def _carried_through(
+    lake: Lake, rec: dict[str, Any], files: dict[str, Files], end: datetime, spec: NodeFeatureSpec
+) -> datetime | None:
+    """The last bucket end of the kept buckets when they can be carried to ``end``
+    (:mod:`features.carry`): kept for this feature set, through ``end`` at most and no
+    earlier than the window's oldest bucket end, no telemetry file rewritten since and no
+    sample added at or before it; else None."""
+    kept = rec.get("buckets") or {}
+    through = _utc(kept.get("through"))
+    if through is None or kept.get("feature_set_hash") != node_feature_set(spec).hash:
+        return None
+    if not oldest_end(end, spec) <= through <= end:  # none of them in the window: no use
+        return None
+    d = _delta(lake, (rec.get("files") or {}).get("telemetry"), files["telemetry"])
+    if d.lost:
+        return None
+    lo = _new_rows_min(d.added, "ts")
+    return None if lo is not None and lo <= through else through
+
+
+def _node_online(
+    lake: Lake,
+    store: FeatureStore,
+    state: CycleState,
+    rec: dict[str, Any],
+    files: dict[str, Files],
+    as_of: datetime,
+    spec: NodeFeatureSpec,
+) -> tuple[int, dict[str, Any], dict[str, Any]]:
+    """The online node rows as of ``as_of`` from the kept buckets and the telemetry
+    after them, or (nothing to carry) from the window's telemetry; equal either way to
+    :func:`materialise_node_online`'s. Returns the node count, what was done, and the
+    kept buckets' record."""
+    fs = node_feature_set(spec)
+    end = floor_to_bucket(as_of - spec.ingestion_delay, spec.bucket)
+    visible = as_of - spec.ingestion_delay
+    first = oldest_end(end, spec)
+    carried = CarriedBuckets(store)
+    through = _carried_through(lake, rec, files, end, spec)
+    kept = carried.read(first, through, spec.bucket) if through is not None else None
+    if through is not None and through < first:  # no kept bucket is in the window
+        kept = pl.DataFrame()
+    inp = LakeInputs.from_lake(
+        lake, telemetry_after=through if kept is not None else first - spec.bucket
+    )
+    if kept is not None and through is not None:
+        window, fresh = carry_forward(
+            kept, inp.telemetry, spec, kept_end=through, end=end, visible=visible
+        )
+        note = {"carried": True, "kept": int((through - first) / spec.bucket) + 1}
+        new_from = through + spec.bucket
+    else:
+        window, fresh = window_buckets(inp.telemetry, spec, end=end, visible=visible)
+        note = {"carried": False}
+        new_from = first
+        # what is on disk no longer matches the state: forget it before replacing it
+        state.save(features={**rec, "buckets": None})
+        carried.clear()
+    nodes = node_features(
+        inp.telemetry,
+        inp.inventory,
+        inp.events,
+        cutoff=as_of,
+        spec=spec,
+        latest_only=True,
+        buckets=window.lazy(),
+    ).collect()
+    if nodes.height:
+        store.materialise_online(
+            NODE_ONLINE, nodes, as_of=as_of, feature_set_hash=fs.hash, key="node_id"
+        )
+    note["new"] = carried.write(fresh, new_from, end, spec.bucket)
+    carried.prune(first)
+    return nodes.height, note, {"through": end, "feature_set_hash": fs.hash}
 
 
 def _recompute_reason(

@@ -168,6 +168,7 @@ def test_incremental_cycle_equals_full_recomputation(trained: Path, tmp_path: Pa
     recomputed: list[bool] = []
     forecasts_reused: list[bool] = []
     snapshot_reused: list[bool] = []
+    carried: list[bool | None] = []
     # 7 cycles of 5 minutes cross two bucket ends; cycle 4 also brings late telemetry,
     # cycle 5 a new inventory snapshot, cycle 6 a file rewritten (as compaction would).
     for i in range(1, 8):
@@ -198,6 +199,7 @@ def test_incremental_cycle_equals_full_recomputation(trained: Path, tmp_path: Pa
         )
         sched = _scheduled(sched_ws, cutoff)
         recomputed.append(incr["detail"]["features"]["recomputed"])
+        carried.append(incr["detail"]["features"].get("buckets", {}).get("carried"))
         forecasts_reused.append(incr["detail"]["forecast"]["reused"])
         snapshot_reused.append(incr["inputs"]["fleet"]["snapshot_reused"])
         assert sched["forecasts_reused"] is forecasts_reused[-1], f"cycle {i}"
@@ -220,6 +222,11 @@ def test_incremental_cycle_equals_full_recomputation(trained: Path, tmp_path: Pa
     assert recomputed[0] is True
     assert False in recomputed
     assert recomputed[3] and recomputed[4] and recomputed[5]
+    # The kept buckets of the online window were carried to the next rows whenever the
+    # telemetry allowed (features.carry): not in cycle 1 (none kept yet), nor after the
+    # late samples of cycle 4 (a kept bucket changed); in cycle 5 (new inventory rows,
+    # same telemetry) and at the bucket ends of cycles 3 and 6. None: rows re-stamped.
+    assert carried == [False, None, True, False, True, True, None]
     # The lake ends at 23:45 (15-minute samples), which completes the hour bucket ending
     # 00:00 (a sample stands for its interval); the samples of 23:50 to 00:00 still move
     # that bucket's mean, so the forecasts are new; from 00:05 on they fill the next
