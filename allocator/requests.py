@@ -15,7 +15,8 @@ rack or one spine when asked, or not at all; each member may carry its gang's sc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -40,6 +41,10 @@ class PodRequest:
     gang_id: str | None = None
     gang_scope: str | None = None
     """The gang's placement scope ('rack', 'spine' or None) when the pod is a member."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # through __init__ (and its checks): faster than the dataclass' __setstate__
+        return (PodRequest, tuple(getattr(self, f) for f in _POD_FIELDS))
 
     def __post_init__(self) -> None:
         where = f"pod {self.pod_id!r}"
@@ -71,6 +76,9 @@ class PodRequest:
     def constrained(self) -> bool:
         """True when placement needs the per-device topology check."""
         return self.numa_aligned or (self.nvlink and self.num_gpu > 1)
+
+
+_POD_FIELDS = tuple(f.name for f in fields(PodRequest))
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,11 @@ class Placement:
     def pod_id(self) -> str:
         return self.pod.pod_id
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # through __init__: unpickling a snapshot's tens of thousands of placements by
+        # the dataclass' __setstate__ took seconds
+        return (Placement, (self.pod, self.node, self.gpus, self.numa_cpu))
+
 
 def split_evenly(total: int, parts: int) -> list[int]:
     """``total`` in ``parts`` near-equal integers (the remainder to the first ones)."""

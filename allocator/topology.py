@@ -18,7 +18,8 @@ evenly over the node's NUMA nodes in index order (GPU ``i`` of ``g`` on NUMA nod
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 import polars as pl
 
@@ -56,6 +57,11 @@ class NodeSpec:
     pool: str = "default"
     sku: str = ""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # through __init__: faster than the dataclass' __setstate__ (a pickled snapshot
+        # holds one per node)
+        return (NodeSpec, tuple(getattr(self, f) for f in _NODE_FIELDS))
+
     def __post_init__(self) -> None:
         where = f"node {self.node_id!r}"
         if self.cpu_milli < 0 or self.memory_mib < 0:
@@ -90,6 +96,9 @@ class NodeSpec:
     def path(self) -> tuple[str, str, str, str]:
         """(region, zone, spine, rack) — a rack name is only unique within its spine."""
         return (self.region, self.zone, self.spine, self.rack)
+
+
+_NODE_FIELDS = tuple(f.name for f in fields(NodeSpec))
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -9,6 +11,7 @@ from hypothesis import strategies as st
 
 from predops.allocator.requests import PodRequest
 from predops.allocator.snapshot import ClusterSnapshot, OverCommitError, Placement
+from predops.allocator.topology import NodeSpec
 from tests.allocator.factories import make_allocator, make_cluster, make_node, make_pod
 
 
@@ -196,3 +199,16 @@ def test_no_device_is_ever_over_committed(ops: list[tuple[str, int]], seed: int)
     for p in snap.placements.values():
         for g in p.gpus:
             assert g < snap.gpu_count[p.node]
+
+
+def test_pods_nodes_and_placements_pickle_through_their_constructors() -> None:
+    pod = PodRequest("p1", 2000, 4096, 1, 500, frozenset({"A100"}), True, False, "g1", "rack")
+    node = NodeSpec("n1", 64000, 512000, gpus=4, gpu_model="A100", numa_nodes=2, rack="r1")
+    placed = Placement(pod, 3, (1,), ((0, 2000),))
+    for obj in (pod, node, placed):
+        back = pickle.loads(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+        assert back == obj and type(back) is type(obj)
+    # the constructor's checks run on the way back in: a tampered pickle is refused
+    bad = pickle.dumps(pod).replace(b"rack", b"zone")
+    with pytest.raises(ValueError, match="gang_scope"):
+        pickle.loads(bad)
