@@ -39,7 +39,7 @@ from predops.features.labels import label_name
 from predops.features.sampling import horizon_rows
 from predops.models.anomaly.node import MAX_COLUMN, NodeAnomalyScorer, score_name
 from predops.models.failure.classifier import NodeFailureClassifier
-from predops.models.failure.reasons import top_reasons
+from predops.models.failure.reasons import top_reasons_rows
 
 STRATEGIES = ("per_horizon", "stacked")
 HORIZON_FEATURE = "horizon_h"
@@ -176,8 +176,8 @@ class FailureModel:
                 # TreeSHAP and the row values only for the rows that get reasons.
                 contrib = clf.contributions(Xh.iloc[rows])[:, : len(names)]  # no horizon/bias
                 values = X.iloc[rows].to_numpy(dtype=object)
-                for k, i in enumerate(rows):
-                    reasons[int(i)] = top_reasons(contrib[k], list(values[k]), used_defs, top=top)
+                worded = top_reasons_rows(contrib, values, used_defs, top=top)
+                reasons = {int(i): r for i, r in zip(rows, worded, strict=True)}
             out.extend(
                 FailureRisk(
                     node_id=str(ids[i]),

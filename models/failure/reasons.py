@@ -163,14 +163,43 @@ def top_reasons(
     if len(contributions) != len(defs) or len(values) != len(defs):
         raise ValueError("contributions, values and defs must align")
     order = np.argsort(-np.abs(contributions), kind="stable")
+    return _worded(contributions, values, defs, order[:top], min_abs)
+
+
+def _worded(
+    contributions: np.ndarray,
+    values: Sequence[float | str | None],
+    defs: Sequence[FeatureDef],
+    order: Sequence[int],
+    min_abs: float,
+) -> tuple[Reason, ...]:
     out = []
-    for i in order[:top]:
+    for i in order:
         c = float(contributions[i])
         if abs(c) < min_abs:
             break
         effect = "raises risk" if c > 0 else "lowers risk"
         out.append(Reason(defs[i].name, c, f"{describe(defs[i], values[i])} ({effect})"))
     return tuple(out)
+
+
+def top_reasons_rows(
+    contributions: np.ndarray,
+    values: np.ndarray,
+    defs: Sequence[FeatureDef],
+    *,
+    top: int = 3,
+    min_abs: float = 0.05,
+) -> list[tuple[Reason, ...]]:
+    """:func:`top_reasons` of every row of ``contributions`` and ``values`` (2-D, one
+    row per prediction), the features of all rows ranked in one pass."""
+    if contributions.shape[1] != len(defs) or values.shape[1] != len(defs):
+        raise ValueError("contributions, values and defs must align")
+    order = np.argsort(-np.abs(contributions), axis=1, kind="stable")[:, :top]
+    return [
+        _worded(contributions[k], values[k], defs, order[k], min_abs)
+        for k in range(contributions.shape[0])
+    ]
 
 
 def defs_by_name(defs: Sequence[FeatureDef]) -> Mapping[str, FeatureDef]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from predops.features.definitions import node_feature_set
-from predops.models.failure.reasons import defs_by_name, describe, top_reasons
+from predops.models.failure.reasons import defs_by_name, describe, top_reasons, top_reasons_rows
 
 DEFS = defs_by_name(node_feature_set().defs)
 
@@ -58,3 +58,16 @@ def test_drive_sentences_name_the_smart_attribute() -> None:
     )
     assert describe(defs["smart_rule__nonzero"], 2.0) == "2 of SMART 5/187/197/198 nonzero"
     assert describe(defs["drive__days_since_snapshot"], 9.0) == "last SMART snapshot 9 days ago"
+
+
+def test_reasons_of_many_rows_at_once_are_those_of_each_row() -> None:
+    defs = list(node_feature_set().defs)[:12]
+    rng = np.random.default_rng(4)
+    contrib = rng.normal(0, 0.3, size=(50, len(defs)))
+    contrib[7] = 0.01  # all below the noise floor: no reason
+    contrib[9] = 0.0
+    contrib[9, :4] = 0.5  # ties: the first feature of the tie first
+    values = rng.uniform(0, 100, size=(50, len(defs))).astype(object)
+    many = top_reasons_rows(contrib, values, defs, top=3)
+    assert many == [top_reasons(contrib[k], list(values[k]), defs, top=3) for k in range(50)]
+    assert many[7] == () and [r.feature for r in many[9]] == [d.name for d in defs[:3]]
