@@ -170,7 +170,7 @@ def _worded(
     contributions: np.ndarray,
     values: Sequence[float | str | None],
     defs: Sequence[FeatureDef],
-    order: Sequence[int],
+    order: np.ndarray,
     min_abs: float,
 ) -> tuple[Reason, ...]:
     out = []
