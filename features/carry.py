@@ -187,7 +187,9 @@ def carry_forward(
     cols = _source_columns(spec)
     new = tail.filter(pl.col("ts") > kept_end).select(cols)
     schema = new.collect_schema()
-    ordered = kept.sort(NODE, END)
+    # in bucket-end order (each node's rows then are too: the first bucket with a counter
+    # and the last value below are taken in that order)
+    ordered = kept if kept[END].is_sorted() else kept.sort(END, maintain_order=True)
     seed = ordered.group_by(NODE, maintain_order=True).agg(
         pl.col(f"{c}__last").drop_nulls().last().alias(c) for c in spec.counters
     )
@@ -202,7 +204,7 @@ def carry_forward(
         pl.concat([seed.lazy(), new]), spec, cutoff=visible, first_zero=True
     ).filter(pl.col(END) > kept_end)
     fresh = fresh.select(kept.columns) if kept.width else fresh
-    both = pl.concat([ordered, fresh.sort(NODE, END)])
+    both = pl.concat([ordered, fresh.sort(END, NODE)])
     # a node's first bucket with the counter in the window counts its first sample as none
     firsts = [
         pl.when(
