@@ -66,16 +66,16 @@ def describe(d: FeatureDef, value: float | str | None) -> str:
     agg = d.aggregation
     if src.startswith("smart_"):
         return _smart(d, v)
-    if agg in ("mean", "max", "std", "slope"):
+    if agg in ("mean", "max", "std", "slope"):  # only the one sentence is built
         unit, div = _unit(src)
         x = v / div
-        text = {
-            "mean": f"{src} averaged {_num(x)}{unit} over {w}",
-            "max": f"{src} peaked at {_num(x)}{unit} over {w}",
-            "std": f"{src} varied by {_num(x)}{unit} (sd) over {w}",
-            "slope": f"{src} {'rising' if x >= 0 else 'falling'} {_num(abs(x))}{unit}/h over {w}",
-        }
-        return text[agg]
+        if agg == "mean":
+            return f"{src} averaged {_num(x)}{unit} over {w}"
+        if agg == "max":
+            return f"{src} peaked at {_num(x)}{unit} over {w}"
+        if agg == "std":
+            return f"{src} varied by {_num(x)}{unit} (sd) over {w}"
+        return f"{src} {'rising' if x >= 0 else 'falling'} {_num(abs(x))}{unit}/h over {w}"
     if agg == "mean_short_minus_mean_baseline":
         unit, div = _unit(src)
         x = v / div

@@ -259,19 +259,19 @@ def fleet_from_lake(
     calls, re-used while the pods and inventory it was built from hold
     (:mod:`predops.pipelines.workspace.snapshot_cache`; the notes say whether it was)."""
 
-    topology, inv_at = topology_at(lake, now)
+    hit = cached_snapshot.load(snapshot_cache, lake, now) if snapshot_cache else None
+    token: str | None = None
+    if hit is not None:
+        snap, counts, token, topology, inv_at = hit
+    else:
+        topology, inv_at = topology_at(lake, now)
+        snap, counts = snapshot_of(topology, running_pods(lake, now))
+        if snapshot_cache is not None:
+            token = cached_snapshot.save(snapshot_cache, lake, now, snap, counts, topology, inv_at)
     states = node_states(lake, topology, inv_at, now, seen)
     pdbs: dict[str, PdbState] = {}
     if _has(lake, "pdbs"):
         pdbs = pdbs_from_frame(lake.scan("pdbs").filter(pl.col("ts") <= now).collect())
-    hit = cached_snapshot.load(snapshot_cache, lake, now) if snapshot_cache else None
-    token: str | None = None
-    if hit is not None:
-        snap, counts, token = hit
-    else:
-        snap, counts = snapshot_of(topology, running_pods(lake, now))
-        if snapshot_cache is not None:
-            token = cached_snapshot.save(snapshot_cache, lake, now, snap, counts)
     observed = max(s.observed_at for s in states.values())
     fleet = FleetState(topology, observed, states, pdbs)
     demand_in_nodes: tuple[DemandInNodes, ...] = ()

@@ -16,8 +16,10 @@ A cluster whose pods start or stop every few minutes rebuilds at most cycles; a 
 one (or the benchmark's lake, whose pods are known up to its end) rebuilds once.
 
 The file (``<features>/online/snapshot_cache.pickle``, replaced atomically) holds two
-pickles: the key, then the snapshot and its placement counts — it is read only when the
-key matches. Like the registry's models, it is a pickle: the workspace is trusted.
+pickles: the key, then the snapshot, its placement counts and the topology it was built
+on (so a hit reads no inventory either) — it is read only when the key matches. Like
+the registry's models, it is a pickle: the workspace is trusted.
+
 Beside it, ``snapshot_cache.memo.json`` holds what the plan worked out on that very
 snapshot (pool sizing's node counts, :class:`predops.policy.sizing.PoolSizingPolicy`),
 tagged with the snapshot's token (a digest of the pickle's head: key and build time); a
@@ -39,11 +41,12 @@ import polars as pl
 
 import predops.allocator
 from predops.allocator.snapshot import ClusterSnapshot
+from predops.allocator.topology import Topology
 from predops.pipelines.workspace.atomic import atomic_write, atomic_write_text
 from predops.pipelines.workspace.lake import Lake
 
 FILE = "snapshot_cache.pickle"
-VERSION = 1
+VERSION = 2
 
 
 def code_digest() -> str:
@@ -90,6 +93,10 @@ class Cached(NamedTuple):
     counts: dict[str, int]
     token: str
     """Names this snapshot (see :func:`read_memo`)."""
+    topology: Topology
+    """The topology it was built on (each node's latest inventory row)."""
+    inventory_at: datetime
+    """The newest of those rows' times."""
 
 
 def _token(head: dict[str, Any]) -> str:
@@ -107,27 +114,36 @@ def load(path: Path, lake: Lake, now: datetime) -> Cached | None:
             built, until = head["built"], head["until"]
             if not built <= now or (until is not None and now >= until):
                 return None
-            snap, counts = pickle.load(fh)
+            snap, counts, topology, inv_at = pickle.load(fh)
     except (OSError, EOFError, pickle.UnpicklingError, KeyError, TypeError, ValueError):
         return None
     except (AttributeError, ImportError, IndexError):  # pickled by other code
         return None
     if not isinstance(snap, ClusterSnapshot) or not isinstance(counts, dict):
         return None
-    return Cached(snap, counts, _token(head))
+    if not isinstance(topology, Topology) or not isinstance(inv_at, datetime):
+        return None
+    return Cached(snap, counts, _token(head), topology, inv_at)
 
 
 def save(
-    path: Path, lake: Lake, now: datetime, snap: ClusterSnapshot, counts: dict[str, int]
+    path: Path,
+    lake: Lake,
+    now: datetime,
+    snap: ClusterSnapshot,
+    counts: dict[str, int],
+    topology: Topology,
+    inventory_at: datetime,
 ) -> str:
-    """Keep ``snap`` (as built at ``now``) and its counts, atomically; returns its
-    token."""
+    """Keep ``snap`` (as built at ``now`` on ``topology``, whose newest inventory row is
+    from ``inventory_at``) and its counts, atomically; returns its token."""
     head = {"key": _key(lake), "built": now, "until": next_change(lake, now)}
 
     def write(p: Path) -> None:
         with p.open("wb") as fh:
             pickle.dump(head, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            pickle.dump((snap, counts), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            body = (snap, counts, topology, inventory_at)
+            pickle.dump(body, fh, protocol=pickle.HIGHEST_PROTOCOL)
 
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, write)

@@ -41,7 +41,9 @@ def _reused(lake: Lake, now: datetime, cache: Path) -> bool:
     got = fleet_from_lake(lake, now, snapshot_cache=cache)
     new = fleet_from_lake(lake, now)
     assert ClusterSnapshot.same_state(got.snapshot.state(), new.snapshot.state())
+    assert got.fleet == new.fleet  # the topology kept with it too, and the node states
     assert got.notes["pods"] == new.notes["pods"]
+    assert got.notes["inventory_at"] == new.notes["inventory_at"]
     reused = got.notes["snapshot_reused"]
     assert isinstance(reused, bool)
     return reused
