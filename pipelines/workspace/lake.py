@@ -265,6 +265,15 @@ class Lake:
         return out
 
     # ------------------------------------------------------------------ corrupt files
+    def trust(self, fingerprint: dict[str, list[int]]) -> None:
+        """Files of an earlier :meth:`fingerprint` of this lake were read as Parquet
+        then: a file still of that size and modification time is not read again to
+        check it (the incremental cycle's state holds them; a file rewritten since has
+        another signature and is checked)."""
+        for rel, sig in fingerprint.items():
+            if isinstance(sig, list) and len(sig) == 2:
+                self._checked[self.root / rel] = (int(sig[0]), int(sig[1]))
+
     def _readable(self, files: list[Path]) -> list[Path]:
         """``files`` without those that are not readable Parquet (moved aside)."""
         out = []

@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 from predops.core.schemas import DEMAND
@@ -109,3 +110,22 @@ def test_empty_table_scan_has_the_schema(lake: Lake) -> None:
     lf = lake.scan("telemetry")
     assert lf.collect().height == 0
     assert "source" in lf.collect_schema().names()
+
+
+def test_trusted_files_are_not_read_again_but_a_rewritten_one_is(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lake.write("demand", "s", demand(3))
+    fingerprint = Lake(lake.root).fingerprint("demand")
+    assert fingerprint
+    again = Lake(lake.root)
+    again.trust(fingerprint)
+    read: list[Path] = []
+    real = pq.read_metadata
+    monkeypatch.setattr(pq, "read_metadata", lambda f, *a, **k: read.append(f) or real(f, *a, **k))
+    assert again.fingerprint("demand") == fingerprint and read == []
+    # corrupted in place: another size (and time), so it is read, found corrupt, set aside
+    f, other = again.files("demand")
+    os.truncate(f, 10)
+    assert again.files("demand") == [other] and read == [f]
+    assert [c["file"] for c in again.corrupt_files("demand")] == [str(f.relative_to(lake.root))]
