@@ -227,8 +227,6 @@ def _node_online(
     carried = CarriedBuckets(store)
     through = _carried_through(lake, rec, files, end, spec)
     kept = carried.read(first, through, spec.bucket) if through is not None else None
-    if through is not None and through < first:  # no kept bucket is in the window
-        kept = pl.DataFrame()
     inp = LakeInputs.from_lake(
         lake, telemetry_after=through if kept is not None else first - spec.bucket
     )
