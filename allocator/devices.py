@@ -30,10 +30,11 @@ REASONS = ("no_schedulable_node", "cpu", "memory", "gpu_model", "gpu", "topology
 
 
 def _gpu_ok(snap: ClusterSnapshot, rows: np.ndarray | None, pod: PodRequest) -> np.ndarray:
-    free = snap.gpu_free if rows is None else snap.gpu_free[rows]
     if pod.is_share:
-        return np.asarray((free >= pod.gpu_milli).any(axis=1))
-    return np.asarray((free == GPU_MILLI).sum(axis=1) >= pod.num_gpu)
+        most = snap.gpu_free_most if rows is None else snap.gpu_free_most[rows]
+        return np.asarray(most >= pod.gpu_milli)
+    idle = snap.gpu_idle if rows is None else snap.gpu_idle[rows]
+    return np.asarray(idle >= pod.num_gpu)
 
 
 def feasible(snap: ClusterSnapshot, pod: PodRequest, rows: np.ndarray | None = None) -> np.ndarray:

@@ -237,7 +237,7 @@ class Allocator:
             level = gang.scope
             dom = snap.domain_index(level)
             need = sum(p.total_gpu_milli for p in pods)
-            free = snap.gpu_free.sum(axis=1) * snap.schedulable
+            free = snap.gpu_free_total * snap.schedulable
             options: list[tuple[int, int, np.ndarray]] = []
             for d in np.unique(dom).tolist():
                 if domain is not None and d != domain:

@@ -206,7 +206,7 @@ class NodeCountEstimator:
                     open_rows = open_rows[open_rows != row_i]
             new_rows = np.arange(first_new, snap.n_nodes)
             used = float(
-                (snap.gpu_count[new_rows] * GPU_MILLI - snap.gpu_free[new_rows].sum(1)).sum()
+                (snap.gpu_count[new_rows] * GPU_MILLI - snap.gpu_free_total[new_rows]).sum()
             )
             cap = float(snap.gpu_count[new_rows].sum() * GPU_MILLI)
             frag = FragmentationIndex(dist).frag_ratio(snap)

@@ -73,7 +73,7 @@ class Stranded:
 
 def stranded(snap: ClusterSnapshot, distribution: PodTypeDistribution) -> Stranded:
     gpu_nodes = snap.gpu_count > 0
-    idle = snap.gpu_free.sum(axis=1)
+    idle = snap.gpu_free_total
     gpus_gone = gpu_nodes & (idle == 0)
     gpu_types = distribution.num_gpu > 0
     if gpu_types.any():

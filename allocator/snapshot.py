@@ -1,10 +1,14 @@
 """``ClusterSnapshot``: free resources per node, NUMA node and GPU, forkable for what-ifs.
+Over 500 lines: one class whose arrays, journal and placements change together.
 
 State is kept as numpy arrays indexed by node (row) and GPU (column) so policies score
 every node at once: free CPU (milli-cores, also per NUMA node), free memory (MiB), free
 milli-GPU per GPU (1000 = idle; columns past a node's GPU count are 0), each GPU's NUMA
 node and NVLink domain, the GPU model and rack / spine of each node, and whether the
-node is schedulable. ``version[n]`` changes whenever node ``n`` changes, so caches (the
+node is schedulable. Three per-node GPU summaries are kept beside ``gpu_free`` as it
+changes (idle GPUs, free milli in all, the most free milli on one GPU), so a fleet-wide
+filter reads one number per node instead of reducing every node's GPU row for every
+pod. ``version[n]`` changes whenever node ``n`` changes, so caches (the
 FGD fragmentation index) recompute only the nodes that changed.
 
 ``fork()`` opens a savepoint; every change after it is journalled; ``revert()`` undoes
@@ -86,6 +90,8 @@ class ClusterSnapshot:
         self.domains: dict[str, list[tuple[str, ...]]] = {"rack": [], "spine": []}
         self._domain_index: dict[str, dict[tuple[str, ...], int]] = {"rack": {}, "spine": {}}
         self._spec_masks: dict[frozenset[str], np.ndarray] = {}
+        self._node_masks: dict[frozenset[str], np.ndarray] = {}
+        """Per-node model masks (read-only), dropped whenever nodes are added or cut."""
         self._alloc(max(len(nodes), 1))
         self.placements: dict[str, Placement] = {}
         self.pods_on: list[set[str]] = []
@@ -116,6 +122,9 @@ class ClusterSnapshot:
         self._numa_cpu_free = grow(o.get("_numa_cpu_free"), (cap, u), np.int64, 0)
         self._gpu_free = grow(o.get("_gpu_free"), (cap, g), np.int64, 0)
         self._gpu_count = grow(o.get("_gpu_count"), (cap,), np.int64, 0)
+        self._gpu_idle = grow(o.get("_gpu_idle"), (cap,), np.int64, 0)
+        self._gpu_total = grow(o.get("_gpu_total"), (cap,), np.int64, 0)
+        self._gpu_most = grow(o.get("_gpu_most"), (cap,), np.int64, 0)
         self._gpu_numa = grow(o.get("_gpu_numa"), (cap, g), np.int16, -1)
         self._gpu_nvl = grow(o.get("_gpu_nvl"), (cap, g), np.int16, -1)
         self._model = grow(o.get("_model"), (cap,), np.int32, -1)
@@ -158,6 +167,27 @@ class ClusterSnapshot:
     @property
     def gpu_free(self) -> np.ndarray:
         return np.asarray(self._gpu_free[: self._n])
+
+    @property
+    def gpu_idle(self) -> np.ndarray:
+        """Idle GPUs (all 1000 milli free) per node."""
+        return np.asarray(self._gpu_idle[: self._n])
+
+    @property
+    def gpu_free_total(self) -> np.ndarray:
+        """Free milli-GPU per node, summed over its GPUs (``gpu_free.sum(axis=1)``)."""
+        return np.asarray(self._gpu_total[: self._n])
+
+    @property
+    def gpu_free_most(self) -> np.ndarray:
+        """The most free milli on any one GPU of each node (0 without GPUs)."""
+        return np.asarray(self._gpu_most[: self._n])
+
+    def _gpu_summary(self, rows: int | slice) -> None:
+        free = self._gpu_free[rows]
+        self._gpu_idle[rows] = (free == GPU_MILLI).sum(axis=-1)
+        self._gpu_total[rows] = free.sum(axis=-1)
+        self._gpu_most[rows] = free.max(axis=-1, initial=0)
 
     @property
     def gpu_count(self) -> np.ndarray:
@@ -209,12 +239,18 @@ class ClusterSnapshot:
         """Per-node bool: the node has GPUs of one of ``models`` (None: any GPU node)."""
         if models is None:
             return self.gpu_count > 0
+        per_node = self._node_masks.get(models)
+        if per_node is not None:
+            return per_node
         mask = self._spec_masks.get(models)
         if mask is None or len(mask) != len(self.models) + 1:
             mask = np.array([m in models for m in self.models] + [False], dtype=np.bool_)
             self._spec_masks[models] = mask
         # index -1 (CPU node) reads the trailing False
-        return np.asarray(mask[self.model])
+        per_node = np.asarray(mask[self.model])
+        per_node.setflags(write=False)
+        self._node_masks[models] = per_node
+        return per_node
 
     def _touch(self, rows: int | np.ndarray) -> None:
         if isinstance(rows, int | np.integer):
@@ -233,6 +269,7 @@ class ClusterSnapshot:
         return idx[key]
 
     def _add(self, nodes: Sequence[NodeSpec]) -> None:
+        self._node_masks.clear()
         need_g = max([n.gpus for n in nodes] + [self._g])
         need_u = max([n.numa_nodes for n in nodes] + [self._u])
         if self._n + len(nodes) > self._cap or need_g > self._g or need_u > self._u:
@@ -256,6 +293,7 @@ class ClusterSnapshot:
             self._gpu_free[i, :] = 0
             self._gpu_free[i, : spec.gpus] = GPU_MILLI
             self._gpu_count[i] = spec.gpus
+            self._gpu_summary(i)
             self._gpu_numa[i, :] = -1
             self._gpu_numa[i, : spec.gpus] = spec.gpu_numa_ids
             self._gpu_nvl[i, :] = -1
@@ -288,6 +326,7 @@ class ClusterSnapshot:
         return list(range(first, self._n))
 
     def _truncate(self, n: int) -> None:
+        self._node_masks.clear()
         for i in range(n, self._n):
             if self.pods_on[i]:
                 raise RuntimeError("internal: truncating a node that still runs pods")
@@ -361,6 +400,8 @@ class ClusterSnapshot:
         self._cpu_free[i] -= pod.cpu_milli
         for g in p.gpus:
             self._gpu_free[i, g] -= pod.gpu_milli
+        if p.gpus:
+            self._gpu_summary(i)
         self.used_gpu_milli += pod.num_gpu * pod.gpu_milli
         self.placements[pod.pod_id] = p
         self.pods_on[i].add(pod.pod_id)
@@ -384,6 +425,8 @@ class ClusterSnapshot:
         self._cpu_free[i] += pod.cpu_milli
         for g in p.gpus:
             self._gpu_free[i, g] += pod.gpu_milli
+        if p.gpus:
+            self._gpu_summary(i)
         self.used_gpu_milli -= pod.num_gpu * pod.gpu_milli
         self.pods_on[i].discard(pod_id)
         self._touch(i)

@@ -48,7 +48,7 @@ class LiveFill:
         busy = np.array([r for r in rows.tolist() if snapshot.pods_on[r]], dtype=np.int64)
         if busy.size == 0:
             return cls(busy, 0.0, 0.0)
-        gpu_used = snapshot.gpu_count[busy] * GPU_MILLI - snapshot.gpu_free[busy].sum(axis=1)
+        gpu_used = snapshot.gpu_count[busy] * GPU_MILLI - snapshot.gpu_free_total[busy]
         cpu_used = snapshot.cpu_cap[busy] - snapshot.cpu_free[busy]
         return cls(busy, float(gpu_used.sum()) / GPU_MILLI, float(cpu_used.sum()) / 1000)
 

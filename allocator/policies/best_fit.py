@@ -23,7 +23,7 @@ class BestFit(PolicyBase):
     ) -> NodeScores:
         cpu_max, gpu_max = resource_scale(snap)
         cpu_left = (snap.cpu_free[rows] - pod.cpu_milli).astype(np.float64)
-        gpu_left = (snap.gpu_free[rows].sum(axis=1) - pod.total_gpu_milli).astype(np.float64)
+        gpu_left = (snap.gpu_free_total[rows] - pod.total_gpu_milli).astype(np.float64)
         # Same float operation order as the artifact, so integer ties fall the same way.
         waste = cpu_left / cpu_max * 0.5 + gpu_left / gpu_max * 0.5
         return NodeScores(((1.0 - waste) * 100.0).astype(np.int64), unit="fullness 0-100")

@@ -22,7 +22,7 @@ class DotProduct(PolicyBase):
     ) -> NodeScores:
         cpu_max, gpu_max = resource_scale(snap)
         node_cpu = snap.cpu_free[rows] / cpu_max
-        node_gpu = snap.gpu_free[rows].sum(axis=1) / gpu_max
+        node_gpu = snap.gpu_free_total[rows] / gpu_max
         dot = node_cpu * (pod.cpu_milli / cpu_max) + node_gpu * (pod.total_gpu_milli / gpu_max)
         return NodeScores((100.0 * (1.0 - dot / 2.0)).astype(np.int64), unit="1 - alignment")
 

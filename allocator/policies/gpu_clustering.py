@@ -50,7 +50,7 @@ class GpuClustering(PolicyBase):
             return NodeScores(np.zeros(len(rows), dtype=np.int64), unit="clustering 0-100")
         _, gpu_max = resource_scale(snap)
         shapes = self._node_shapes(snap)[rows]
-        base = 25 * (int(gpu_max) - snap.gpu_free[rows].sum(axis=1)) // int(gpu_max)
+        base = 25 * (int(gpu_max) - snap.gpu_free_total[rows]) // int(gpu_max)
         has = (shapes & bit) != 0
         only = shapes == bit
         empty = shapes == 0

@@ -173,6 +173,13 @@ def _check_invariants(snap: ClusterSnapshot) -> None:
     assert (snap.cpu_free >= 0).all() and (snap.mem_free >= 0).all()
     assert (snap.numa_cpu_free >= 0).all()
     assert (snap.numa_cpu_free.sum(axis=1) == snap.cpu_free).all()
+    assert (snap.gpu_idle == (snap.gpu_free == 1000).sum(axis=1)).all()
+    assert (snap.gpu_free_total == snap.gpu_free.sum(axis=1)).all()
+    assert (snap.gpu_free_most == snap.gpu_free.max(axis=1, initial=0)).all()
+    for models in (None, frozenset({"T4"}), frozenset({"A100", "H100"})):
+        names = np.array([*snap.models, ""])[snap.model]
+        want = cnt > 0 if models is None else np.isin(names, list(models))
+        assert (snap.model_mask(models) == (want & (snap.model >= 0))).all()
     used = (cnt * 1000 - snap.gpu_free.sum(axis=1)).sum()
     assert used == snap.used_gpu_milli
     assert sum(p.pod.total_gpu_milli for p in snap.placements.values()) == used
