@@ -92,6 +92,7 @@ class ClusterSnapshot:
         self._spec_masks: dict[frozenset[str], np.ndarray] = {}
         self._node_masks: dict[frozenset[str], np.ndarray] = {}
         """Per-node model masks (read-only), dropped whenever nodes are added or cut."""
+        self._largest: tuple[float, float] | None = None
         self._alloc(max(len(nodes), 1))
         self.placements: dict[str, Placement] = {}
         self.pods_on: list[set[str]] = []
@@ -268,8 +269,18 @@ class ClusterSnapshot:
             self.domains[level].append(key)
         return idx[key]
 
+    def largest_node(self) -> tuple[float, float]:
+        """(largest node CPU in milli-cores, largest GPU count x 1000), 1.0 for none;
+        kept until nodes are added or cut."""
+        if self._largest is None:
+            cpu = float(self.cpu_cap.max(initial=0)) or 1.0
+            gpu = float(self.gpu_count.max(initial=0)) * 1000.0 or 1.0
+            self._largest = (cpu, gpu)
+        return self._largest
+
     def _add(self, nodes: Sequence[NodeSpec]) -> None:
         self._node_masks.clear()
+        self._largest = None
         need_g = max([n.gpus for n in nodes] + [self._g])
         need_u = max([n.numa_nodes for n in nodes] + [self._u])
         if self._n + len(nodes) > self._cap or need_g > self._g or need_u > self._u:
@@ -327,6 +338,7 @@ class ClusterSnapshot:
 
     def _truncate(self, n: int) -> None:
         self._node_masks.clear()
+        self._largest = None
         for i in range(n, self._n):
             if self.pods_on[i]:
                 raise RuntimeError("internal: truncating a node that still runs pods")

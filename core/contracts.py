@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+_ZERO = timedelta(0)
 
 
 def _require_utc(name: str, value: datetime) -> None:
-    if value.tzinfo is None or value.utcoffset() != timedelta(0):
+    if value.tzinfo is UTC:  # the common case, without computing an offset
+        return
+    if value.tzinfo is None or value.utcoffset() != _ZERO:
         raise ValueError(f"{name} must be a UTC-aware datetime, got {value!r}")
 
 

@@ -72,8 +72,4 @@ class PolicyBase:
 def resource_scale(snap: ClusterSnapshot) -> tuple[float, float]:
     """(largest node CPU in milli-cores, largest node GPU capacity in milli-GPU): the
     artifact normalises by its cluster's largest node spec (128 cores, 8 GPUs)."""
-    if snap.n_nodes == 0:
-        return 1.0, 1.0
-    cpu = float(snap.cpu_cap.max()) or 1.0
-    gpu = float(snap.gpu_count.max()) * 1000.0 or 1.0
-    return cpu, gpu
+    return snap.largest_node()
