@@ -63,7 +63,7 @@ from predops.core.contracts import FailureRisk, Forecast, Provenance, Reason
 from predops.pipelines.whatif.autoscaler import NodeAutoscaler
 from predops.pipelines.whatif.cluster import OWNER_MAINTENANCE, OWNER_REPAIR, Cluster
 from predops.pipelines.whatif.labels import LABEL_MODES, LabelBook
-from predops.pipelines.whatif.risk import Retrainer, RiskConfig, RiskTable
+from predops.pipelines.whatif.risk import NodeFrame, Retrainer, RiskConfig, RiskTable
 from predops.pipelines.whatif.scaler import PoolScaler
 from predops.pipelines.whatif.tally import BudgetAuditor, Tally, unreplaced
 from predops.pipelines.whatif.world import HOUR_S, World
@@ -698,7 +698,7 @@ def retrained_loop(
     cfg: LoopConfig,
     risk: RiskConfig,
     forecasts: Callable[[datetime], list[Forecast]],
-    frame: pl.DataFrame | None = None,
+    frame: pl.DataFrame | NodeFrame | None = None,
 ) -> Loop:
     """A loop whose failure model is retrained as it goes (:class:`Retrainer`), each
     fit on the labels of ``cfg.labels`` as the loop's drains left them before its

@@ -21,10 +21,14 @@ the horizon, else 0.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,6 +42,7 @@ from predops.features.definitions import (
 )
 from predops.features.frames import finish_node_features, node_local_features
 from predops.features.labels import add_failure_labels, label_name
+from predops.features.node import END, NODE, peer_medians
 from predops.models.failure.config import MODEL_PARAMS, PRIMARY_HORIZON, node_model_defs
 from predops.models.failure.metrics import pr_auc
 from predops.models.failure.model import FailureModel, train_failure_model
@@ -111,30 +116,71 @@ def model_defs(spec: NodeFeatureSpec = HOURLY_SPEC) -> list[FeatureDef]:
     return node_model_defs(spec)
 
 
-def node_frame(world: World, spec: NodeFeatureSpec = HOURLY_SPEC) -> pl.DataFrame:
-    """Hourly feature rows of every node over the whole simulated period, float32.
+class NodeFrame:
+    """The what-if node features (:func:`node_frame`) as Parquet parts, one per block of
+    nodes, in a private temporary directory removed when this object is collected (or
+    at exit). :meth:`filter` reads the rows a fit or a block of ticks needs, in the
+    order of the frame built whole (node, then time)."""
 
-    Each block of nodes' own features is narrowed to float32 as it is collected, except
-    the peer gauges' sources (:func:`peer_sources`), which the cross-node medians read
-    at full precision and which are narrowed after them: the same frame as narrowing
-    the whole at the end (a cast is a cast), at half the memory of the node-local rows
-    (6.0 GB instead of 12 at 10,000 nodes x 44 days)."""
+    def __init__(self) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="predops-whatif-frame-"))
+        self.parts: list[Path] = []
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self.directory, True)
+
+    def filter(self, predicate: pl.Expr) -> pl.DataFrame:
+        if not self.parts:
+            raise ValueError("the node frame has no parts (no telemetry blocks)")
+        return _scan(self.parts).filter(predicate).collect().sort(NODE, "ts")
+
+    def collect(self) -> pl.DataFrame:
+        """Every row (for tests and small fleets)."""
+        return self.filter(pl.lit(True))
+
+
+def _scan(files: list[Path]) -> pl.LazyFrame:
+    """The files as one frame; a column null all through one block (an event no node of
+    it had) takes the other blocks' type, as concatenating the blocks in memory does."""
+    return pl.concat([pl.scan_parquet(f) for f in files], how="vertical_relaxed")
+
+
+def node_frame(world: World, spec: NodeFeatureSpec = HOURLY_SPEC) -> NodeFrame:
+    """Hourly feature rows of every node over the whole simulated period, float32,
+    built one block of nodes at a time and kept on disk.
+
+    Each block's node-local features go to a spill file, float32 except the peer
+    gauges' sources (:func:`peer_sources`), which the cross-node medians read at full
+    precision; the fleet's medians per hour and rack / pool come from a scan of those
+    columns; then each block gets its deviations and is narrowed to float32 as a part.
+    The rows equal those of the frame built whole in memory
+    (``tests/pipelines/whatif/test_risk.py``); the build holds one block and the
+    medians, not the 10.6 M rows x 134 columns of 10,000 nodes x 44 days (5.7 GB in
+    float32, about twice that while built whole)."""
     sim = world.sim
     cutoff = world.cfg.at(world.cfg.last_tick)
     inventory = sim.inventory().lazy()
     events = sim.events().lazy()
     wide = peer_sources(spec)
-    parts = []
-    for b in sim.telemetry_blocks():
+    out = NodeFrame()
+    spills = []
+    for i, b in enumerate(sim.telemetry_blocks()):
         part = node_local_features(
             b.lazy(), inventory, events, cutoff=cutoff, spec=spec, eval_every=timedelta(hours=1)
         ).collect()
-        parts.append(_narrow(part, keep=wide))
-    local = pl.concat(parts, how="vertical_relaxed")
-    del parts
-    frame = finish_node_features(local.lazy(), spec).collect()
-    del local
-    return _narrow(frame, keep=frozenset())
+        spills.append(out.directory / f"local-{i:05d}.parquet")
+        _narrow(part, keep=wide).write_parquet(spills[-1])
+        del part
+    if not spills:
+        return out
+    keys = [f"node__{g}" for g in spec.peer_groups]
+    sources = _scan(spills).select(END, *keys, *sorted(wide)).collect()
+    medians = {g: m.collect().lazy() for g, m in peer_medians(sources.lazy(), spec).items()}
+    del sources
+    for i, spill in enumerate(spills):
+        part = finish_node_features(pl.scan_parquet(spill), spec, medians).collect()
+        out.parts.append(out.directory / f"part-{i:05d}.parquet")
+        _narrow(part, keep=frozenset()).write_parquet(out.parts[-1])
+        spill.unlink()
+    return out
 
 
 def peer_sources(spec: NodeFeatureSpec) -> frozenset[str]:
@@ -148,7 +194,9 @@ def _narrow(frame: pl.DataFrame, *, keep: frozenset[str]) -> pl.DataFrame:
     return frame.with_columns(pl.col(wide).cast(pl.Float32)) if wide else frame
 
 
-def training_rows(frame: pl.DataFrame, cutoff: datetime, cfg: RiskConfig) -> pl.DataFrame:
+def training_rows(
+    frame: pl.DataFrame | NodeFrame, cutoff: datetime, cfg: RiskConfig
+) -> pl.DataFrame:
     """The feature rows a fit at ``cutoff`` trains on: before it, every
     ``train_row_every``, within ``train_window`` of it when that is set."""
     step_us = int(cfg.train_row_every.total_seconds() * 1e6)
@@ -159,7 +207,7 @@ def training_rows(frame: pl.DataFrame, cutoff: datetime, cfg: RiskConfig) -> pl.
 
 
 def labelled_rows(
-    frame: pl.DataFrame,
+    frame: pl.DataFrame | NodeFrame,
     events: pl.DataFrame,
     cutoff: datetime,
     cfg: RiskConfig,
@@ -188,7 +236,7 @@ def _fit(labelled: pl.DataFrame, cutoff: datetime, cfg: RiskConfig) -> FailureMo
 
 
 def fit_at(
-    frame: pl.DataFrame,
+    frame: pl.DataFrame | NodeFrame,
     events: pl.DataFrame,
     cutoff: datetime,
     cfg: RiskConfig,
@@ -212,7 +260,7 @@ class Retrainer:
         world: World,
         cfg: RiskConfig,
         *,
-        frame: pl.DataFrame | None = None,
+        frame: pl.DataFrame | NodeFrame | None = None,
         labels: LabelSource | None = None,
     ) -> None:
         self.world = world
