@@ -32,13 +32,14 @@ def _leaf(scope: str, domain: str) -> str:
 _Table = tuple[dict[str, dict[str, str]], Counter[tuple[str, str]]]
 _last: list[tuple[tuple[NodeSpec, ...], _Table]] = []
 """The domain table of the last node tuple seen (a plan and its re-validations ask for
-the same topology's many times; 10,000 nodes take about 20 ms to name)."""
+the same topology many times; 10,000 nodes take about 20 ms to name)."""
 
 
 def _table(nodes: Iterable[NodeSpec]) -> _Table:
     """Each node's domains and each domain's size (read-only to callers)."""
-    if isinstance(nodes, tuple) and _last and _last[0][0] is nodes:
-        return _last[0][1]
+    last = _last[0] if _last else None  # one read: another thread may replace it
+    if isinstance(nodes, tuple) and last is not None and last[0] is nodes:
+        return last[1]
     domains = {n.node_id: domains_of(n) for n in nodes}
     size: Counter[tuple[str, str]] = Counter()
     for d in domains.values():
