@@ -11,9 +11,11 @@ cutoff is the oldest last sample among the nodes fresh now), and the model is no
 loaded. Anything else — another key, a node fresh now that was not scored then, a
 missing or unreadable file — is a miss, and the caller scores as usual and saves.
 
-The file (``<features>/online/risk_cache.json``) holds one entry: the key and, in
-scoring order, ``[node_id, horizon seconds, p_fail, [[feature, contribution, text],
-...]]`` per risk (JSON floats round-trip exactly). Memory: the risks of one pass.
+The file (``<features>/online/risk_cache.json``) holds one entry in two lines: the key,
+then the risks in scoring order, ``[node_id, horizon seconds, p_fail, [[feature,
+contribution, text], ...]]`` each (JSON floats round-trip exactly). A miss reads the
+key line only: at every new bucket end the rows change, and parsing 10,000 risks to
+learn that cost about 0.4 CPU-s. Memory: the risks of one pass.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from predops.core.contracts import FailureRisk, Provenance, Reason
 from predops.pipelines.workspace.atomic import atomic_write_text
 
 FILE = "risk_cache.json"
-VERSION = 1
+VERSION = 2
 
 
 def cache_key(
@@ -58,10 +60,13 @@ def lookup(
     """The saved risks of the ``fresh`` nodes, stamped ``as_of`` with ``provenance``, in
     the saved order; None on a miss (see the module docstring)."""
     try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
+        with path.open(encoding="utf-8") as fh:
+            if json.loads(fh.readline()) != key:
+                return None
+            saved = json.loads(fh.read())
     except (OSError, ValueError):
         return None
-    if not isinstance(saved, dict) or saved.get("key") != key:
+    if not isinstance(saved, dict):
         return None
     wanted = set(fresh)
     out: list[FailureRisk] = []
@@ -93,7 +98,6 @@ def save(path: Path, key: dict[str, Any] | None, risks: Sequence[FailureRisk]) -
         path.unlink(missing_ok=True)
         return
     body = {
-        "key": key,
         "risks": [
             [
                 r.node_id,
@@ -104,7 +108,8 @@ def save(path: Path, key: dict[str, Any] | None, risks: Sequence[FailureRisk]) -
             for r in risks
         ],
     }
-    atomic_write_text(path, json.dumps(body, separators=(",", ":")))
+    line = json.dumps(key, separators=(",", ":"))
+    atomic_write_text(path, line + "\n" + json.dumps(body, separators=(",", ":")))
 
 
 __all__ = ["FILE", "cache_key", "lookup", "save"]

@@ -266,8 +266,8 @@ def test_reused_risks_equal_a_new_scoring_and_anything_else_is_a_miss(
     rescored = failure_jobs.current_scores(settings, now=later, reuse=True)
     assert not rescored.reused and rescored.risks == fresh.risks
     # Another model version, or a node fresh now that the saved pass did not score.
-    saved = json.loads(cache.read_text())
-    key, prov = saved["key"], fresh.risks[0].provenance
+    key_line, body = cache.read_text().split("\n", 1)
+    key, prov = json.loads(key_line), fresh.risks[0].provenance
     assert prov is not None
     ids = [r.node_id for r in fresh.risks]
     hit = risk_cache.lookup(cache, key, ids[:3], as_of=later, provenance=prov)
@@ -275,6 +275,9 @@ def test_reused_risks_equal_a_new_scoring_and_anything_else_is_a_miss(
     other = {**key, "model": [key["model"][0], "99", key["model"][2]]}
     assert risk_cache.lookup(cache, other, ids, as_of=later, provenance=prov) is None
     assert risk_cache.lookup(cache, key, [*ids, "node-new"], as_of=later, provenance=prov) is None
+    # The right key over a cut-off body (a torn file) is a miss too.
+    cache.write_text(key_line + "\n" + body[: len(body) // 2])
+    assert risk_cache.lookup(cache, key, ids, as_of=later, provenance=prov) is None
 
 
 @pytest.mark.slow
