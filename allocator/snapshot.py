@@ -89,7 +89,6 @@ class ClusterSnapshot:
         self._model_index: dict[str, int] = {}
         self.domains: dict[str, list[tuple[str, ...]]] = {"rack": [], "spine": []}
         self._domain_index: dict[str, dict[tuple[str, ...], int]] = {"rack": {}, "spine": {}}
-        self._spec_masks: dict[frozenset[str], np.ndarray] = {}
         self._node_masks: dict[frozenset[str], np.ndarray] = {}
         """Per-node model masks (read-only), dropped whenever nodes are added or cut."""
         self._largest: tuple[float, float] | None = None
@@ -243,10 +242,7 @@ class ClusterSnapshot:
         per_node = self._node_masks.get(models)
         if per_node is not None:
             return per_node
-        mask = self._spec_masks.get(models)
-        if mask is None or len(mask) != len(self.models) + 1:
-            mask = np.array([m in models for m in self.models] + [False], dtype=np.bool_)
-            self._spec_masks[models] = mask
+        mask = np.array([m in models for m in self.models] + [False], dtype=np.bool_)
         # index -1 (CPU node) reads the trailing False
         per_node = np.asarray(mask[self.model])
         per_node.setflags(write=False)
@@ -270,8 +266,9 @@ class ClusterSnapshot:
         return idx[key]
 
     def largest_node(self) -> tuple[float, float]:
-        """(largest node CPU in milli-cores, largest GPU count x 1000), 1.0 for none;
-        kept until nodes are added or cut."""
+        """(largest node CPU in milli-cores, largest GPU count x 1000), 1.0 for none:
+        what the scoring policies normalise by (the artifact's cluster's largest node
+        spec, 128 cores and 8 GPUs); kept until nodes are added or cut."""
         if self._largest is None:
             cpu = float(self.cpu_cap.max(initial=0)) or 1.0
             gpu = float(self.gpu_count.max(initial=0)) * 1000.0 or 1.0

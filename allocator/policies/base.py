@@ -67,9 +67,3 @@ class PolicyBase:
             f"{snap.node_ids[row]}: {snap.cpu_free[row] / 1000:g} cores, "
             f"{snap.mem_free[row]} MiB, {free_gpu / 1000:g} GPUs free before placement"
         )
-
-
-def resource_scale(snap: ClusterSnapshot) -> tuple[float, float]:
-    """(largest node CPU in milli-cores, largest node GPU capacity in milli-GPU): the
-    artifact normalises by its cluster's largest node spec (128 cores, 8 GPUs)."""
-    return snap.largest_node()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from predops.allocator.policies.base import NodeScores, PlacementContext, PolicyBase, resource_scale
+from predops.allocator.policies.base import NodeScores, PlacementContext, PolicyBase
 from predops.allocator.requests import PodRequest
 from predops.allocator.snapshot import ClusterSnapshot
 
@@ -21,7 +21,7 @@ class BestFit(PolicyBase):
     def score(
         self, snap: ClusterSnapshot, pod: PodRequest, rows: np.ndarray, ctx: PlacementContext
     ) -> NodeScores:
-        cpu_max, gpu_max = resource_scale(snap)
+        cpu_max, gpu_max = snap.largest_node()
         cpu_left = (snap.cpu_free[rows] - pod.cpu_milli).astype(np.float64)
         gpu_left = (snap.gpu_free_total[rows] - pod.total_gpu_milli).astype(np.float64)
         # Same float operation order as the artifact, so integer ties fall the same way.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from predops.allocator.policies.base import NodeScores, PlacementContext, PolicyBase, resource_scale
+from predops.allocator.policies.base import NodeScores, PlacementContext, PolicyBase
 from predops.allocator.requests import PodRequest
 from predops.allocator.snapshot import ClusterSnapshot
 
@@ -20,7 +20,7 @@ class DotProduct(PolicyBase):
     def score(
         self, snap: ClusterSnapshot, pod: PodRequest, rows: np.ndarray, ctx: PlacementContext
     ) -> NodeScores:
-        cpu_max, gpu_max = resource_scale(snap)
+        cpu_max, gpu_max = snap.largest_node()
         node_cpu = snap.cpu_free[rows] / cpu_max
         node_gpu = snap.gpu_free_total[rows] / gpu_max
         dot = node_cpu * (pod.cpu_milli / cpu_max) + node_gpu * (pod.total_gpu_milli / gpu_max)

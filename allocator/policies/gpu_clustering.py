@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from predops.allocator.policies.base import NodeScores, PlacementContext, PolicyBase, resource_scale
+from predops.allocator.policies.base import NodeScores, PlacementContext, PolicyBase
 from predops.allocator.requests import PodRequest
 from predops.allocator.snapshot import ClusterSnapshot
 
@@ -48,7 +48,7 @@ class GpuClustering(PolicyBase):
         bit = shape_bit(pod)
         if bit == 0:
             return NodeScores(np.zeros(len(rows), dtype=np.int64), unit="clustering 0-100")
-        _, gpu_max = resource_scale(snap)
+        _, gpu_max = snap.largest_node()
         shapes = self._node_shapes(snap)[rows]
         base = 25 * (int(gpu_max) - snap.gpu_free_total[rows]) // int(gpu_max)
         has = (shapes & bit) != 0

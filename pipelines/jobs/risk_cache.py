@@ -66,13 +66,11 @@ def lookup(
             saved = json.loads(fh.read())
     except (OSError, ValueError):
         return None
-    if not isinstance(saved, dict):
-        return None
     wanted = set(fresh)
     out: list[FailureRisk] = []
     scored: set[str] = set()
     try:
-        for node, horizon_s, p_fail, reasons in saved["risks"]:
+        for node, horizon_s, p_fail, reasons in saved:
             scored.add(node)
             if node in wanted:
                 out.append(
@@ -97,17 +95,15 @@ def save(path: Path, key: dict[str, Any] | None, risks: Sequence[FailureRisk]) -
     if key is None:
         path.unlink(missing_ok=True)
         return
-    body = {
-        "risks": [
-            [
-                r.node_id,
-                r.horizon.total_seconds(),
-                r.p_fail,
-                [[x.feature, x.contribution, x.text] for x in r.reasons],
-            ]
-            for r in risks
-        ],
-    }
+    body = [
+        [
+            r.node_id,
+            r.horizon.total_seconds(),
+            r.p_fail,
+            [[x.feature, x.contribution, x.text] for x in r.reasons],
+        ]
+        for r in risks
+    ]
     line = json.dumps(key, separators=(",", ":"))
     atomic_write_text(path, line + "\n" + json.dumps(body, separators=(",", ":")))
 
