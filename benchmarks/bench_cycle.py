@@ -18,15 +18,23 @@ by later runs with the same ``--nodes --days --seed``:
 Each run links a fresh copy of that workspace (Parquet files hard-linked, everything
 else copied) and runs ``--cycles`` cycles. A cycle appends the next 5 minutes of
 telemetry and demand for every node and series (``ingest``: the ingest writer, as the
-scheduler's Prometheus ingest does), then runs, each in its own fresh process so that
-memory figures do not mix (with the modules a long-running scheduler holds imported
-first, :func:`_warm_imports`):
+scheduler's Prometheus ingest does), then runs each path in its own process, so that
+memory figures do not mix:
 
 - ``today``: the scheduler's pipeline job as it was done before it became incremental
   (the runner's data cutoff, then ``pipelines.scheduler.steps`` ``features`` ->
   ``score`` -> ``forecast`` -> ``plan`` with ``[features] incremental = false``);
 - ``incremental``: the incremental cycle (:mod:`predops.pipelines.jobs.cycle`) in a second
   workspace that reads the same lake.
+
+``--processes long-lived`` (the default) runs every cycle of a path in one process, as
+the scheduler does (its jobs run in its thread pool for months): what a path keeps in
+memory between cycles counts, as it would in production (the incremental path keeps
+the snapshot of running pods, :mod:`predops.pipelines.workspace.snapshot_cache`).
+``--processes per-cycle`` starts a fresh process per cycle and path, so only what is on
+disk carries over. Either way the modules and the model registry a scheduler holds
+after its first run are loaded before any stage is timed (:func:`_warm_imports`,
+:func:`_warm_registry`; reported as ``imports_s``).
 
 Prints one JSON object: per path, per stage and in total, wall and CPU seconds and peak
 RSS (the worker's resident set, sampled every 10 ms during the stage), the mean over
@@ -320,9 +328,9 @@ def _incremental(ws: Path, cutoff: datetime, out: Path) -> dict[str, Any]:
 
 def _warm_imports() -> None:
     """Imported before any stage is timed, on both paths: what the scheduler's
-    long-running process (jobs run in its thread pool) holds after its first run. Each
-    cycle runs in a fresh process so that memory figures do not mix; without these a
-    cycle would count a cold import of MLflow and LightGBM that the scheduler pays once.
+    long-running process (jobs run in its thread pool) holds after its first run;
+    without these a worker's first cycle (every cycle with ``--processes per-cycle``)
+    would count a cold import of MLflow and LightGBM that the scheduler pays once.
     Reported as ``imports_s``, outside the stages."""
     import lightgbm  # noqa: F401
     import polars  # noqa: F401
@@ -337,6 +345,9 @@ def _warm_imports() -> None:
     from predops.pipelines.workspace import registry
 
     registry._python_object_model()  # MLflow's pyfunc, imported where only the registry may
+    from predops.pipelines.scheduler.service import settle_heap
+
+    settle_heap()  # as the scheduler does before its first fire
 
 
 def _warm_registry(ws: Path) -> None:
@@ -354,17 +365,96 @@ def _warm_registry(ws: Path) -> None:
     load_model(settings)  # the model itself is loaded again when a stage needs it
 
 
+def _cycle(path: str, ws: Path, cutoff: datetime, out: Path) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    res = (_today if path == "today" else _incremental)(ws, cutoff, out)
+    res["max_rss_mib"] = _max_rss_mib()
+    return res
+
+
 def worker(path: str, ws: Path, cutoff: datetime, out: Path) -> None:
     """One cycle of one path in this (fresh) process; prints its JSON."""
     t0 = time.perf_counter()
     _warm_imports()
     _warm_registry(ws)
     imports_s = time.perf_counter() - t0
-    out.mkdir(parents=True, exist_ok=True)
-    res = (_today if path == "today" else _incremental)(ws, cutoff, out)
+    res = _cycle(path, ws, cutoff, out)
     res["imports_s"] = round(imports_s, 3)
-    res["max_rss_mib"] = _max_rss_mib()
     print(json.dumps(res, sort_keys=True, default=str))
+
+
+REPLY = "@@cycle "
+"""Marks a long-lived worker's answer line (anything else on its stdout is ignored)."""
+
+
+def serve(path: str, ws: Path) -> None:
+    """A long-lived worker, as the scheduler's process: one cycle per line of stdin
+    (``{"cutoff": ..., "out": ...}``), one :data:`REPLY` line per cycle."""
+    t0 = time.perf_counter()
+    _warm_imports()
+    _warm_registry(ws)
+    imports_s = round(time.perf_counter() - t0, 3)
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        res = _cycle(path, ws, datetime.fromisoformat(cmd["cutoff"]), Path(cmd["out"]))
+        res["imports_s"] = imports_s
+        imports_s = 0.0  # paid once
+        print(REPLY + json.dumps(res, sort_keys=True, default=str), flush=True)
+
+
+class LongLived:
+    """One long-lived worker process of one path (:func:`serve`); its stdout is read by
+    a thread, so a wait for an answer is bounded."""
+
+    def __init__(self, path: str, ws: Path, log: Path, timeout_s: float) -> None:
+        import queue
+
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--serve", path]
+        self.path, self.timeout_s, self.log = path, timeout_s, log
+        self._err = log.open("wb")
+        self.proc = subprocess.Popen(
+            [*cmd, "--workspace", str(ws)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            text=True,
+        )
+        self._lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith(REPLY):
+                self._lines.put(line[len(REPLY) :])
+        self._lines.put("")  # the worker ended
+
+    def run(self, cutoff: datetime, out: Path) -> dict[str, Any]:
+        import queue
+
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"cutoff": cutoff.isoformat(), "out": str(out)}) + "\n")
+        self.proc.stdin.flush()
+        try:
+            line = self._lines.get(timeout=self.timeout_s)
+        except queue.Empty:
+            self.close()
+            raise SystemExit(f"{self.path} worker gave no answer in {self.timeout_s:g} s") from None
+        if not line:
+            self.close()
+            tail = self.log.read_text(errors="replace")[-4000:]
+            raise SystemExit(f"{self.path} worker failed at {cutoff}:\n{tail}")
+        return dict(json.loads(line))
+
+    def close(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._err.close()
 
 
 def _run_worker(path: str, ws: Path, cutoff: datetime, out: Path) -> dict[str, Any]:
@@ -428,6 +518,18 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--cache", type=Path, default=ROOT / ".predops" / "bench-cache" / "cycle")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--processes",
+        choices=("long-lived", "per-cycle"),
+        default="long-lived",
+        help="long-lived: one process per path runs every cycle, as the scheduler's "
+        "process does (what it keeps in memory between cycles counts); per-cycle: a "
+        "fresh process per cycle and path (only what is on disk carries over)",
+    )
+    ap.add_argument(
+        "--timeout", type=float, default=1800.0, help="seconds one cycle may take (default 1800)"
+    )
+    ap.add_argument("--serve", choices=("today", "incremental"), help=argparse.SUPPRESS)
     ap.add_argument("--worker", choices=("today", "incremental"), help=argparse.SUPPRESS)
     ap.add_argument("--workspace", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--cutoff", type=datetime.fromisoformat, help=argparse.SUPPRESS)
@@ -435,6 +537,9 @@ def main() -> int:
     args = ap.parse_args()
     if args.worker:
         worker(args.worker, args.workspace, args.cutoff, args.out)
+        return 0
+    if args.serve:
+        serve(args.serve, args.workspace)
         return 0
     if not 1 <= args.cycles <= TAIL // STEP:
         raise SystemExit(f"--cycles must be 1..{TAIL // STEP}")
@@ -444,12 +549,18 @@ def main() -> int:
     setup_s = round(time.perf_counter() - t0, 1)
     run_dir = args.cache / f"run-{os.getpid()}"
     today_ws, incr_ws = run_dir / "today", run_dir / "incremental"
+    served: dict[str, LongLived] = {}
     try:
         link_copy(base / "ws", today_ws)
         link_copy(base / "ws", incr_ws)
         shutil.rmtree(incr_ws / "lake")
         (incr_ws / "lake").symlink_to(today_ws / "lake")  # one lake, read by both paths
         end = datetime.fromisoformat(info["simulate"]["lake_end"])
+        wss = {"today": today_ws, "incremental": incr_ws}
+        if args.processes == "long-lived":
+            served = {
+                p: LongLived(p, ws, run_dir / f"{p}.stderr", args.timeout) for p, ws in wss.items()
+            }
         cycles: list[dict[str, Any]] = []
         for i in range(1, args.cycles + 1):
             cutoff = end + i * STEP
@@ -459,7 +570,9 @@ def main() -> int:
             out = run_dir / "out" / str(i)
             order = ("today", "incremental") if i % 2 else ("incremental", "today")
             res = {
-                p: _run_worker(p, today_ws if p == "today" else incr_ws, cutoff, out / p)
+                p: served[p].run(cutoff, out / p)
+                if served
+                else _run_worker(p, wss[p], cutoff, out / p)
                 for p in order
             }
             cycles.append(
@@ -473,6 +586,8 @@ def main() -> int:
                 }
             )
     finally:
+        for w in served.values():
+            w.close()
         shutil.rmtree(run_dir, ignore_errors=True)
     steady = cycles[1:] or cycles
     today = _mean([c["today"] for c in steady])
@@ -483,6 +598,7 @@ def main() -> int:
         "nodes": args.nodes,
         "days": args.days,
         "cycles": args.cycles,
+        "processes": args.processes,
         "cpu_count": os.cpu_count(),
         "load_average_1m_at_start": round(os.getloadavg()[0], 2),
         "setup": {**info, "setup_s_this_run": setup_s},

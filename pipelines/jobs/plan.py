@@ -242,20 +242,26 @@ def plan_in_workspace(
     if snapshot_cache is not None and lake_fleet.snapshot_token is not None:
         memo = cached_snapshot.read_memo(snapshot_cache, lake_fleet.snapshot_token)
     memo_before = dict(memo) if memo is not None else None
-    plan = make_plan(
-        risks,
-        forecasts,
-        lake_fleet.snapshot,
-        with_soft_taints(lake_fleet.fleet, audit),
-        budgets,
-        FixedClock(now),
-        config,
-        buy_forecast=buy_forecasts,
-        pacing=read_pacing(state_file) if paced else None,
-        usage=usage,
-        loans=sharing.loans,
-        sizing_memo=memo,
-    )
+    snap = lake_fleet.snapshot
+    snap.fork()  # the plan's changes are undone: a kept snapshot stays as it was built
+    try:
+        plan = make_plan(
+            risks,
+            forecasts,
+            snap,
+            with_soft_taints(lake_fleet.fleet, audit),
+            budgets,
+            FixedClock(now),
+            config,
+            buy_forecast=buy_forecasts,
+            pacing=read_pacing(state_file) if paced else None,
+            usage=usage,
+            loans=sharing.loans,
+            sizing_memo=memo,
+        )
+    finally:
+        snap.revert()
+        lake_fleet.give_back()
     if memo is not None and memo != memo_before:
         assert snapshot_cache is not None and lake_fleet.snapshot_token is not None
         cached_snapshot.write_memo(snapshot_cache, lake_fleet.snapshot_token, memo)

@@ -73,6 +73,16 @@ class LakeFleet:
     """Stock positions whose demand is read off a series in other units."""
     snapshot_token: str | None = None
     """Names the snapshot kept between calls (``snapshot_cache``; None: none kept)."""
+    lent: tuple[Path, Any] | None = None
+    """The snapshot is the one this process keeps for that file
+    (:mod:`predops.pipelines.workspace.snapshot_cache`): change it only on a fork and
+    revert, then :meth:`give_back`."""
+
+    def give_back(self) -> None:
+        """Done with a lent snapshot (reverted to how it came): the next plan may have
+        it. Nothing when it was not lent."""
+        if self.lent is not None:
+            cached_snapshot.give_back(*self.lent)
 
 
 def _has(lake: Lake, table: str) -> bool:
@@ -260,14 +270,14 @@ def fleet_from_lake(
     (:mod:`predops.pipelines.workspace.snapshot_cache`; the notes say whether it was)."""
 
     hit = cached_snapshot.load(snapshot_cache, lake, now) if snapshot_cache else None
-    token: str | None = None
+    kept: cached_snapshot.Cached | None = hit
     if hit is not None:
-        snap, counts, token, topology, inv_at = hit
+        snap, counts, topology, inv_at = hit.snapshot, hit.counts, hit.topology, hit.inventory_at
     else:
         topology, inv_at = topology_at(lake, now)
         snap, counts = snapshot_of(topology, running_pods(lake, now))
         if snapshot_cache is not None:
-            token = cached_snapshot.save(snapshot_cache, lake, now, snap, counts, topology, inv_at)
+            kept = cached_snapshot.save(snapshot_cache, lake, now, snap, counts, topology, inv_at)
     states = node_states(lake, topology, inv_at, now, seen)
     pdbs: dict[str, PdbState] = {}
     if _has(lake, "pdbs"):
@@ -294,7 +304,9 @@ def fleet_from_lake(
         notes["not_in_lake"].append("stock (spares, lead times, orders): no stock table")
     else:
         notes["stock"] = stock_notes
-    return LakeFleet(fleet, snap, notes, demand_in_nodes, token)
+    token = kept.token if kept is not None else None
+    lent = (snapshot_cache, kept) if kept is not None and snapshot_cache is not None else None
+    return LakeFleet(fleet, snap, notes, demand_in_nodes, token, lent)
 
 
 def default_shortage_cost(node: NodeSpec, costs: CostModel, period: timedelta) -> float:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
 import shutil
 from collections.abc import Callable
 from dataclasses import replace
@@ -266,8 +267,10 @@ def test_reused_risks_equal_a_new_scoring_and_anything_else_is_a_miss(
     rescored = failure_jobs.current_scores(settings, now=later, reuse=True)
     assert not rescored.reused and rescored.risks == fresh.risks
     # Another model version, or a node fresh now that the saved pass did not score.
-    key_line, body = cache.read_text().split("\n", 1)
-    key, prov = json.loads(key_line), fresh.risks[0].provenance
+    with cache.open("rb") as fh:
+        key = pickle.load(fh)
+        body_at = fh.tell()
+    prov = fresh.risks[0].provenance
     assert prov is not None
     ids = [r.node_id for r in fresh.risks]
     hit = risk_cache.lookup(cache, key, ids[:3], as_of=later, provenance=prov)
@@ -276,7 +279,8 @@ def test_reused_risks_equal_a_new_scoring_and_anything_else_is_a_miss(
     assert risk_cache.lookup(cache, other, ids, as_of=later, provenance=prov) is None
     assert risk_cache.lookup(cache, key, [*ids, "node-new"], as_of=later, provenance=prov) is None
     # The right key over a cut-off body (a torn file) is a miss too.
-    cache.write_text(key_line + "\n" + body[: len(body) // 2])
+    whole = cache.read_bytes()
+    cache.write_bytes(whole[: body_at + (len(whole) - body_at) // 2])
     assert risk_cache.lookup(cache, key, ids, as_of=later, provenance=prov) is None
 
 

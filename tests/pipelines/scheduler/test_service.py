@@ -83,3 +83,25 @@ def test_one_scheduler_per_workspace(workspace: Path) -> None:
         workspace_lock(ctx),
     ):
         pass
+
+
+def test_the_scheduler_settles_its_heap_before_the_first_fire() -> None:
+    """``serve`` imports the pipeline's modules and freezes what is alive then: checked
+    in a fresh interpreter (a freeze would hold this test process's objects for good)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import gc, sys\n"
+        "from predops.pipelines.scheduler.service import settle_heap\n"
+        "before = gc.get_freeze_count()\n"
+        "n = settle_heap()\n"
+        "assert before == 0 and n == gc.get_freeze_count() > 100_000, (before, n)\n"
+        "assert 'predops.pipelines.jobs.cycle' in sys.modules and 'lightgbm' in sys.modules\n"
+        "print(n)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout.strip()) > 100_000

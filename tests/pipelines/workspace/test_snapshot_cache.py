@@ -3,6 +3,7 @@ is re-used, and every change to what it was built from is a miss."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import shutil
 from datetime import UTC, datetime, timedelta
@@ -116,3 +117,52 @@ def test_the_memo_belongs_to_one_snapshot(fleet_lake: Path, tmp_path: Path) -> N
     assert snapshot_cache.read_memo(cache, rebuilt.snapshot_token) == {}
     cache.with_name(f"{cache.stem}.memo.json").write_text("{not json")
     assert snapshot_cache.read_memo(cache, built.snapshot_token) == {}
+
+
+def test_a_long_running_process_keeps_the_snapshot_it_reverted(
+    fleet_lake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process keeps the snapshot it read: given back after a plan's fork and
+    revert, the next call has it without unpickling; while it is lent, or once the file
+    is replaced, the file is read."""
+    lake = _copy(fleet_lake, tmp_path)
+    cache = tmp_path / snapshot_cache.FILE
+    now = START + timedelta(days=1)
+    first = fleet_from_lake(lake, now, snapshot_cache=cache)
+    assert first.lent is not None
+    pristine = first.snapshot.state()
+    loads: list[int] = []
+    real_load = pickle.load
+
+    def counting_load(fh: object) -> object:
+        loads.append(1)
+        return real_load(fh)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(snapshot_cache.pickle, "load", counting_load)
+    # lent: a second caller reads the file and gets its own snapshot
+    other = fleet_from_lake(lake, now, snapshot_cache=cache)
+    assert other.snapshot is not first.snapshot and len(loads) == 2
+    other.give_back()  # the newest one read is the one kept now
+    # a plan's changes on a fork, reverted, then given back
+    kept = fleet_from_lake(lake, now, snapshot_cache=cache)
+    assert kept.snapshot is other.snapshot and len(loads) == 2
+    snap = kept.snapshot
+    snap.fork()
+    row = next(i for i in range(snap.n_nodes) if snap.pods_on[i])
+    for pod in list(snap.pods_on[row]):
+        snap.remove(pod)
+    snap.set_schedulable([snap.node_ids[row]], False)
+    snap.revert()
+    kept.give_back()
+    again = fleet_from_lake(lake, now, snapshot_cache=cache)
+    assert again.snapshot is snap and len(loads) == 2 and again.notes["snapshot_reused"]
+    assert ClusterSnapshot.same_state(again.snapshot.state(), pristine)
+    again.give_back()
+    # the file replaced by another process (same content, another inode): read again
+    body, was = cache.read_bytes(), os.stat(cache)
+    cache.unlink()
+    cache.write_bytes(body)
+    os.utime(cache, ns=(was.st_atime_ns, was.st_mtime_ns + 10**9))  # not within one tick
+    fresh = fleet_from_lake(lake, now, snapshot_cache=cache)
+    assert fresh.snapshot is not snap and len(loads) == 4
+    assert ClusterSnapshot.same_state(fresh.snapshot.state(), pristine)
