@@ -6,8 +6,12 @@ business (:mod:`predops.pipelines.jobs.cycle`): it records the feature set and t
 bucket end kept, and a bucket file is only read for an end up to that one, so a cycle
 cut short between writing files and recording them leaves nothing that is read.
 
+A long-running process keeps the bucket frames it wrote or read while their files hold
+(:class:`predops.pipelines.workspace.file_memo.FileMemo`): reading the window's 97 files
+back cost about 0.3 s at every bucket end at 10,000 nodes.
+
 Memory: the window's buckets (about 400 MB for 10,000 nodes and the default metric set,
-about as much on disk).
+about as much on disk), which a long-running process keeps between cycles.
 """
 
 from __future__ import annotations
@@ -21,9 +25,12 @@ import polars as pl
 from predops.features.node import END
 from predops.pipelines.workspace.atomic import atomic_write
 from predops.pipelines.workspace.feature_store import FeatureStore
+from predops.pipelines.workspace.file_memo import FileMemo, Identity, identity
 
 DIR = "buckets"
 STAMP = "%Y%m%dT%H%M%SZ"
+_MEMO = FileMemo(capacity=128)
+"""This process's bucket frames (a window holds 97 at the default settings)."""
 
 
 class CarriedBuckets:
@@ -41,10 +48,16 @@ class CarriedBuckets:
         frames = []
         end = first
         while end <= last:
-            try:
-                frames.append(pl.read_ipc(self._path(end)))
-            except (OSError, pl.exceptions.PolarsError):
-                return None
+            path = self._path(end)
+            frame = _MEMO.get(path)
+            if frame is None:
+                ident = identity(path)
+                try:
+                    frame = pl.read_ipc(path)
+                except (OSError, pl.exceptions.PolarsError):
+                    return None
+                _MEMO.put(path, frame, ident)
+            frames.append(frame)
             end += bucket
         if not frames:
             return None
@@ -61,7 +74,17 @@ class CarriedBuckets:
         written, end = 0, first
         while end <= last:
             rows = by_end.get(end, frame.clear())
-            atomic_write(self._path(end), rows.write_ipc)
+            path = self._path(end)
+            idents: list[Identity | None] = []
+
+            def write(
+                p: Path, rows: pl.DataFrame = rows, idents: list[Identity | None] = idents
+            ) -> None:
+                rows.write_ipc(p)
+                idents.append(identity(p))  # a rename keeps the inode, size and mtime
+
+            atomic_write(path, write)
+            _MEMO.put(path, rows, idents[-1] if idents else None)
             written += 1
             end += bucket
         return written
@@ -75,11 +98,14 @@ class CarriedBuckets:
             except ValueError:
                 continue
             if end < before:
+                _MEMO.discard(path)
                 path.unlink(missing_ok=True)
                 gone += 1
         return gone
 
     def clear(self) -> None:
+        for path in self.dir.glob("*.arrow") if self.dir.exists() else ():
+            _MEMO.discard(path)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -68,6 +68,7 @@ from predops.pipelines.workspace.atomic import (
 from predops.pipelines.workspace.feature_store import FeatureStore
 from predops.pipelines.workspace.fleet_state import latest_per_node
 from predops.pipelines.workspace.lake import Lake
+from predops.pipelines.workspace.risk_file import write_risks
 
 STATE_FILE = "cycle_state.json"
 STATE_VERSION = 1
@@ -397,7 +398,7 @@ def run_cycle(
 
     def score() -> tuple[list[Any], dict[str, Any]]:
         risks, note = failure_risk(settings, now, reuse=True)
-        atomic_write_records(out / "risk.json", [r.to_dict() for r in risks])
+        write_risks(out / "risk.json", risks)
         return risks, note
 
     risks, risk_note = stage("score", score)

@@ -24,6 +24,7 @@ contract over modules.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -381,6 +382,28 @@ def load_model(
     return model, prov
 
 
+_KEPT: dict[tuple[str, str, str, str], FailureModel] = {}
+"""The last version the scheduled pipeline's scoring loaded in this process (one)."""
+_KEPT_LOCK = threading.Lock()
+
+
+def _version_model(settings: Settings, prov: Provenance) -> FailureModel:
+    """The model of the registry version ``prov`` names, kept in this process (a
+    version's artifact never changes; the key holds its run id): the scheduled pipeline
+    scores with the same version at every new bucket end, and loading it from the
+    registry cost about 0.1 s each time."""
+    key = (settings.mlflow_uri, prov.model_name, prov.model_version, prov.run_id or "")
+    with _KEPT_LOCK:
+        fm = _KEPT.get(key) if prov.run_id else None
+    if fm is None:
+        fm, _ = load_model(settings, prov.model_version)
+        if prov.run_id:
+            with _KEPT_LOCK:
+                _KEPT.clear()
+                _KEPT[key] = fm
+    return fm
+
+
 # ---------------------------------------------------------------- backtest
 def backtest_score(model_uri: str, *, settings: Settings, days: float = BACKTEST_DAYS) -> float:
     """PR-AUC (24 h) of the model at ``model_uri`` on the latest backtest window, through
@@ -466,7 +489,8 @@ def score_online(
     same risks (:func:`predops.pipelines.jobs.partitioned.predict_risk`). ``reuse``
     (the scheduled pipeline; reasons for every node only): the previous pass's risks are
     re-stamped instead of scored again when the online rows and the served version are
-    the same (:mod:`predops.pipelines.jobs.risk_cache`), with the same answers."""
+    the same (:mod:`predops.pipelines.jobs.risk_cache`), with the same answers; new rows
+    are scored by that version, loaded once per process (:func:`_version_model`)."""
     from predops.pipelines.jobs import risk_cache
     from predops.pipelines.workspace import registry
 
@@ -517,7 +541,7 @@ def score_online(
         if not reused:
             if fm is None:  # the version the registry named above, whatever moved since
                 t_load0 = time.perf_counter()
-                fm, _ = load_model(settings, prov.model_version)
+                fm = _version_model(settings, prov)
                 t_load += time.perf_counter() - t_load0
             if client is None:
                 risks = fm.predict_risk(fresh, **kw)

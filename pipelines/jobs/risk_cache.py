@@ -71,20 +71,21 @@ def lookup(
             with path.open("rb") as fh:
                 if pickle.load(fh) != key:
                     return None
-                kept = (dict(key), pickle.load(fh))
+                saved = pickle.load(fh)
+            kept = (dict(key), [(n, h, p, tuple(Reason(*x) for x in r)) for n, h, p, r in saved])
         except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
             return None
         except (IndexError, KeyError, TypeError, ValueError):
             return None
         _MEMO.put(path, kept, ident)
-    saved_key, saved = kept
+    saved_key, entries = kept
     if saved_key != key:
         return None
     wanted = set(fresh)
     out: list[FailureRisk] = []
     scored: set[str] = set()
     try:
-        for node, horizon_s, p_fail, reasons in saved:
+        for node, horizon_s, p_fail, reasons in entries:
             scored.add(node)
             if node in wanted:
                 out.append(
@@ -93,7 +94,7 @@ def lookup(
                         as_of=as_of,
                         horizon=timedelta(seconds=horizon_s),
                         p_fail=p_fail,
-                        reasons=tuple(Reason(f, c, t) for f, c, t in reasons),
+                        reasons=reasons,  # the kept tuple itself (risk_file memoises by it)
                         provenance=provenance,
                     )
                 )
@@ -109,14 +110,9 @@ def save(path: Path, key: dict[str, Any] | None, risks: Sequence[FailureRisk]) -
     if key is None:
         path.unlink(missing_ok=True)
         return
+    entries = [(r.node_id, r.horizon.total_seconds(), r.p_fail, r.reasons) for r in risks]
     body = [
-        (
-            r.node_id,
-            r.horizon.total_seconds(),
-            r.p_fail,
-            tuple((x.feature, x.contribution, x.text) for x in r.reasons),
-        )
-        for r in risks
+        (n, h, p, tuple((x.feature, x.contribution, x.text) for x in r)) for n, h, p, r in entries
     ]
     written: list[Identity | None] = []
 
@@ -127,7 +123,7 @@ def save(path: Path, key: dict[str, Any] | None, risks: Sequence[FailureRisk]) -
         written.append(identity(p))  # a rename keeps the inode, size and mtime
 
     atomic_write(path, write)
-    _MEMO.put(path, (dict(key), body), written[-1] if written else None)
+    _MEMO.put(path, (dict(key), entries), written[-1] if written else None)
 
 
 __all__ = ["FILE", "cache_key", "lookup", "save"]

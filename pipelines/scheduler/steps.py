@@ -34,6 +34,7 @@ from typing import Any
 
 from predops.pipelines.scheduler.context import JobContext
 from predops.pipelines.workspace.atomic import atomic_write_records
+from predops.pipelines.workspace.risk_file import write_risks
 from predops.pipelines.workspace.settings import operator_identity
 
 
@@ -128,8 +129,9 @@ def score(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:
     risks, note = failure_risk(ctx.settings, cutoff, reuse=ctx.config.features.incremental)
     if note["status"] != "ok":
         raise StepSkipped(note["note"])
-    path = _write_records(out / "risk.json", [r.to_dict() for r in risks])
-    return StepOutcome(len(risks), note, (path,), carry=(risks, note))
+    path = out / "risk.json"
+    write_risks(path, risks)
+    return StepOutcome(len(risks), note, (str(path),), carry=(risks, note))
 
 
 def forecast(ctx: JobContext, cutoff: datetime, out: Path) -> StepOutcome:

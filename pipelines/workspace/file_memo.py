@@ -111,6 +111,11 @@ class FileMemo:
                 oldest = next(iter(self._entries))
                 del self._entries[oldest]
 
+    def discard(self, path: Path) -> None:
+        """Forget ``path`` (its file is being removed)."""
+        with self._lock:
+            self._entries.pop(str(path), None)
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()

@@ -266,6 +266,17 @@ def test_reused_risks_equal_a_new_scoring_and_anything_else_is_a_miss(
     materialise_online(lake, store, as_of=later)
     rescored = failure_jobs.current_scores(settings, now=later, reuse=True)
     assert not rescored.reused and rescored.risks == fresh.risks
+    # New rows again: scored by the version this process loaded before, not loaded again.
+    from predops.pipelines.workspace import registry
+
+    def unloaded(*a: Any, **k: Any) -> Any:
+        raise AssertionError("the model was loaded again")
+
+    materialise_online(lake, store, as_of=later)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(registry, "load_python_model", unloaded)
+        kept = failure_jobs.current_scores(settings, now=later, reuse=True)
+    assert not kept.reused and kept.risks == fresh.risks
     # Another model version, or a node fresh now that the saved pass did not score.
     with cache.open("rb") as fh:
         key = pickle.load(fh)
