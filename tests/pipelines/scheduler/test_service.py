@@ -98,6 +98,8 @@ def test_the_scheduler_settles_its_heap_before_the_first_fire() -> None:
         "n = settle_heap()\n"
         "assert before == 0 and n == gc.get_freeze_count() > 100_000, (before, n)\n"
         "assert 'predops.pipelines.jobs.cycle' in sys.modules and 'lightgbm' in sys.modules\n"
+        "from predops.pipelines.scheduler.service import GC_THRESHOLDS\n"
+        "assert gc.get_threshold() == GC_THRESHOLDS != (700, 10, 10)\n"
         "print(n)\n"
     )
     out = subprocess.run(
