@@ -441,6 +441,16 @@ class ClusterSnapshot:
         self._touch(i)
         return p
 
+    def tidy(self, rows: Iterable[int]) -> None:
+        """Hold the placements in pod-id order and the pod sets of ``rows`` as new sets
+        filled in that order: the containers' iteration orders of a snapshot whose pods
+        were placed in pod-id order (one updated node by node looks the same)."""
+        if self._savepoints:
+            raise RuntimeError("tidy() with open forks")
+        self.placements = dict(sorted(self.placements.items()))
+        for i in rows:
+            self.pods_on[i] = set(sorted(self.pods_on[i]))
+
     # ------------------------------------------------------------------ fork / revert
     def _record(self, entry: tuple[Any, ...]) -> None:
         if self._savepoints:

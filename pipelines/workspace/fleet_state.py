@@ -33,6 +33,7 @@ From the lake, everything as of ``now`` (nothing later is read):
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -218,43 +219,100 @@ def running_pods(lake: Lake, now: datetime) -> pl.DataFrame:
     )
 
 
-def snapshot_of(
-    topology: Topology, pods: pl.DataFrame, *, seed: int = 0
-) -> tuple[ClusterSnapshot, dict[str, int]]:
-    """The topology with ``pods`` placed on their nodes (devices chosen best-fit)."""
-    snap = ClusterSnapshot(topology)
-    counts = {"running": 0, "placed": 0, "unknown_node": 0, "does_not_fit": 0}
-    if pods.height == 0:
-        return snap, counts
-    alloc = Allocator(
+def _pinner(snap: ClusterSnapshot, seed: int) -> Allocator:
+    return Allocator(
         snap,
         make_policy("best_fit", rng=np.random.default_rng(seed + 1)),
         np.random.default_rng(seed),
         explain=False,
     )
+
+
+def _requests(pods: pl.DataFrame) -> Iterator[tuple[str, PodRequest]]:
+    """(node id, request) per running pod, in the frame's order."""
     cols: tuple[str, ...] = ("pod_id", "node_id", "cpu_milli", "memory_mib", "num_gpu")
     cols += ("gpu_milli", "gpu_spec", "gang_id")
     for pod_id, node_id, cpu, mem, ngpu, milli, spec, gang in pods.select(cols).iter_rows():
+        yield (
+            node_id,
+            PodRequest(
+                pod_id=pod_id,
+                cpu_milli=int(cpu),
+                memory_mib=int(mem),
+                num_gpu=int(ngpu),
+                gpu_milli=int(milli) if ngpu else 0,
+                gpu_models=parse_gpu_spec(spec),
+                gang_id=gang,
+            ),
+        )
+
+
+def snapshot_of(
+    topology: Topology, pods: pl.DataFrame, *, seed: int = 0
+) -> tuple[ClusterSnapshot, dict[str, int]]:
+    """The topology with ``pods`` (sorted by pod id, as :func:`running_pods` gives them)
+    placed on their nodes (devices chosen best-fit). A node's devices depend on its own
+    pods alone, pinned in that order (:func:`update_snapshot` relies on it)."""
+    snap = ClusterSnapshot(topology)
+    counts = {"running": 0, "placed": 0, "unknown_node": 0, "does_not_fit": 0}
+    if pods.height == 0:
+        return snap, counts
+    alloc = _pinner(snap, seed)
+    for node_id, req in _requests(pods):
         counts["running"] += 1
         try:
             row = snap.index_of(node_id)
         except KeyError:
             counts["unknown_node"] += 1
             continue
-        req = PodRequest(
-            pod_id=pod_id,
-            cpu_milli=int(cpu),
-            memory_mib=int(mem),
-            num_gpu=int(ngpu),
-            gpu_milli=int(milli) if ngpu else 0,
-            gpu_models=parse_gpu_spec(spec),
-            gang_id=gang,
-        )
         if alloc.pin(req, row):
             counts["placed"] += 1
         else:
             counts["does_not_fit"] += 1
     return snap, counts
+
+
+def update_snapshot(
+    snap: ClusterSnapshot, pods: pl.DataFrame, *, seed: int = 0
+) -> tuple[dict[str, int], int]:
+    """Bring ``snap`` (built by :func:`snapshot_of` on the same topology, at an earlier
+    time) to the running ``pods`` (sorted by pod id): every node whose pods changed (a
+    pod started, stopped, moved, or its requests changed; a pod that did not fit counts
+    as changed) is emptied and its pods pinned again in pod-id order, which is what
+    :func:`snapshot_of` does to every node, so the result equals a new snapshot
+    (``tests/pipelines/workspace/test_snapshot_cache.py``). Returns the counts as
+    :func:`snapshot_of` gives them and the nodes redone."""
+    counts = {"running": 0, "placed": 0, "unknown_node": 0, "does_not_fit": 0}
+    by_row: dict[int, list[PodRequest]] = {}
+    running: set[str] = set()
+    redo: set[int] = set()
+    for node_id, req in _requests(pods):
+        counts["running"] += 1
+        try:
+            row = snap.index_of(node_id)
+        except KeyError:
+            counts["unknown_node"] += 1
+            continue
+        by_row.setdefault(row, []).append(req)
+        running.add(req.pod_id)
+        was = snap.placements.get(req.pod_id)
+        if was is None or was.node != row or was.pod != req:
+            redo.add(row)
+            if was is not None:
+                redo.add(was.node)
+    redo.update(p.node for pod_id, p in snap.placements.items() if pod_id not in running)
+    if redo:
+        alloc = _pinner(snap, seed)
+        for row in sorted(redo):  # all emptied first: a pod may move between them
+            for pod_id in sorted(snap.pods_on[row]):
+                snap.remove(pod_id)
+        for row in sorted(redo):
+            for req in by_row.get(row, ()):
+                alloc.pin(req, row)
+        snap.tidy(redo)
+    counts["placed"] = len(snap.placements)
+    counts["does_not_fit"] = counts["running"] - counts["unknown_node"] - counts["placed"]
+    return counts, len(redo)
 
 
 def fleet_from_lake(
@@ -269,10 +327,16 @@ def fleet_from_lake(
     calls, re-used while the pods and inventory it was built from hold
     (:mod:`predops.pipelines.workspace.snapshot_cache`; the notes say whether it was)."""
 
-    hit = cached_snapshot.load(snapshot_cache, lake, now) if snapshot_cache else None
+    hit = cached_snapshot.load(snapshot_cache, lake, now, stale=True) if snapshot_cache else None
     kept: cached_snapshot.Cached | None = hit
+    redone: int | None = None
     if hit is not None:
         snap, counts, topology, inv_at = hit.snapshot, hit.counts, hit.topology, hit.inventory_at
+        if not hit.current:  # the same topology, pods started or stopped since
+            assert snapshot_cache is not None
+            counts, redone = update_snapshot(snap, running_pods(lake, now))
+            write = redone * 4 > len(topology)  # else the file catches up at a rebuild
+            kept = cached_snapshot.keep(snapshot_cache, lake, now, hit, counts, write=write)
     else:
         topology, inv_at = topology_at(lake, now)
         snap, counts = snapshot_of(topology, running_pods(lake, now))
@@ -297,7 +361,8 @@ def fleet_from_lake(
         "under_repair": sum(s.under_repair for s in states.values()),
         "pdbs": len(pdbs),
         "pods": counts,
-        **({"snapshot_reused": bool(hit)} if snapshot_cache is not None else {}),
+        **({"snapshot_reused": bool(hit and hit.current)} if snapshot_cache is not None else {}),
+        **({"snapshot_nodes_redone": redone} if redone is not None else {}),
         "not_in_lake": ["do-not-disrupt labels", "checkpoint schedules", "PDB pod coverage"],
     }
     if stock_notes is None:

@@ -55,7 +55,7 @@ from predops.pipelines.workspace.file_memo import FileMemo, Identity, identity
 from predops.pipelines.workspace.lake import Lake
 
 FILE = "snapshot_cache.pickle"
-VERSION = 2
+VERSION = 3
 _MEMO = FileMemo(capacity=2)
 """This process's last snapshots read or written (module docstring)."""
 
@@ -71,13 +71,13 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
-def next_change(lake: Lake, now: datetime) -> datetime | None:
-    """The earliest inventory ``ts``, pod ``scheduled_at`` or ``deleted_at`` after
-    ``now``: until then the topology and the running pods at any time are those at
-    ``now`` (None: no later time in either table)."""
-    after: list[datetime] = []
+def _next_times(lake: Lake, now: datetime) -> dict[str, datetime | None]:
+    """Per table, the earliest inventory ``ts`` / pod ``scheduled_at`` or ``deleted_at``
+    after ``now`` (None: none)."""
+    out: dict[str, datetime | None] = {}
     parts = [("inventory", ["ts"]), ("pods", ["scheduled_at", "deleted_at"])]
     for table, cols in parts:
+        out[table] = None
         if not lake.files(table):
             continue
         row = (
@@ -86,8 +86,17 @@ def next_change(lake: Lake, now: datetime) -> datetime | None:
             .collect()
             .row(0)
         )
-        after += [t for t in row if isinstance(t, datetime)]
-    return min(after) if after else None
+        times = [t for t in row if isinstance(t, datetime)]
+        out[table] = min(times) if times else None
+    return out
+
+
+def next_change(lake: Lake, now: datetime) -> datetime | None:
+    """The earliest inventory ``ts``, pod ``scheduled_at`` or ``deleted_at`` after
+    ``now``: until then the topology and the running pods at any time are those at
+    ``now`` (None: no later time in either table)."""
+    times = [t for t in _next_times(lake, now).values() if t is not None]
+    return min(times) if times else None
 
 
 def _key(lake: Lake) -> dict[str, Any]:
@@ -111,35 +120,55 @@ class Cached(NamedTuple):
     lent: bool = False
     """The snapshot is this process's kept one: change it only on a fork, revert, and
     hand it back with :func:`give_back`."""
+    current: bool = True
+    """False: built on the same topology, but the running pods may have changed since
+    (``load(stale=True)``)."""
 
 
 def _token(head: dict[str, Any]) -> str:
     return hashlib.sha256(pickle.dumps(head, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()
 
 
-def _usable(head: Any, lake: Lake, now: datetime) -> bool:
-    if not isinstance(head, dict) or head.get("key") != _key(lake):
+def _usable(head: Any, key: dict[str, Any], now: datetime) -> bool:
+    if not isinstance(head, dict) or head.get("key") != key:
         return False
     built, until = head["built"], head["until"]
     return bool(built <= now and (until is None or now < until))
 
 
-def load(path: Path, lake: Lake, now: datetime) -> Cached | None:
+def _updatable(head: Any, key: dict[str, Any], now: datetime) -> bool:
+    """Built by this code on the same inventory, and no inventory row came between its
+    time and ``now``: the topology is the same, only the running pods may differ."""
+    if not isinstance(head, dict) or not isinstance(head.get("key"), dict):
+        return False
+    kept = head["key"]
+    same = all(kept.get(k) == key[k] for k in ("version", "code", "inventory"))
+    inv_until = head.get("inventory_until")
+    return bool(same and head["built"] <= now and (inv_until is None or now < inv_until))
+
+
+def load(path: Path, lake: Lake, now: datetime, *, stale: bool = False) -> Cached | None:
     """The saved snapshot and counts when they hold at ``now`` (see the module
-    docstring); None on a miss. A :attr:`Cached.lent` answer goes back with
-    :func:`give_back`."""
+    docstring); None on a miss. ``stale``: also one built on the same topology whose
+    running pods may differ (:attr:`Cached.current` False: the caller brings it up to
+    date, :func:`predops.pipelines.workspace.fleet_state.update_snapshot`, and keeps it
+    with :func:`keep`). A :attr:`Cached.lent` answer goes back with :func:`give_back`."""
+    key = _key(lake)
     kept = _MEMO.borrow(path)
     if kept is not None:
         head, cached = kept
-        if _usable(head, lake, now):
+        if _usable(head, key, now):
             return cached  # type: ignore[no-any-return]
+        if stale and _updatable(head, key, now):
+            return cached._replace(current=False)  # type: ignore[no-any-return]
         _MEMO.give_back(path, kept)
         return None
     ident = identity(path)
     try:
         with path.open("rb") as fh:
             head = pickle.load(fh)
-            if not _usable(head, lake, now):
+            current = _usable(head, key, now)
+            if not current and not (stale and _updatable(head, key, now)):
                 return None
             snap, counts, topology, inv_at = pickle.load(fh)
     except (OSError, EOFError, pickle.UnpicklingError, KeyError, TypeError, ValueError):
@@ -152,7 +181,35 @@ def load(path: Path, lake: Lake, now: datetime) -> Cached | None:
         return None
     cached = Cached(snap, counts, _token(head), topology, inv_at, lent=True)
     _keep(path, head, cached, ident)
-    return cached
+    return cached if current else cached._replace(current=False)
+
+
+def _head(lake: Lake, now: datetime) -> dict[str, Any]:
+    times = _next_times(lake, now)
+    found = [t for t in times.values() if t is not None]
+    return {
+        "key": _key(lake),
+        "built": now,
+        "until": min(found) if found else None,
+        "inventory_until": times["inventory"],
+    }
+
+
+def keep(
+    path: Path, lake: Lake, now: datetime, cached: Cached, counts: dict[str, int], *, write: bool
+) -> Cached:
+    """Keep ``cached`` (as :func:`load` gave it, stale) brought up to date at ``now`` with
+    ``counts``: in this process, and on file too when ``write``. Returns it current and
+    lent, under a new token."""
+    if write:
+        return save(path, lake, now, cached.snapshot, counts, cached.topology, cached.inventory_at)
+    head = _head(lake, now)
+    new = cached._replace(counts=counts, token=_token(head), current=True, lent=True)
+    kept = _MEMO.get(path)
+    if kept is not None and kept[1].snapshot is cached.snapshot:
+        # still the file's entry (a newer state of what it holds), still lent to the caller
+        _MEMO.put(path, (head, new), identity(path), lent=True)
+    return new
 
 
 def _keep(path: Path, head: dict[str, Any], cached: Cached, ident: Identity | None) -> None:
@@ -163,7 +220,7 @@ def give_back(path: Path, cached: Cached) -> None:
     """The plan is done with ``cached`` (lent by :func:`load` or :func:`save`), which is
     as it was read: the next call may have it."""
     kept = _MEMO.get(path)
-    if kept is not None and kept[1] is cached:
+    if kept is not None and kept[1].snapshot is cached.snapshot:
         _MEMO.give_back(path, kept)
 
 
@@ -179,7 +236,7 @@ def save(
     """Keep ``snap`` (as built at ``now`` on ``topology``, whose newest inventory row is
     from ``inventory_at``) and its counts, atomically; returns it as :func:`load` would,
     lent (:func:`give_back`)."""
-    head = {"key": _key(lake), "built": now, "until": next_change(lake, now)}
+    head = _head(lake, now)
     written: list[Identity | None] = []
 
     def write(p: Path) -> None:
@@ -224,6 +281,7 @@ __all__ = [
     "Cached",
     "code_digest",
     "give_back",
+    "keep",
     "load",
     "next_change",
     "read_memo",

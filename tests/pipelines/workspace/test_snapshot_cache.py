@@ -47,6 +47,7 @@ def _reused(lake: Lake, now: datetime, cache: Path) -> bool:
     assert got.notes["inventory_at"] == new.notes["inventory_at"]
     reused = got.notes["snapshot_reused"]
     assert isinstance(reused, bool)
+    got.give_back()  # as a plan does when done with it
     return reused
 
 
@@ -61,7 +62,7 @@ def test_the_snapshot_is_reused_while_its_inputs_hold(fleet_lake: Path, tmp_path
     assert _reused(lake, now, cache)
     assert _reused(lake, now + (until - now) / 2, cache)  # nothing changed by then
     assert not _reused(lake, until, cache)  # a pod started or stopped (or a node moved)
-    assert _reused(lake, until, cache)  # saved again
+    assert _reused(lake, until, cache)  # kept again (brought up to date)
     assert not _reused(lake, until - timedelta(microseconds=1), cache)  # before it was built
 
 
@@ -166,3 +167,102 @@ def test_a_long_running_process_keeps_the_snapshot_it_reverted(
     fresh = fleet_from_lake(lake, now, snapshot_cache=cache)
     assert fresh.snapshot is not snap and len(loads) == 4
     assert ClusterSnapshot.same_state(fresh.snapshot.state(), pristine)
+
+
+def _same(a: ClusterSnapshot, b: ClusterSnapshot) -> bool:
+    """Same state, and the containers iterate in the same order."""
+    return (
+        ClusterSnapshot.same_state(a.state(), b.state())
+        and list(a.placements) == list(b.placements)
+        and all(list(x) == list(y) for x, y in zip(a.pods_on, b.pods_on, strict=True))
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_snapshot_brought_up_to_date_equals_a_new_one(fleet_lake: Path, seed: int) -> None:
+    """Pods start, stop, move and change requests, some no longer fit: the snapshot
+    updated node by node equals one built from scratch, counts included, step after
+    step."""
+    import numpy as np
+    import polars as pl
+
+    from predops.pipelines.workspace.fleet_state import (
+        running_pods,
+        snapshot_of,
+        topology_at,
+        update_snapshot,
+    )
+
+    lake = Lake(fleet_lake)
+    rng = np.random.default_rng(seed)
+    t = START + timedelta(hours=20)
+    topology, _ = topology_at(lake, t)
+    snap, _ = snapshot_of(topology, running_pods(lake, t))
+    nodes = [n.node_id for n in topology.nodes]
+    for step in range(6):
+        t += timedelta(hours=int(rng.integers(1, 5)))
+        pods = running_pods(lake, t)
+        assert pods.height > 10
+        keep = rng.random(pods.height) > 0.2
+        moved = rng.random(pods.height) < 0.1
+        pods = pods.filter(pl.Series(keep)).with_columns(
+            pl.when(pl.Series(moved[keep]))
+            .then(pl.Series([nodes[i] for i in rng.integers(0, len(nodes), int(keep.sum()))]))
+            .otherwise(pl.col("node_id"))
+            .alias("node_id"),
+            pl.when(pl.Series(rng.random(int(keep.sum())) < 0.05))
+            .then(pl.col("cpu_milli") * 3)  # grown: may no longer fit
+            .otherwise(pl.col("cpu_milli"))
+            .alias("cpu_milli"),
+        )
+        if step == 3:
+            pods = pods.with_columns(
+                pl.when(pl.arange(0, pods.height) == 0)
+                .then(pl.lit("node-gone"))
+                .otherwise(pl.col("node_id"))
+                .alias("node_id")
+            )
+        pods = pods.sort("pod_id")
+        new, new_counts = snapshot_of(topology, pods)
+        counts, redone = update_snapshot(snap, pods)
+        assert counts == new_counts and 0 < redone <= len(nodes)
+        assert _same(snap, new)
+    counts, redone = update_snapshot(snap, pods)  # nothing changed: only unfit pods' nodes
+    assert counts == new_counts and redone <= counts["does_not_fit"]
+    assert _same(snap, new)
+
+
+def test_a_process_brings_its_snapshot_up_to_date_when_pods_change(
+    fleet_lake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pods file added: the kept snapshot is updated node by node (equal to a new one)
+    instead of rebuilt; kept in memory while few nodes changed, written when many did."""
+    from predops.pipelines.workspace import fleet_state
+
+    lake = _copy(fleet_lake, tmp_path)
+    cache = tmp_path / snapshot_cache.FILE
+    now = START + timedelta(days=1)
+    fleet_from_lake(lake, now, snapshot_cache=cache).give_back()
+    until = snapshot_cache.next_change(lake, now)
+    assert until is not None
+    rebuilt: list[int] = []
+    real = fleet_state.snapshot_of
+
+    def counting(*a: object, **k: object) -> object:
+        rebuilt.append(1)
+        return real(*a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fleet_state, "snapshot_of", counting)
+    stamp = cache.stat().st_mtime_ns
+    later = fleet_from_lake(lake, until, snapshot_cache=cache)
+    redone = later.notes["snapshot_nodes_redone"]
+    assert rebuilt == [] and not later.notes["snapshot_reused"] and redone >= 1
+    new = fleet_from_lake(lake, until)  # (counted: a new one, for the comparison)
+    assert _same(later.snapshot, new.snapshot) and later.notes["pods"] == new.notes["pods"]
+    assert later.snapshot_token is not None
+    later.give_back()
+    written = redone * 4 > len(later.fleet.topology)
+    assert (cache.stat().st_mtime_ns != stamp) == written
+    again = fleet_from_lake(lake, until, snapshot_cache=cache)
+    assert again.notes["snapshot_reused"] and again.snapshot is later.snapshot
+    assert again.snapshot_token == later.snapshot_token
