@@ -134,6 +134,36 @@ def _known_at(pods: Any, end: datetime) -> Any:
     )
 
 
+def _pods_changing(pods: Any, end: datetime) -> Any:
+    """The pods created, scheduled or deleted in ``(end, end + TAIL]``, as they are in the
+    end (later rows of the same pods say what changed when, :func:`append`)."""
+    import polars as pl
+
+    def inside(c: str) -> Any:
+        return pl.col(c).is_between(end, end + TAIL, closed="right")
+
+    return pods.filter(inside("created_at") | inside("scheduled_at") | inside("deleted_at"))
+
+
+def _pod_tail(base: Path, info: dict[str, Any]) -> Path:
+    """``tail/pods.parquet`` of a cached setup made before it was kept (simulated again,
+    the same seed: the same pods)."""
+    path = base / "tail" / "pods.parquet"
+    if not path.exists():
+        from predops.pipelines.synthetic.run import SimConfig, build
+
+        end = START + timedelta(days=info["days"])
+        cfg = SimConfig(
+            nodes=info["nodes"],
+            days=info["days"] + TAIL / timedelta(days=1),
+            interval=STEP,
+            seed=info["seed"],
+            start=START,
+        )
+        _pods_changing(build(cfg).pods_frame, end).write_parquet(path)
+    return path
+
+
 def _simulate(lake: Any, nodes: int, days: float, seed: int, tail_dir: Path) -> dict[str, Any]:
     """Simulate ``days`` + :data:`TAIL`, ingest up to the end of ``days``, keep the tail's
     telemetry and demand under ``tail_dir``."""
@@ -167,6 +197,7 @@ def _simulate(lake: Any, nodes: int, days: float, seed: int, tail_dir: Path) -> 
             yield Batch("telemetry", pl.concat(chunk))
         yield Batch("events", _split(sim.events(), "at", end)[0])
         yield Batch("pods", _known_at(sim.pods_frame, end))
+        _pods_changing(sim.pods_frame, end).write_parquet(tail_dir / "pods.parquet")
         demand, later_demand = _split(sim.demand_table(), "ts", end)
         later_demand.write_parquet(tail_dir / "demand.parquet")
         yield Batch("demand", demand)
@@ -255,8 +286,12 @@ def link_copy(src: Path, dst: Path) -> None:
 
 
 # ---------------------------------------------------------------- cycle
-def append(lake_dir: Path, tail: Path, since: datetime, until: datetime) -> dict[str, Any]:
-    """The telemetry and demand rows in ``(since, until]`` through the ingest writer."""
+def append(
+    lake_dir: Path, tail: Path, since: datetime, until: datetime, *, pods: bool = False
+) -> dict[str, Any]:
+    """The telemetry and demand rows in ``(since, until]`` through the ingest writer;
+    ``pods``: also a row for each pod created, scheduled or deleted then, as known at
+    ``until`` (a later row of a pod is its newer state, as a cluster export writes it)."""
     import polars as pl
 
     from predops.core.clock import FixedClock
@@ -267,10 +302,18 @@ def append(lake_dir: Path, tail: Path, since: datetime, until: datetime) -> dict
     window = pl.col("ts").is_between(since, until, closed="right")
     tel = pl.scan_parquet(tail / "telemetry.parquet").filter(window).collect()
     dem = pl.scan_parquet(tail / "demand.parquet").filter(window).collect()
+    batches = [Batch("telemetry", tel), Batch("demand", dem)]
+    if pods:
+        moved = pl.any_horizontal(
+            pl.col(c).is_between(since, until, closed="right")
+            for c in ("created_at", "scheduled_at", "deleted_at")
+        )
+        changed = pl.read_parquet(tail / "pods.parquet").filter(moved)
+        batches.append(Batch("pods", _known_at(changed, until)))
     report = ingest(
         Lake(lake_dir),
         SOURCE,
-        [Batch("telemetry", tel), Batch("demand", dem)],
+        batches,
         clock=FixedClock(until),
         input_name=f"bench_cycle:{until.isoformat()}",
     )
@@ -527,6 +570,12 @@ def main() -> int:
         "fresh process per cycle and path (only what is on disk carries over)",
     )
     ap.add_argument(
+        "--pod-churn",
+        action="store_true",
+        help="each cycle also appends the pods that started or stopped in its 5 minutes "
+        "(by default the pods table holds what was known at the lake's end)",
+    )
+    ap.add_argument(
         "--timeout", type=float, default=1800.0, help="seconds one cycle may take (default 1800)"
     )
     ap.add_argument("--serve", choices=("today", "incremental"), help=argparse.SUPPRESS)
@@ -546,6 +595,8 @@ def main() -> int:
     base = args.cache / f"n{args.nodes}-d{args.days:g}-s{args.seed}"
     t0 = time.perf_counter()
     info = setup(base, args.nodes, args.days, args.seed)
+    if args.pod_churn:
+        _pod_tail(base, info)
     setup_s = round(time.perf_counter() - t0, 1)
     run_dir = args.cache / f"run-{os.getpid()}"
     today_ws, incr_ws = run_dir / "today", run_dir / "incremental"
@@ -565,7 +616,9 @@ def main() -> int:
         for i in range(1, args.cycles + 1):
             cutoff = end + i * STEP
             rows, ingest_stage = Stage().run(
-                lambda c=cutoff: append(today_ws / "lake", base / "tail", c - STEP, c)
+                lambda c=cutoff: append(
+                    today_ws / "lake", base / "tail", c - STEP, c, pods=args.pod_churn
+                )
             )
             out = run_dir / "out" / str(i)
             order = ("today", "incremental") if i % 2 else ("incremental", "today")
@@ -599,6 +652,7 @@ def main() -> int:
         "days": args.days,
         "cycles": args.cycles,
         "processes": args.processes,
+        "pod_churn": args.pod_churn,
         "cpu_count": os.cpu_count(),
         "load_average_1m_at_start": round(os.getloadavg()[0], 2),
         "setup": {**info, "setup_s_this_run": setup_s},

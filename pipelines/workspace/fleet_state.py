@@ -276,16 +276,19 @@ def update_snapshot(
     snap: ClusterSnapshot, pods: pl.DataFrame, *, seed: int = 0
 ) -> tuple[dict[str, int], int]:
     """Bring ``snap`` (built by :func:`snapshot_of` on the same topology, at an earlier
-    time) to the running ``pods`` (sorted by pod id): every node whose pods changed (a
-    pod started, stopped, moved, or its requests changed; a pod that did not fit counts
-    as changed) is emptied and its pods pinned again in pod-id order, which is what
-    :func:`snapshot_of` does to every node, so the result equals a new snapshot
-    (``tests/pipelines/workspace/test_snapshot_cache.py``). Returns the counts as
-    :func:`snapshot_of` gives them and the nodes redone."""
+    time) to the running ``pods`` (sorted by pod id), node by node. :func:`snapshot_of`
+    pins each node's pods in pod-id order, and a node's devices depend on its own pods
+    alone; so on a node whose pods changed (a pod started, stopped, moved, or its
+    requests changed; a pod that did not fit counts as changed) the pods up to the first
+    difference in that order stay as they are, the ones after it are taken off, and the
+    node's running pods from there on are pinned again. New pods (larger ids) only add;
+    a stopped pod redoes the pods after it. The result equals a new snapshot, iteration
+    orders included (``tests/pipelines/workspace/test_snapshot_cache.py``). Returns the
+    counts as :func:`snapshot_of` gives them and the nodes changed."""
     counts = {"running": 0, "placed": 0, "unknown_node": 0, "does_not_fit": 0}
     by_row: dict[int, list[PodRequest]] = {}
     running: set[str] = set()
-    redo: set[int] = set()
+    changed: set[int] = set()
     for node_id, req in _requests(pods):
         counts["running"] += 1
         try:
@@ -297,22 +300,33 @@ def update_snapshot(
         running.add(req.pod_id)
         was = snap.placements.get(req.pod_id)
         if was is None or was.node != row or was.pod != req:
-            redo.add(row)
+            changed.add(row)
             if was is not None:
-                redo.add(was.node)
-    redo.update(p.node for pod_id, p in snap.placements.items() if pod_id not in running)
-    if redo:
-        alloc = _pinner(snap, seed)
-        for row in sorted(redo):  # all emptied first: a pod may move between them
-            for pod_id in sorted(snap.pods_on[row]):
+                changed.add(was.node)
+    changed.update(p.node for pod_id, p in snap.placements.items() if pod_id not in running)
+    if changed:
+        kept: dict[int, int] = {}
+        for row in sorted(changed):  # every suffix off first: a pod may move between them
+            old, new = sorted(snap.pods_on[row]), by_row.get(row, [])
+            k = 0
+            while (
+                k < len(old)
+                and k < len(new)
+                and old[k] == new[k].pod_id
+                and snap.placements[old[k]].pod == new[k]
+            ):
+                k += 1
+            kept[row] = k
+            for pod_id in reversed(old[k:]):
                 snap.remove(pod_id)
-        for row in sorted(redo):
-            for req in by_row.get(row, ()):
+        alloc = _pinner(snap, seed)
+        for row in sorted(changed):
+            for req in by_row.get(row, [])[kept[row] :]:
                 alloc.pin(req, row)
-        snap.tidy(redo)
+        snap.tidy(changed)
     counts["placed"] = len(snap.placements)
     counts["does_not_fit"] = counts["running"] - counts["unknown_node"] - counts["placed"]
-    return counts, len(redo)
+    return counts, len(changed)
 
 
 def fleet_from_lake(
