@@ -27,6 +27,12 @@ memory figures do not mix:
 - ``incremental``: the incremental cycle (:mod:`predops.pipelines.jobs.cycle`) in a second
   workspace that reads the same lake.
 
+``--pod-churn``: each cycle also appends a row for every pod created, scheduled or
+deleted in its 5 minutes, as known then (about 900 a cycle at 10,000 nodes), as a
+cluster export writes them; by default the pods table holds what was known at the
+lake's end, so the plan's snapshot of running pods never changes between cycles, which
+no real cluster does.
+
 ``--processes long-lived`` (the default) runs every cycle of a path in one process, as
 the scheduler does (its jobs run in its thread pool for months): what a path keeps in
 memory between cycles counts, as it would in production (the incremental path keeps

@@ -12,8 +12,13 @@ and gets the saved snapshot back; anything else rebuilds and saves. So does a ch
 the code that builds or holds the snapshot (the key holds a digest of the allocator
 package and of ``fleet_state.py``), and a file that cannot be read.
 
-A cluster whose pods start or stop every few minutes rebuilds at most cycles; a quiet
-one (or the benchmark's lake, whose pods are known up to its end) rebuilds once.
+When pods started or stopped (or the time passed ``until``) but the code and the
+inventory are the same and no inventory row came since it was built, the kept snapshot
+is brought up to date node by node instead of rebuilt (``load(stale=True)``, then
+:func:`predops.pipelines.workspace.fleet_state.update_snapshot` and :func:`keep`); the
+result equals a new snapshot. A cluster whose pods start or stop every few minutes
+updates every cycle; a quiet one (or the benchmark's lake, whose pods are known up to
+its end) builds once.
 
 The file (``<features>/online/snapshot_cache.pickle``, replaced atomically) holds two
 pickles: the key, then the snapshot, its placement counts and the topology it was built
