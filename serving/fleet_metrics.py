@@ -43,8 +43,8 @@ import polars as pl
 
 from predops.features.definitions import window_label
 from predops.pipelines.workspace.errors import FeatureStoreError
-from predops.pipelines.workspace.fleet_state import running_pods
 from predops.pipelines.workspace.lake import Lake
+from predops.pipelines.workspace.pod_snapshot import running_pods
 from predops.serving.context import ServeContext
 from predops.serving.fleet import FRESH, FleetRisk
 from predops.serving.forecasts import ForecastUnavailable, all_forecasts

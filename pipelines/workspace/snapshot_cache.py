@@ -1,6 +1,6 @@
 """The allocator's snapshot of running pods, kept between cycles while its inputs hold.
 
-The plan's snapshot (:func:`predops.pipelines.workspace.fleet_state.snapshot_of`: every
+The plan's snapshot (:func:`predops.pipelines.workspace.pod_snapshot.snapshot_of`: every
 pod running at ``now`` placed on its node, about 37,000 pods on 10,000 nodes) is a
 function of the topology (each node's latest ``inventory`` row at or before ``now``) and
 of the running pods (the ``pods`` rows scheduled at or before ``now`` and not deleted by
@@ -10,12 +10,12 @@ after ``now`` is kept as ``until``: a later cycle whose ``now`` lies in ``[built
 over the same files (no file added, none gone or rewritten) reads exactly the same rows,
 and gets the saved snapshot back; anything else rebuilds and saves. So does a change to
 the code that builds or holds the snapshot (the key holds a digest of the allocator
-package and of ``fleet_state.py``), and a file that cannot be read.
+package, of ``pod_snapshot.py`` and of ``fleet_state.py``), and a file that cannot be read.
 
 When pods started or stopped (or the time passed ``until``) but the code and the
 inventory are the same and no inventory row came since it was built, the kept snapshot
 is brought up to date node by node instead of rebuilt (``load(stale=True)``, then
-:func:`predops.pipelines.workspace.fleet_state.update_snapshot` and :func:`keep`); the
+:func:`predops.pipelines.workspace.pod_snapshot.update_snapshot` and :func:`keep`); the
 result equals a new snapshot. A cluster whose pods start or stop every few minutes
 updates every cycle; a quiet one (or the benchmark's lake, whose pods are known up to
 its end) builds once.
@@ -66,11 +66,12 @@ _MEMO = FileMemo(capacity=2)
 
 
 def code_digest() -> str:
-    """SHA-256 of the source of the allocator package and of ``fleet_state.py`` (its
-    neighbour here, which builds the snapshot)."""
+    """SHA-256 of the source of the allocator package and of ``pod_snapshot.py`` and
+    ``fleet_state.py`` (its neighbours here, which build the snapshot)."""
     files = sorted(Path(predops.allocator.__file__).parent.rglob("*.py"))
+    here = Path(__file__)
     h = hashlib.sha256()
-    for f in [*files, Path(__file__).with_name("fleet_state.py")]:
+    for f in [*files, here.with_name("pod_snapshot.py"), here.with_name("fleet_state.py")]:
         h.update(f.name.encode())
         h.update(f.read_bytes())
     return h.hexdigest()
@@ -156,7 +157,7 @@ def load(path: Path, lake: Lake, now: datetime, *, stale: bool = False) -> Cache
     """The saved snapshot and counts when they hold at ``now`` (see the module
     docstring); None on a miss. ``stale``: also one built on the same topology whose
     running pods may differ (:attr:`Cached.current` False: the caller brings it up to
-    date, :func:`predops.pipelines.workspace.fleet_state.update_snapshot`, and keeps it
+    date, :func:`predops.pipelines.workspace.pod_snapshot.update_snapshot`, and keeps it
     with :func:`keep`). A :attr:`Cached.lent` answer goes back with :func:`give_back`."""
     key = _key(lake)
     kept = _MEMO.borrow(path)

@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from predops.core.actions import SkipReason
 from predops.core.clock import FixedClock
-from predops.pipelines.workspace.fleet_state import running_pods
 from predops.pipelines.workspace.lake import Lake
+from predops.pipelines.workspace.pod_snapshot import running_pods
 from predops.serving.fleet_metrics import FORECAST_STEPS, escape, number
 from tests.serving.api import fresh_clock, make_app
 

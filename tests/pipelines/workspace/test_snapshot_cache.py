@@ -186,10 +186,10 @@ def test_a_snapshot_brought_up_to_date_equals_a_new_one(fleet_lake: Path, seed: 
     import numpy as np
     import polars as pl
 
-    from predops.pipelines.workspace.fleet_state import (
+    from predops.pipelines.workspace.fleet_state import topology_at
+    from predops.pipelines.workspace.pod_snapshot import (
         running_pods,
         snapshot_of,
-        topology_at,
         update_snapshot,
     )
 
