@@ -55,7 +55,10 @@ def _pinner(snap: ClusterSnapshot, seed: int) -> Allocator:
 
 
 def _requests(pods: pl.DataFrame) -> Iterator[tuple[str, PodRequest]]:
-    """(node id, request) per running pod, in the frame's order."""
+    """(node id, request) per running pod, in the frame's order (none from an empty
+    frame, which :func:`running_pods` gives without columns when there is no table)."""
+    if pods.height == 0:
+        return
     cols: tuple[str, ...] = ("pod_id", "node_id", "cpu_milli", "memory_mib", "num_gpu")
     cols += ("gpu_milli", "gpu_spec", "gang_id")
     for pod_id, node_id, cpu, mem, ngpu, milli, spec, gang in pods.select(cols).iter_rows():

@@ -230,6 +230,9 @@ def test_a_snapshot_brought_up_to_date_equals_a_new_one(fleet_lake: Path, seed: 
     counts, redone = update_snapshot(snap, pods)  # nothing changed: only unfit pods' nodes
     assert counts == new_counts and redone <= counts["does_not_fit"]
     assert _same(snap, new)
+    counts, _ = update_snapshot(snap, pl.DataFrame())  # no pods table: every pod gone
+    empty, empty_counts = snapshot_of(topology, pl.DataFrame())
+    assert counts == empty_counts and _same(snap, empty)
 
 
 def test_a_process_brings_its_snapshot_up_to_date_when_pods_change(
