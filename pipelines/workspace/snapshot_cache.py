@@ -35,7 +35,9 @@ memory (:class:`predops.pipelines.workspace.file_memo.FileMemo`): while the file
 one it was kept for, the next cycle skips unpickling it (about 0.4 CPU-s at 10,000
 nodes) and checks the same key. The snapshot is lent to one plan at a time, which runs
 on a fork of it and reverts (:func:`predops.pipelines.jobs.plan.plan_in_workspace`), so
-the kept one is the one on file; :func:`give_back` returns it.
+the kept one stays as it was read, built or brought up to date (an update is kept in
+memory only, and written when a quarter of the nodes changed; a process reading the
+file brings it up to date the same way); :func:`give_back` returns it.
 
 Memory: one snapshot (two while a plan borrows the kept one and another reads the
 file).
