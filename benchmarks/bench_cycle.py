@@ -506,10 +506,15 @@ class LongLived:
         self._err.close()
 
 
-def _run_worker(path: str, ws: Path, cutoff: datetime, out: Path) -> dict[str, Any]:
+def _run_worker(
+    path: str, ws: Path, cutoff: datetime, out: Path, timeout_s: float
+) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", path]
     cmd += ["--workspace", str(ws), "--cutoff", cutoff.isoformat(), "--out", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"{path} worker gave no answer in {timeout_s:g} s") from None
     if proc.returncode != 0:
         raise SystemExit(f"{path} worker failed at {cutoff}:\n{proc.stderr[-4000:]}")
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
@@ -631,7 +636,7 @@ def main() -> int:
             res = {
                 p: served[p].run(cutoff, out / p)
                 if served
-                else _run_worker(p, wss[p], cutoff, out / p)
+                else _run_worker(p, wss[p], cutoff, out / p, args.timeout)
                 for p in order
             }
             cycles.append(
