@@ -243,6 +243,7 @@ def plan_in_workspace(
         memo = cached_snapshot.read_memo(snapshot_cache, lake_fleet.snapshot_token)
     memo_before = dict(memo) if memo is not None else None
     snap = lake_fleet.snapshot
+    depth = snap.depth
     snap.fork()  # the plan's changes are undone: a kept snapshot stays as it was built
     try:
         plan = make_plan(
@@ -260,7 +261,8 @@ def plan_in_workspace(
             sizing_memo=memo,
         )
     finally:
-        snap.revert()
+        while snap.depth > depth:  # ours, and any a failed step left open inside it
+            snap.revert()
         lake_fleet.give_back()
     if memo is not None and memo != memo_before:
         assert snapshot_cache is not None and lake_fleet.snapshot_token is not None

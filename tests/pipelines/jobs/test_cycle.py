@@ -349,3 +349,45 @@ def test_reused_forecasts_equal_new_ones_and_anything_else_is_a_miss(
     assert hit is not None
     for other in (replace(prov, model_version="99"), replace(prov, run_id="another")):
         assert forecast_cache.lookup(cache, other, data.demand, data.calendar) is None
+
+
+@pytest.mark.slow
+def test_a_plan_that_fails_leaves_the_kept_snapshot_as_it_was(
+    trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan changes the kept snapshot only on forks: a plan step that fails with a
+    fork of its own still open hands back the snapshot as it was built, and the next
+    cycle's plan equals a plan on a new snapshot."""
+    from predops.allocator.snapshot import ClusterSnapshot
+    from predops.pipelines.jobs import cycle as cycle_jobs
+    from predops.pipelines.jobs import plan as plan_jobs
+    from predops.pipelines.workspace import snapshot_cache
+    from predops.pipelines.workspace.fleet_state import fleet_from_lake
+
+    settings = _copy(trained, tmp_path)
+    now = data_cutoff(settings)
+    assert now is not None
+    out = tmp_path / "out"
+    run_cycle(settings, cutoff=now, clock=FixedClock(now), out=out / "1")
+    cache = cycle_jobs.snapshot_file(FeatureStore(settings.features_dir))
+    real = plan_jobs.make_plan
+
+    def failing(risks: Any, forecasts: Any, snap: ClusterSnapshot, *a: Any, **k: Any) -> Any:
+        snap.fork()  # left open: the failure comes before its revert
+        row = next(i for i in range(snap.n_nodes) if snap.pods_on[i])
+        for pod in sorted(snap.pods_on[row]):
+            snap.remove(pod)
+        raise RuntimeError("a policy failed")
+
+    monkeypatch.setattr(plan_jobs, "make_plan", failing)
+    with pytest.raises(RuntimeError, match="a policy failed"):
+        run_cycle(settings, cutoff=now, clock=FixedClock(now), out=out / "2")
+    monkeypatch.setattr(plan_jobs, "make_plan", real)
+    lake = Lake(settings.lake_dir)
+    kept = snapshot_cache.load(cache, lake, now)
+    assert kept is not None and kept.lent and kept.snapshot.depth == 0
+    fresh = fleet_from_lake(lake, now).snapshot
+    assert ClusterSnapshot.same_state(kept.snapshot.state(), fresh.state())
+    snapshot_cache.give_back(cache, kept)
+    again = run_cycle(settings, cutoff=now, clock=FixedClock(now), out=out / "3")
+    assert again["inputs"]["fleet"]["snapshot_reused"] is True
