@@ -23,9 +23,8 @@ from pathlib import Path
 import polars as pl
 
 from predops.features.node import END
-from predops.pipelines.workspace.atomic import atomic_write
 from predops.pipelines.workspace.feature_store import FeatureStore
-from predops.pipelines.workspace.file_memo import FileMemo, Identity, identity
+from predops.pipelines.workspace.file_memo import FileMemo, identity
 
 DIR = "buckets"
 STAMP = "%Y%m%dT%H%M%SZ"
@@ -74,17 +73,7 @@ class CarriedBuckets:
         written, end = 0, first
         while end <= last:
             rows = by_end.get(end, frame.clear())
-            path = self._path(end)
-            idents: list[Identity | None] = []
-
-            def write(
-                p: Path, rows: pl.DataFrame = rows, idents: list[Identity | None] = idents
-            ) -> None:
-                rows.write_ipc(p)
-                idents.append(identity(p))  # a rename keeps the inode, size and mtime
-
-            atomic_write(path, write)
-            _MEMO.put(path, rows, idents[-1] if idents else None)
+            _MEMO.write(self._path(end), rows.write_ipc, rows)
             written += 1
             end += bucket
         return written

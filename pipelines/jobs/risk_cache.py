@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from predops.core.contracts import FailureRisk, Provenance, Reason
-from predops.pipelines.workspace.atomic import atomic_write
-from predops.pipelines.workspace.file_memo import FileMemo, Identity, identity
+from predops.pipelines.workspace.file_memo import FileMemo, identity
 
 FILE = "risk_cache.pickle"
 VERSION = 3
@@ -114,16 +113,13 @@ def save(path: Path, key: dict[str, Any] | None, risks: Sequence[FailureRisk]) -
     body = [
         (n, h, p, tuple((x.feature, x.contribution, x.text) for x in r)) for n, h, p, r in entries
     ]
-    written: list[Identity | None] = []
 
     def write(p: Path) -> None:
         with p.open("wb") as fh:
             pickle.dump(key, fh, protocol=pickle.HIGHEST_PROTOCOL)
             pickle.dump(body, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        written.append(identity(p))  # a rename keeps the inode, size and mtime
 
-    atomic_write(path, write)
-    _MEMO.put(path, (dict(key), entries), written[-1] if written else None)
+    _MEMO.write(path, write, (dict(key), entries))
 
 
 __all__ = ["FILE", "cache_key", "lookup", "save"]

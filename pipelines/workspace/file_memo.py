@@ -26,9 +26,12 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from predops.pipelines.workspace.atomic import atomic_write
 
 Identity = tuple[int, int, int, int]
 
@@ -110,6 +113,21 @@ class FileMemo:
             while len(self._entries) > self.capacity:
                 oldest = next(iter(self._entries))
                 del self._entries[oldest]
+
+    def write(
+        self, path: Path, write: Callable[[Path], object], value: Any, *, lent: bool = False
+    ) -> None:
+        """Replace ``path`` atomically with what ``write(tmp)`` writes, and keep ``value``
+        as its parsed content (the temporary file's identity is the published file's: a
+        rename keeps the inode, size and mtime). ``lent`` as :meth:`put`."""
+        written: list[Identity | None] = []
+
+        def fill(tmp: Path) -> None:
+            write(tmp)
+            written.append(identity(tmp))
+
+        atomic_write(path, fill)
+        self.put(path, value, written[-1] if written else None, lent=lent)
 
     def discard(self, path: Path) -> None:
         """Forget ``path`` (its file is being removed)."""

@@ -57,8 +57,8 @@ import polars as pl
 import predops.allocator
 from predops.allocator.snapshot import ClusterSnapshot
 from predops.allocator.topology import Topology
-from predops.pipelines.workspace.atomic import atomic_write, atomic_write_text
-from predops.pipelines.workspace.file_memo import FileMemo, Identity, identity
+from predops.pipelines.workspace.atomic import atomic_write_text
+from predops.pipelines.workspace.file_memo import FileMemo, identity
 from predops.pipelines.workspace.lake import Lake
 
 FILE = "snapshot_cache.pickle"
@@ -188,7 +188,7 @@ def load(path: Path, lake: Lake, now: datetime, *, stale: bool = False) -> Cache
     if not isinstance(topology, Topology) or not isinstance(inv_at, datetime):
         return None
     cached = Cached(snap, counts, _token(head), topology, inv_at, lent=True)
-    _keep(path, head, cached, ident)
+    _MEMO.put(path, (head, cached), ident, lent=True)
     return cached if current else cached._replace(current=False)
 
 
@@ -220,10 +220,6 @@ def keep(
     return new
 
 
-def _keep(path: Path, head: dict[str, Any], cached: Cached, ident: Identity | None) -> None:
-    _MEMO.put(path, (head, cached), ident, lent=True)
-
-
 def give_back(path: Path, cached: Cached) -> None:
     """The plan is done with ``cached`` (lent by :func:`load` or :func:`save`), which is
     as it was read: the next call may have it."""
@@ -245,19 +241,16 @@ def save(
     from ``inventory_at``) and its counts, atomically; returns it as :func:`load` would,
     lent (:func:`give_back`)."""
     head = _head(lake, now)
-    written: list[Identity | None] = []
 
     def write(p: Path) -> None:
         with p.open("wb") as fh:
             pickle.dump(head, fh, protocol=pickle.HIGHEST_PROTOCOL)
             body = (snap, counts, topology, inventory_at)
             pickle.dump(body, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        written.append(identity(p))  # a rename keeps the inode, size and mtime
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, write)
     cached = Cached(snap, counts, _token(head), topology, inventory_at, lent=True)
-    _keep(path, head, cached, written[-1] if written else None)
+    _MEMO.write(path, write, (head, cached), lent=True)
     return cached
 
 
