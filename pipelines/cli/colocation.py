@@ -24,10 +24,14 @@ def _human(r: dict[str, Any]) -> str:
         lines.append(f"  {name:13s} {at}   {m['settings']}")
     o = r["oracle"]
     lines.append(f"  {'oracle':13s} {o['reclaimed_share']:.4f} at 0 violations (round peak known)")
+    bound = "  ".join(f"{k}: {v:.4f}" for k, v in o["bound_at"].items())
+    lines.append(f"  {'bound':13s} {bound}   (the most any once-per-round rule reclaims)")
     for k, c in r["comparison"].items():
         ratio = "n/a" if c["ratio"] is None else f"{c['ratio']:.3f}"
-        lines.append(f"  at {k}: predops / {c['best_baseline']} = {ratio}")
-    lines.append(f"bar met: {r['bar']['met']}")
+        lines.append(
+            f"  at {k}: predops / {c['best_baseline']} = {ratio}  (bound: {c['bound_ratio']:.3f})"
+        )
+    lines.append(f"bar met: {r['bar']['met']}  (reachable at all: {r['bar']['reachable']})")
     return "\n".join(lines)
 
 

@@ -51,8 +51,13 @@ def _check(r: dict) -> None:  # type: ignore[type-arg]
         at = [m["at"][k]["reclaimed_share"] for k in ("0.001", "0.01", "0.05")]
         assert at == sorted(at)
     assert 0 < r["oracle"]["reclaimed_share"] < 1 and r["oracle"]["violation_rate"] == 0
-    for c in r["comparison"].values():
+    bound = r["oracle"]["bound_at"]
+    assert r["oracle"]["reclaimed_share"] <= bound["0.001"] <= bound["0.01"] <= bound["0.05"]
+    for k, c in r["comparison"].items():
         assert c["best_baseline"] in METHODS - {"predops"}
+        # No method reclaims more than the bound at the same violation rate.
+        assert max(m["at"][k]["reclaimed_share"] for m in r["test"].values()) <= c["bound"] + 1e-9
+    assert r["bar"]["reachable"] == (r["comparison"]["0.01"]["bound_ratio"] >= 1.2)
     val, test = r["split"]["validation_steps"], r["split"]["test_steps"]
     assert all(v[1] == t[0] for v, t in zip(val, test, strict=True))
 
