@@ -59,6 +59,34 @@ def test_ets_beats_naive_on_a_seasonal_series_and_reuses_its_parameters() -> Non
     assert np.mean(np.abs(q2.p50 - y[-24:])) < 2.5
 
 
+def test_ets_skips_the_covariance_and_forecasts_as_statsmodels_does() -> None:
+    """The results skip the parameters' covariance (a numerical Hessian at every fit
+    and every update) and nothing else: the parameters, the forecast and its band are
+    bit for bit those of statsmodels' own ``ETSModel``."""
+    import pandas as pd
+    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+
+    from predops.models.demand.baselines import _ets_model
+
+    rng = np.random.default_rng(4)
+    t = np.arange(24 * 12)
+    y = 30 + 6 * np.sin(2 * np.pi * t / 24) + 0.02 * t + rng.normal(0, 1, t.size)
+    fit = fit_ets(y, 24)
+    assert fit is not None
+    assert np.isnan(np.asarray(_ets_model(y, 24, True).smooth(fit.params).cov_params())).all()
+    plain = ETSModel(
+        pd.Series(y), error="add", trend="add", damped_trend=True, seasonal="add",
+        seasonal_periods=24,
+    )  # fmt: skip
+    ref = plain.fit(disp=False, maxiter=200)
+    assert np.array_equal(np.asarray(ref.params), fit.params)
+    frame = ref.get_prediction(start=y.size, end=y.size + 47).summary_frame(alpha=0.2)
+    q = ets_forecast(y, H, fit)
+    assert np.array_equal(q.p50, frame["mean"].to_numpy())
+    assert np.array_equal(q.p10, frame["pi_lower"].to_numpy())
+    assert np.array_equal(q.p90, frame["pi_upper"].to_numpy())
+
+
 def test_ets_needs_two_seasons_for_the_seasonal_form() -> None:
     y = 10 + np.sin(np.arange(40))
     fit = fit_ets(y, 24)
