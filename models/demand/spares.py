@@ -11,8 +11,14 @@ lead time.
   when those sums are not over-dispersed or the history is shorter than two windows.
   Replacement demand is bursty (batches of one drive model, a rack at a time), which
   a Poisson rate alone misses.
+- :func:`pooled_dispersion`: one dispersion for several groups (the mean of their
+  excess squared coefficients of variation, :func:`excess_dispersion`), for groups
+  whose own short history has not shown a batch yet.
 - :func:`poisson_quantile`: the constant-rate rule's quantile (the mean rate of all
   past weeks).
+- :func:`count_quantiles`: :func:`count_quantile` over arrays (means, sizes and levels
+  broadcast together), for the budgeted rule of :mod:`policy.spares`, which searches
+  one service level across groups every week.
 
 Every function takes only the weeks before the one being planned; nothing here reads
 later counts.
@@ -21,6 +27,7 @@ later counts.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -72,16 +79,35 @@ def ewma_rate(history: np.ndarray, half_life_weeks: float) -> float:
     return float((w * history).sum() / w.sum())
 
 
+def excess_dispersion(history: np.ndarray, window: int) -> float:
+    """``1 / k`` of the ``window``-week sums of ``history``: their squared coefficient of
+    variation beyond the Poisson one, ``(var - mean) / mean^2`` (method of moments),
+    floored at 0; ``nan`` (unknown) under two windows of history or without demand."""
+    if history.size < 2 * window:
+        return math.nan
+    sums = np.convolve(history.astype(np.float64), np.ones(window), mode="valid")
+    m, v = float(sums.mean()), float(sums.var(ddof=1))
+    if m <= 0:
+        return math.nan
+    return max(0.0, (v - m) / (m * m))
+
+
 def window_dispersion(history: np.ndarray, window: int) -> float:
     """Negative-binomial size ``k`` of the ``window``-week sums of ``history`` (method of
     moments); ``inf`` (Poisson) when not over-dispersed or under two windows long."""
-    if history.size < 2 * window:
-        return math.inf
-    sums = np.convolve(history.astype(np.float64), np.ones(window), mode="valid")
-    m, v = float(sums.mean()), float(sums.var(ddof=1))
-    if m <= 0 or v <= m:
-        return math.inf
-    return m * m / (v - m)
+    e = excess_dispersion(history, window)
+    return math.inf if math.isnan(e) or e <= 0 else 1.0 / e
+
+
+def pooled_dispersion(histories: Sequence[np.ndarray], window: int) -> float:
+    """One size ``k`` for several groups: ``1 /`` the mean over the groups of
+    :func:`excess_dispersion` (groups without an estimate left out), so every group
+    gets the fleet's burstiness relative to its own mean; ``inf`` when none is
+    over-dispersed. A group whose own history has shown no batch yet (a short history)
+    is given the tail the fleet has shown."""
+    ex = [e for h in histories if not math.isnan(e := excess_dispersion(h, window))]
+    mean = sum(ex) / len(ex) if ex else 0.0
+    return 1.0 / mean if mean > 0 else math.inf
 
 
 def count_quantile(mean: float, k: float, q: float) -> int:
@@ -94,6 +120,30 @@ def count_quantile(mean: float, k: float, q: float) -> int:
     if math.isinf(k):
         return int(stats.poisson.ppf(q, mean))
     return int(stats.nbinom.ppf(q, k, k / (k + mean)))
+
+
+def count_quantiles(mean: np.ndarray, k: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """:func:`count_quantile` element-wise (arrays broadcast); a level ``q`` of 0 gives 0
+    (stock nothing), and so does a mean of 0."""
+    mean, k, q = np.broadcast_arrays(
+        np.asarray(mean, dtype=np.float64),
+        np.asarray(k, dtype=np.float64),
+        np.asarray(q, dtype=np.float64),
+    )
+    if ((q < 0) | (q >= 1) | np.isnan(q)).any():
+        raise ValueError("quantile levels must be in [0, 1)")
+    if (np.isnan(mean) | (mean < 0)).any() or (np.isnan(k) | (k <= 0)).any():
+        raise ValueError("means must be non-negative and sizes positive")
+    out = np.zeros(mean.shape, dtype=np.int64)
+    live = (mean > 0) & (q > 0)
+    pois = live & np.isinf(k)
+    nb = live & ~np.isinf(k)
+    if pois.any():
+        out[pois] = stats.poisson.ppf(q[pois], mean[pois]).astype(np.int64)
+    if nb.any():
+        kk, mu = k[nb], mean[nb]
+        out[nb] = stats.nbinom.ppf(q[nb], kk, kk / (kk + mu)).astype(np.int64)
+    return out
 
 
 @dataclass(frozen=True)

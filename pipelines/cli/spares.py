@@ -1,9 +1,10 @@
 """``predops eval spares``: spare-part stocking rules on real failure records.
 
 ``predops eval spares --source alibaba-ssd|lanl|olcf-disk --path P --json``: weekly
-replacement demand per hardware group, the newsvendor rule on the forecast vs a fixed
-share of the installed base vs a constant-rate Poisson rule, simulated over the last
-weeks of the trace with knobs chosen on the weeks before (see
+replacement demand per hardware group, the newsvendor rule on the forecast (budgeted:
+at most what the fixed rule stocks in total, one service level for every group) vs a
+fixed share of the installed base vs a constant-rate Poisson rule, simulated over the
+last weeks of the trace with knobs chosen on the weeks before (see
 :mod:`predops.pipelines.jobs.spares_evaluation`).
 """
 
@@ -20,13 +21,20 @@ def _human(r: dict[str, Any]) -> str:
     t = r["test"]
     lines = [
         f"{r['source']}: {t['groups']} groups, test {t['from']} .. {t['to']}, "
-        f"lead {r['lead_weeks']} weeks, demand {t['demand']}"
+        f"lead {r['lead_weeks']} weeks, demand {t['demand']}, "
+        f"budget (total level) {r['budget']['test_units']:.0f} units"
     ]
     for name, tot in t["totals"].items():
         lines.append(
             f"  {name:20s} stock-out weeks {tot['stock_out_weeks']:.0f}  "
             f"units short {tot['units_short']:.0f}  spares held {tot['spares_held_mean']:.1f}"
         )
+    f = r["rules"]["forecast"]
+    lines.append(
+        f"forecast: service cap {f['service_level']:.10g}, half-life {f['half_life_weeks']:g} "
+        f"weeks, {f['dispersion']} dispersion (chosen on {r['selection']['window']['from']} .. "
+        f"{r['selection']['window']['to']})"
+    )
     lines.append(f"bar met: {r['bar']['met']}")
     return "\n".join(lines)
 

@@ -1,4 +1,4 @@
-"""``predops eval spares``: stocking spares from real failure records, three rules.
+"""``predops eval spares``: stocking spares from real failure records, four rules.
 
 Per source, weekly replacement demand per hardware group:
 
@@ -17,21 +17,35 @@ Installed base for the fixed rule (never in the trace as a count except LANL):
   million SSDs" split across models in proportion to each model's failures before the
   window (a proxy that assumes one failure rate for every model).
 
+Rules (:mod:`predops.policy.spares`): ``forecast``, the newsvendor on the forecast,
+budgeted: the groups taking part share the fixed rule's total level each week (the
+*budget*: what ``ceil(share x installed base)`` stocks, summed over the groups, known
+before the window) and stock one common service level, the highest that fits it and
+no higher than the level chosen on validation; ``forecast_unbudgeted``, the same
+newsvendor per group without the budget (knobs chosen on its own); ``poisson``;
+``fixed``; ``forecast_reference`` (0.95, 13 weeks, the group's own dispersion, no
+budget).
+
 Windows: the **test** window is the last ``test_weeks`` of the trace, simulated with
 history before each week only; the **validation** window is the ``test_weeks`` before
 it, simulated the same way, with nothing from the test window. Knobs (the forecast
-rule's service level and half-life; the Poisson rule's service level) are chosen on
-the validation window: among the candidates that hold no more spares there than the
-fixed rule, the fewest stock-out weeks, then the fewest units short, then the highest
-service level (when the window cannot tell candidates apart, the safest), then the
-fewest spares. Memory: the weekly
-count arrays (groups x weeks integers) and the input trace; a few MB.
+rules' service level in :data:`SERVICE_GRID`, half-life and dispersion, own or pooled
+over the groups; the Poisson rule's service level) are chosen on the validation
+window: among the candidates that hold no more spares there than the fixed rule, the
+fewest stock-out weeks, then the fewest units short, then the highest service level
+(when the window cannot tell candidates apart, the safest), then the fewest spares.
+The service grid runs to ``1 - 1e-8``: beyond ``0.999`` the levels are a safety-stock
+knob more than a probability (the negative binomial's tail is thinner than one-week
+batch failures of one drive model), and the grid has to reach the level at which the
+validation window stops telling candidates apart, or the choice is cut at the grid's
+edge. Memory: the weekly count arrays (groups x weeks integers) and the input trace;
+a few MB.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -43,14 +57,19 @@ from predops.models.demand.spares import week_index, week_start, weekly_counts
 from predops.pipelines.ingest.traces.alibaba_ssd import FLEET_SSDS, read_alibaba_ssd
 from predops.pipelines.ingest.traces.lanl_failures import is_hardware_replacement, read_lanl
 from predops.pipelines.ingest.traces.olcf_alpine import read_olcf_alpine
-from predops.policy.spares import Rule, fixed_units, levels, simulate
+from predops.policy.spares import Rule, fixed_units, fleet_levels, fleet_params, simulate
 
 SOURCES = ("alibaba-ssd", "lanl", "olcf-disk")
 DEFAULT_TEST_WEEKS = {"alibaba-ssd": 26, "lanl": 52, "olcf-disk": 52}
 MIN_HISTORY_WEEKS = 26
-SERVICE_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999)
+SERVICE_GRID = (
+    *(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 0.9995),
+    *(1 - 10.0**-j for j in range(4, 9)),
+)
 HALF_LIFE_GRID = (4.0, 8.0, 13.0, 26.0, 52.0)
+DISPERSION_GRID = ("group", "pooled")
 REFERENCE = Rule("forecast", service=0.95, half_life_weeks=13.0)
+FAMILIES = ("forecast", "forecast_unbudgeted", "poisson")
 
 
 @dataclass(frozen=True)
@@ -186,33 +205,47 @@ def _window_groups(data: SparesInput, start: int, end: int) -> list[str]:
 def run_window(
     data: SparesInput, rules: dict[str, Rule], start: int, end: int, lead: int, share: float
 ) -> dict[str, Any]:
-    """Every rule simulated over weeks ``start..end`` of each taking-part group."""
-    per_group: dict[str, dict[str, Any]] = {}
+    """Every rule simulated over weeks ``start..end`` of each taking-part group; the
+    budgeted rules share the fixed rule's total level over those groups each week."""
+    groups = _window_groups(data, start, end)
+    fixed_level = {g: fixed_units(data.base(g, start), share) for g in groups}
+    hists = [data.counts[g][data.active[g][0] :] for g in groups]
+    offsets = [start - data.active[g][0] for g in groups]
+    weeks = end - start
+    budget = np.full(weeks, float(sum(fixed_level.values())))
+    per_group: dict[str, dict[str, Any]] = {
+        g: {"demand": int(data.counts[g][start:end].sum()), "installed_base": data.base(g, start)}
+        for g in groups
+    }
     totals: dict[str, dict[str, float]] = {}
-    for g in _window_groups(data, start, end):
-        counts = data.counts[g]
-        a = data.active[g][0]
-        hist = counts[a:]
-        s, e = start - a, end - a
-        out: dict[str, Any] = {"demand": int(counts[start:end].sum())}
-        for name, rule in rules.items():
-            if rule.kind == "fixed":
-                rule = Rule("fixed", fixed_units=fixed_units(data.base(g, start), share))
-            lv = levels(rule, hist, s, e, lead)
-            res = simulate(hist[s:e], lv, lead).summary()
-            res["level_mean"] = float(lv.mean())
-            out[name] = res
-            tot = totals.setdefault(name, {})
+    fleet: dict[str, dict[str, float | int]] = {}
+    params: dict[tuple[str, float, str], tuple[np.ndarray, np.ndarray]] = {}
+    for name, rule in rules.items():
+        if rule.kind == "fixed":
+            lv = np.array([np.full(weeks, fixed_level[g], dtype=np.int64) for g in groups])
+        else:
+            key = (rule.kind, rule.half_life_weeks, rule.dispersion)
+            if key not in params:
+                params[key] = fleet_params(rule, hists, offsets, weeks, lead)
+            fl = fleet_levels(rule, params[key], budget if rule.budgeted else None)
+            lv = fl.levels
+            if rule.budgeted:
+                fleet[name] = fl.summary()
+        tot = totals.setdefault(name, {})
+        for g, h, s, lg in zip(groups, hists, offsets, lv, strict=True):
+            res = simulate(h[s : s + weeks], lg, lead).summary()
+            res["level_mean"] = float(lg.mean()) if weeks else 0.0
+            per_group[g][name] = res
             for k in ("stock_out_weeks", "units_short", "spares_held_mean"):
                 tot[k] = tot.get(k, 0.0) + float(res[k])
-        out["installed_base"] = data.base(g, start)
-        per_group[g] = out
     return {
         "from": week_start(data.first_week + start).date().isoformat(),
         "to": week_start(data.first_week + end).date().isoformat(),
         "groups": len(per_group),
         "demand": int(sum(v["demand"] for v in per_group.values())),
+        "budget_units": float(budget[0]) if weeks else 0.0,
         "totals": totals,
+        "budgeted": fleet,
         "per_group": per_group,
     }
 
@@ -236,6 +269,47 @@ def _pick(candidates: list[tuple[Rule, dict[str, float]]], fixed: dict[str, floa
     )[0]
 
 
+def _key(rule: Rule) -> str:
+    """A grid rule's name in the validation totals."""
+    q = f"{rule.service:.10g}"
+    if rule.kind == "poisson":
+        return f"poisson@{q}"
+    family = "forecast" if rule.budgeted else "forecast_unbudgeted"
+    return f"{family}@{q}/hl{rule.half_life_weeks:g}/{rule.dispersion}"
+
+
+def _family(rule: Rule) -> str:
+    if rule.kind == "forecast":
+        return "forecast" if rule.budgeted else "forecast_unbudgeted"
+    return rule.kind
+
+
+def _grid() -> dict[str, Rule]:
+    rules = [Rule("poisson", service=q) for q in SERVICE_GRID]
+    rules += [
+        Rule("forecast", service=q, half_life_weeks=h, dispersion=d, budgeted=b)
+        for b in (True, False)
+        for d in DISPERSION_GRID
+        for h in HALF_LIFE_GRID
+        for q in SERVICE_GRID
+    ]
+    return {"fixed": Rule("fixed")} | {_key(r): r for r in rules}
+
+
+def _bar(f: dict[str, float], x: dict[str, float]) -> dict[str, bool]:
+    fewer_out = f["stock_out_weeks"] < x["stock_out_weeks"] and (
+        f["spares_held_mean"] <= x["spares_held_mean"]
+    )
+    fewer_spares = f["spares_held_mean"] < x["spares_held_mean"] and (
+        f["stock_out_weeks"] <= x["stock_out_weeks"]
+    )
+    return {
+        "fewer_stock_out_weeks_at_no_more_spares": bool(fewer_out),
+        "fewer_spares_at_no_more_stock_out_weeks": bool(fewer_spares),
+        "met": bool(fewer_out or fewer_spares),
+    }
+
+
 def evaluate_spares(
     source: str,
     path: str,
@@ -245,8 +319,16 @@ def evaluate_spares(
     fixed_share: float = 0.05,
     stage: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """The three rules on the validation and test windows of ``source`` (module doc);
+    """The rules on the validation and test windows of ``source`` (module doc);
     ``stage(name)`` is called as each stage begins (progress)."""
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    if lead_weeks < 1:
+        raise ValueError(f"lead_weeks must be at least 1, got {lead_weeks}")
+    if test_weeks is not None and test_weeks < 1:
+        raise ValueError(f"test_weeks must be at least 1, got {test_weeks}")
+    if not 0 <= fixed_share <= 1:
+        raise ValueError(f"fixed_share must be in [0, 1], got {fixed_share}")
 
     def begin(name: str) -> None:
         if stage is not None:
@@ -262,32 +344,22 @@ def evaluate_spares(
             f"{source}: {n} weeks are too few for a {tw}-week validation and test window "
             f"after {MIN_HISTORY_WEEKS} weeks of history"
         )
-    fixed = Rule("fixed")
-    grid: dict[str, Rule] = {"fixed": fixed}
-    for q in SERVICE_GRID:
-        grid[f"poisson@{q:g}"] = Rule("poisson", service=q)
-        for h in HALF_LIFE_GRID:
-            grid[f"forecast@{q:g}/hl{h:g}"] = Rule("forecast", service=q, half_life_weeks=h)
+    grid = _grid()
     begin(f"validation window: {len(grid)} rules")
     val = run_window(data, grid, v_start, t_start, lead_weeks, fixed_share)
     if not val["groups"]:
         raise ValueError(f"{source}: no group has {MIN_HISTORY_WEEKS} weeks before validation")
     vt = val["totals"]
     chosen = {
-        kind: _pick([(r, vt[k]) for k, r in grid.items() if r.kind == kind], vt["fixed"])
-        for kind in ("forecast", "poisson")
+        fam: _pick([(r, vt[k]) for k, r in grid.items() if _family(r) == fam], vt["fixed"])
+        for fam in FAMILIES
     }
-    rules = {"forecast": chosen["forecast"], "poisson": chosen["poisson"], "fixed": fixed}
-    rules["forecast_reference"] = REFERENCE
+    rules = {**chosen, "fixed": grid["fixed"], "forecast_reference": REFERENCE}
+    f = chosen["forecast"]
+    by_service = {f"{q:.10g}": vt[_key(replace(f, service=q))] for q in SERVICE_GRID}
     begin("test window")
     test = run_window(data, rules, t_start, n, lead_weeks, fixed_share)
-    f, x = test["totals"]["forecast"], test["totals"]["fixed"]
-    fewer_out = f["stock_out_weeks"] < x["stock_out_weeks"] and (
-        f["spares_held_mean"] <= x["spares_held_mean"]
-    )
-    fewer_spares = f["spares_held_mean"] < x["spares_held_mean"] and (
-        f["stock_out_weeks"] <= x["stock_out_weeks"]
-    )
+    tt = test["totals"]
     return {
         "source": source,
         "path": str(Path(path)),
@@ -298,6 +370,11 @@ def evaluate_spares(
         "review_weeks": 1,
         "demand_window_weeks": lead_weeks + 1,
         "installed_base": {"how": data.base_how, "fixed_share": fixed_share},
+        "budget": {
+            "how": "the fixed rule's total level over the groups taking part, each week",
+            "validation_units": val["budget_units"],
+            "test_units": test["budget_units"],
+        },
         "rules": {k: r.describe() for k, r in rules.items() if k != "fixed"}
         | {"fixed": {"kind": "fixed", "units": f"ceil({fixed_share:g} x installed base)"}},
         "selection": {
@@ -305,22 +382,13 @@ def evaluate_spares(
             "criterion": "validation window: within the fixed rule's spares held, fewest "
             "stock-out weeks, then fewest units short, then highest service level, then "
             "fewest spares",
-            "validation_totals": {
-                "fixed": vt["fixed"],
-                "forecast": vt[_key(chosen["forecast"])],
-                "poisson": vt[_key(chosen["poisson"])],
-            },
+            "service_grid": [float(q) for q in SERVICE_GRID],
+            "validation_totals": {"fixed": vt["fixed"]}
+            | {fam: vt[_key(r)] for fam, r in chosen.items()},
+            "validation_budgeted": val["budgeted"][_key(f)],
+            "forecast_by_service": by_service,
         },
-        "test": {k: v for k, v in test.items()},
-        "bar": {
-            "fewer_stock_out_weeks_at_no_more_spares": bool(fewer_out),
-            "fewer_spares_at_no_more_stock_out_weeks": bool(fewer_spares),
-            "met": bool(fewer_out or fewer_spares),
-        },
+        "test": test,
+        "bar": _bar(tt["forecast"], tt["fixed"]),
+        "bar_unbudgeted": _bar(tt["forecast_unbudgeted"], tt["fixed"]),
     }
-
-
-def _key(rule: Rule) -> str:
-    if rule.kind == "poisson":
-        return f"poisson@{rule.service:g}"
-    return f"forecast@{rule.service:g}/hl{rule.half_life_weeks:g}"
