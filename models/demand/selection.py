@@ -17,8 +17,12 @@ online updates, the band) share the rolling state; splitting them would split th
   parameters estimated on the fit data).
 - **Weights.** Per (series, bucket) the candidates' mean absolute error over the
   scored rows in the window gives the weights (``weighting``): ``"inverse"``
-  (``w ~ MAE^-2``, normalised) or ``"best"`` (all weight on the smallest error). A
-  series or bucket with no scored row gets equal weights. The weights, the candidates'
+  (``w ~ MAE^-2``, normalised), ``"best"`` (all weight on the smallest error),
+  ``"pooled"`` (``MAE^-2`` of each candidate's error relative to the series' mean
+  candidate error, averaged over the bucket's series: one weight vector per bucket,
+  scale-free) or ``"shrunk"`` (halfway between the series' own relative errors and the
+  pool's). A series or bucket with no scored row gets equal weights (the pool's under
+  ``pooled`` / ``shrunk``). The weights, the candidates'
   errors and the windows are the forecast's provenance (:meth:`selection`).
 - **Band.** The served forecast's residuals on the windows, in units of the weighted
   half-width of the candidates' own p10-p90 bands, per (series, bucket) (pooled over
@@ -59,7 +63,7 @@ from predops.models.demand.grid import demand_columns, resample_grid
 from predops.models.demand.panel import forecast_frame, step_us
 
 CANDIDATES = ("lightgbm", "ets", "seasonal_naive", "theta")
-WEIGHTINGS = ("inverse", "best")
+WEIGHTINGS = ("inverse", "best", "pooled", "shrunk")
 METHOD = "selected"
 MIN_SERIES_RESIDUALS = 72
 """Residuals a (series, bucket) needs for its own band, else the bucket's pool over
@@ -285,19 +289,53 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         )
 
     # ------------------------------------------------------------------ state
-    def _key_weights(self, key: tuple[str, str]) -> np.ndarray:
+    def _key_mae(self, key: tuple[str, str]) -> np.ndarray:
         errs = self.errors_.get(key, {})
-        mae = np.array(
+        return np.array(
             [np.mean(errs[c]) if errs.get(c) else np.nan for c in self.candidates], dtype=float
         )
-        w: np.ndarray = inverse_weights(mae[None, :], self.weighting)[0]
+
+    def _pooled_rel(self) -> dict[str, np.ndarray]:
+        """Per bucket, each candidate's error relative to the series' mean candidate
+        error, averaged over the series that scored every candidate (scale-free)."""
+        acc: dict[str, list[np.ndarray]] = {}
+        for key in self.errors_:
+            mae = self._key_mae(key)
+            if np.isfinite(mae).all() and mae.mean() > 0:
+                acc.setdefault(key[1], []).append(mae / mae.mean())
+        return {b: np.mean(v, axis=0) for b, v in acc.items()}
+
+    def _key_weights(
+        self, key: tuple[str, str], pooled: dict[str, np.ndarray] | None = None
+    ) -> np.ndarray:
+        mae = self._key_mae(key)
+        if self.weighting in ("pooled", "shrunk"):
+            pool = (pooled if pooled is not None else self._pooled_rel()).get(key[1])
+            if pool is not None:
+                if self.weighting == "pooled" or not np.isfinite(mae).all() or mae.mean() <= 0:
+                    mae = pool
+                else:
+                    mae = (mae / mae.mean() + pool) / 2
+        w: np.ndarray = inverse_weights(
+            mae[None, :], "best" if self.weighting == "best" else "inverse"
+        )[0]
         return w
 
     def _combine(self, wide: pl.DataFrame) -> pl.DataFrame:
         """Served p50 and the weighted half-width of the candidates' bands per row."""
         keys = list(zip(wide[SERIES].to_list(), wide["bucket"].to_list(), strict=True))
         cache: dict[tuple[str, str], np.ndarray] = {}
-        w = np.stack([cache.setdefault(k, self._key_weights(k)) for k in keys]) if keys else None
+        pooled = self._pooled_rel() if self.weighting in ("pooled", "shrunk") else None
+        w = (
+            np.stack(
+                [
+                    cache[k] if k in cache else cache.setdefault(k, self._key_weights(k, pooled))
+                    for k in keys
+                ]
+            )
+            if keys
+            else None
+        )
         n = wide.height
         p50 = np.zeros(n)
         half = np.zeros(n)
@@ -492,8 +530,9 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
     # ------------------------------------------------------------------ provenance
     def _weights_table(self) -> dict[str, dict[str, dict[str, float]]]:
         out: dict[str, dict[str, dict[str, float]]] = {}
+        pooled = self._pooled_rel() if self.weighting in ("pooled", "shrunk") else None
         for sid, b in sorted(self.errors_):
-            w = self._key_weights((sid, b))
+            w = self._key_weights((sid, b), pooled)
             out.setdefault(sid, {})[b] = {
                 c: round(float(x), 4) for c, x in zip(self.candidates, w, strict=True)
             }

@@ -41,6 +41,30 @@ def test_inverse_weights_rows_sum_to_one_and_favour_the_smaller_error() -> None:
     assert inverse_weights(mae, "best")[0].tolist() == [1.0, 0.0, 0.0]
 
 
+def test_pooled_and_shrunk_weights_by_hand() -> None:
+    """``pooled``: one weight vector per bucket from every series' errors relative to its
+    own mean (scale-free); ``shrunk``: halfway between a series' own relative errors
+    and the pool's; a series that did not score every candidate takes the pool's."""
+    m = SelectedForecaster(CFG, candidates=("a", "b"))
+    m.errors_ = {
+        ("s1", "1-6"): {"a": [1.0], "b": [3.0]},  # relative 0.5 / 1.5
+        ("s2", "1-6"): {"a": [300.0], "b": [100.0]},  # relative 1.5 / 0.5, 100x the scale
+        ("s3", "1-6"): {"a": [2.0]},
+    }
+    m.weighting = "pooled"
+    pool = m._pooled_rel()
+    assert pool["1-6"].tolist() == [1.0, 1.0]
+    for key in m.errors_:
+        assert m._key_weights(key).tolist() == [0.5, 0.5]
+    m.errors_[("s2", "1-6")] = {"a": [3.0], "b": [1.0]}  # the same relative errors
+    assert m._pooled_rel()["1-6"].tolist() == [1.0, 1.0]
+    m.weighting = "shrunk"
+    w = m._key_weights(("s1", "1-6"))  # relative (0.75, 1.25): a is favoured less
+    assert w[0] == pytest.approx((1 / 0.75**2) / (1 / 0.75**2 + 1 / 1.25**2))
+    assert inverse_weights(np.array([[0.5, 1.5]]), "inverse")[0, 0] > w[0] > 0.5
+    assert m._key_weights(("s3", "1-6")).tolist() == [0.5, 0.5]
+
+
 def test_a_trend_goes_to_theta_and_the_served_forecast_follows_it() -> None:
     rng = np.random.default_rng(1)
     n = 24 * 14
