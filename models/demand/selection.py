@@ -305,12 +305,16 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
                 acc.setdefault(key[1], []).append(mae / mae.mean())
         return {b: np.mean(v, axis=0) for b, v in acc.items()}
 
+    def _pool(self) -> dict[str, np.ndarray] | None:
+        """The pool the weighting needs (``pooled`` / ``shrunk``), else None."""
+        return self._pooled_rel() if self.weighting in ("pooled", "shrunk") else None
+
     def _key_weights(
-        self, key: tuple[str, str], pooled: dict[str, np.ndarray] | None = None
+        self, key: tuple[str, str], pooled: dict[str, np.ndarray] | None
     ) -> np.ndarray:
         mae = self._key_mae(key)
-        if self.weighting in ("pooled", "shrunk"):
-            pool = (pooled if pooled is not None else self._pooled_rel()).get(key[1])
+        if pooled is not None:
+            pool = pooled.get(key[1])
             if pool is not None:
                 if self.weighting == "pooled" or not np.isfinite(mae).all() or mae.mean() <= 0:
                     mae = pool
@@ -325,17 +329,11 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         """Served p50 and the weighted half-width of the candidates' bands per row."""
         keys = list(zip(wide[SERIES].to_list(), wide["bucket"].to_list(), strict=True))
         cache: dict[tuple[str, str], np.ndarray] = {}
-        pooled = self._pooled_rel() if self.weighting in ("pooled", "shrunk") else None
-        w = (
-            np.stack(
-                [
-                    cache[k] if k in cache else cache.setdefault(k, self._key_weights(k, pooled))
-                    for k in keys
-                ]
-            )
-            if keys
-            else None
-        )
+        pooled = self._pool()
+        for k in keys:
+            if k not in cache:
+                cache[k] = self._key_weights(k, pooled)
+        w = np.stack([cache[k] for k in keys]) if keys else None
         n = wide.height
         p50 = np.zeros(n)
         half = np.zeros(n)
@@ -530,7 +528,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
     # ------------------------------------------------------------------ provenance
     def _weights_table(self) -> dict[str, dict[str, dict[str, float]]]:
         out: dict[str, dict[str, dict[str, float]]] = {}
-        pooled = self._pooled_rel() if self.weighting in ("pooled", "shrunk") else None
+        pooled = self._pool()
         for sid, b in sorted(self.errors_):
             w = self._key_weights((sid, b), pooled)
             out.setdefault(sid, {})[b] = {

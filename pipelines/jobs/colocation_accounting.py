@@ -154,8 +154,7 @@ def budget_curve(
         u = future[p][obs[p]]
         if u.size == 0 or cap[p] <= 0:
             continue
-        loans = np.minimum(np.append(1.0 - u, cap[p]), cap[p])
-        loans = np.maximum(loans, 0.0)
+        loans = np.clip(np.append(1.0 - u, cap[p]), 0.0, cap[p])
         viol = (u[None, :] > 1.0 - loans[:, None] + EPS).sum(axis=1)
         hull = _hull(viol, loans * hours[p])
         base_v += hull[0][0]
@@ -173,13 +172,10 @@ def budget_curve(
 def share_at(
     viols: np.ndarray, gains: np.ndarray, allocatable_h: float, steps: int, rate: float
 ) -> float:
-    """The bound's reclaimed share at violation rate ``rate`` (linear between its
-    points, from lend-nothing (0, 0) as the evaluation's curves are read)."""
-    v = np.concatenate([[0.0], viols / max(steps, 1)])
-    g = np.concatenate([[0.0], gains / max(allocatable_h, 1e-12)])
-    if viols[0] == 0:
-        v, g = v[1:], g[1:]
-    i = int(np.searchsorted(v, rate, side="right")) - 1
-    if i >= v.size - 1:
-        return float(g[-1])
-    return float(g[i] + (g[i + 1] - g[i]) * (rate - v[i]) / (v[i + 1] - v[i]))
+    """The bound's reclaimed share at violation rate ``rate``, read as every method's
+    curve is (:func:`at_rate`)."""
+    points = [
+        {"violation_rate": v / max(steps, 1), "reclaimed_share": g / max(allocatable_h, 1e-12)}
+        for v, g in zip(viols.tolist(), gains.tolist(), strict=True)
+    ]
+    return at_rate(points, rate)

@@ -55,14 +55,14 @@ def test_pooled_and_shrunk_weights_by_hand() -> None:
     pool = m._pooled_rel()
     assert pool["1-6"].tolist() == [1.0, 1.0]
     for key in m.errors_:
-        assert m._key_weights(key).tolist() == [0.5, 0.5]
+        assert m._key_weights(key, m._pool()).tolist() == [0.5, 0.5]
     m.errors_[("s2", "1-6")] = {"a": [3.0], "b": [1.0]}  # the same relative errors
     assert m._pooled_rel()["1-6"].tolist() == [1.0, 1.0]
     m.weighting = "shrunk"
-    w = m._key_weights(("s1", "1-6"))  # relative (0.75, 1.25): a is favoured less
+    w = m._key_weights(("s1", "1-6"), m._pool())  # relative (0.75, 1.25): a is favoured less
     assert w[0] == pytest.approx((1 / 0.75**2) / (1 / 0.75**2 + 1 / 1.25**2))
     assert inverse_weights(np.array([[0.5, 1.5]]), "inverse")[0, 0] > w[0] > 0.5
-    assert m._key_weights(("s3", "1-6")).tolist() == [0.5, 0.5]
+    assert m._key_weights(("s3", "1-6"), m._pool()).tolist() == [0.5, 0.5]
 
 
 def test_a_trend_goes_to_theta_and_the_served_forecast_follows_it() -> None:
