@@ -19,9 +19,10 @@ from predops.serving.context import ServeContext
 
 _build = threading.Lock()
 
-Forecasts = tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]
+Forecasts = tuple[dict[str, Any], dict[str, list[dict[str, Any]]], dict[str, Any] | None]
 """(provenance, series id -> forecast rows: series_id, issued_at, valid_at, p10, p50, p90,
-method, horizon)."""
+method, horizon; the selection: how a combination made them, None for a single model,
+see :func:`predops.pipelines.jobs.demand.served_selection`)."""
 
 
 class ForecastUnavailable(RuntimeError):
@@ -68,7 +69,7 @@ def all_forecasts(ctx: ServeContext) -> Forecasts:
         for f, delta in zip(out["forecasts"], ahead, strict=True):
             f["horizon"] = round(delta / step) if step else 0
             series.setdefault(f["series_id"], []).append(f)
-        found = (out["provenance"], series)
+        found = (out["provenance"], series, out.get("selection"))
         ctx.forecasts.clear()  # one generation kept
         ctx.forecasts[key] = found
         return found

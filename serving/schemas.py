@@ -190,10 +190,31 @@ class SeriesForecast(BaseModel):
     series_id: str
     issued_at: datetime
     points: list[ForecastPoint]
+    weights: dict[str, dict[str, float]] | None = Field(
+        default=None,
+        description="a combination's candidate weights per horizon bucket for this series "
+        "when these forecasts were issued (bucket -> candidate -> weight); null for a "
+        "single model",
+    )
+
+
+class SelectionOut(BaseModel):
+    """How the served combination chooses: its candidates, weighted on each series'
+    own validation windows, every one at or before the data cutoff."""
+
+    method: str
+    candidates: list[str]
+    weighting: str
+    data_cutoff: datetime
+    window_origins: list[datetime]
+    window_last_target: datetime
 
 
 class ForecastResponse(BaseModel):
     model: ProvenanceOut
+    selection: SelectionOut | None = Field(
+        default=None, description="null when the served model is not a combination"
+    )
     horizons: list[int]
     series: list[SeriesForecast]
 

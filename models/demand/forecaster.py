@@ -95,7 +95,9 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
     "weekly" or a :class:`ForecastConfig`), ``interval`` ("conformal" or "quantile"),
     LightGBM's ``n_estimators``, ``learning_rate``, ``num_leaves``,
     ``min_child_samples``, ``subsample``, ``colsample_bytree``; ``max_train_rows``
-    (origin x horizon pairs kept, sampled beyond it); ``random_state`` (seeds the
+    (origin x horizon pairs kept, sampled beyond it: 500,000, chosen on the Azure VM
+    validation cutoffs, where 1,000,000 cost 1.7x the CPU for a MASE 0.2 % lower;
+    smaller panels are under it); ``random_state`` (seeds the
     pair sampling and LightGBM); ``n_jobs`` (LightGBM threads, None = its default);
     ``weighting`` ("none", the default, or "mase": loss weights of :func:`mase_weights`);
     ``band_scale`` (conformal normaliser: "std", the origin's ``level_window``
@@ -122,7 +124,7 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         min_child_samples: int = 20,
         subsample: float = 0.8,
         colsample_bytree: float = 0.8,
-        max_train_rows: int = 1_000_000,
+        max_train_rows: int = 500_000,
         random_state: int = 0,
         n_jobs: int | None = None,
         weighting: str = "none",

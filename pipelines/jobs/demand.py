@@ -692,16 +692,39 @@ class DemandForecasts:
     forecasts: tuple[Forecast, ...]
     reused: bool = False
     """The previous pass's forecasts (``issue_forecasts(reuse=True)``)."""
+    selection: dict[str, Any] | None = None
+    """How a combination made these forecasts (:func:`served_selection`); None for a
+    single model, or when the forecasts were reused without loading the model."""
 
     def to_dict(self) -> dict[str, Any]:
         """The report ``predops forecast demand`` prints and the server serves."""
-        return {
+        out = {
             "model": self.provenance.model_name,
             "version": self.version,
             "provenance": self.provenance.to_dict(),
             "series": len({f.series_id for f in self.forecasts}),
             "forecasts": [f.to_dict() for f in self.forecasts],
         }
+        if self.selection is not None:
+            out["selection"] = self.selection
+        return out
+
+
+def served_selection(forecaster: Any) -> dict[str, Any] | None:
+    """What a served combination is made of, after its latest ``predict``: the
+    candidates, the weighting, the validation windows (all at or before the data
+    cutoff) and, per series, each horizon bucket's candidate weights now and at fit
+    (:meth:`SelectedForecaster.selection`, regrouped by series). None for a model that
+    is not a combination (the LightGBM alone)."""
+    if not isinstance(forecaster, SelectedForecaster):
+        return None
+    sel = forecaster.selection()
+    at_fit, now = sel.pop("weights_at_fit"), sel.pop("weights_now")
+    sel["series"] = {
+        sid: {"weights": now.get(sid, {}), "weights_at_fit": at_fit.get(sid, {})}
+        for sid in sorted(set(at_fit) | set(now))
+    }
+    return sel
 
 
 def issue_forecasts(
@@ -752,7 +775,12 @@ def issue_forecasts(
     if reuse:
         grid = window.grid_digest(recent)
         forecast_cache.save(cache, prov, window, grid, data.calendar, frame)
-    return DemandForecasts(version, prov, tuple(forecasts_from_frame(frame, prov)))
+    return DemandForecasts(
+        version,
+        prov,
+        tuple(forecasts_from_frame(frame, prov)),
+        selection=served_selection(forecaster),
+    )
 
 
 def forecast(
@@ -822,5 +850,6 @@ __all__ = [
     "model_factories",
     "model_name",
     "resolve_name",
+    "served_selection",
     "train",
 ]

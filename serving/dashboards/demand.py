@@ -30,6 +30,8 @@ class ServedForecast:
     """series_id, issued_at, valid_at, horizon, p10, p50, p90, method."""
     model: str | None = None
     problem: str | None = None
+    selection: dict[str, Any] | None = None
+    """How a combination made the forecasts (``served_selection``), None otherwise."""
 
 
 EMPTY = pl.DataFrame(
@@ -93,7 +95,7 @@ def served_forecast(ctx: ServeContext, demand: pl.DataFrame) -> ServedForecast:
     if demand.height == 0:
         return ServedForecast(EMPTY, problem="the lake has no demand rows")
     try:
-        _, series = all_forecasts(ctx)
+        _, series, selection = all_forecasts(ctx)
     except ForecastUnavailable as exc:
         return ServedForecast(EMPTY, problem=str(exc))
     label = None if loaded is None else f"{loaded.name} v{loaded.version}"
@@ -104,7 +106,52 @@ def served_forecast(ctx: ServeContext, demand: pl.DataFrame) -> ServedForecast:
         pl.col("issued_at").str.to_datetime(time_zone="UTC").cast(UTC_US),
         pl.col("valid_at").str.to_datetime(time_zone="UTC").cast(UTC_US),
     )
-    return ServedForecast(frame.sort("series_id", "valid_at"), label)
+    return ServedForecast(frame.sort("series_id", "valid_at"), label, selection=selection)
+
+
+CANDIDATE_LABELS = {
+    "lightgbm": "LightGBM",
+    "ets": "ETS",
+    "seasonal_naive": "seasonal naive",
+    "theta": "Theta",
+}
+
+
+def _bucket_start(bucket: str) -> tuple[int, str]:
+    """Horizon buckets ("1-6", "13-24") in order of their first step."""
+    head = bucket.split("-", 1)[0]
+    return (int(head) if head.isdigit() else 1 << 30, bucket)
+
+
+def series_selection(forecast: ServedForecast, series_id: str) -> dict[str, Any] | None:
+    """How the served combination makes ``series_id``'s forecast: per horizon bucket,
+    each candidate's weight now and at fit, with the windows they were chosen on; None
+    when the served model is not a combination (or the series was not weighted)."""
+    sel = forecast.selection
+    if not sel:
+        return None
+    mine = sel.get("series", {}).get(series_id)
+    if not mine:
+        return None
+    cands = list(sel.get("candidates", []))
+    now, fit = mine.get("weights", {}), mine.get("weights_at_fit", {})
+    buckets = sorted(set(now) | set(fit), key=_bucket_start)
+    rows = [
+        {
+            "bucket": b,
+            "weights": [(now.get(b, {}).get(c), fit.get(b, {}).get(c)) for c in cands],
+        }
+        for b in buckets
+    ]
+    return {
+        "candidates": [CANDIDATE_LABELS.get(c, c) for c in cands],
+        "weighting": sel.get("weighting"),
+        "window_origins": [datetime.fromisoformat(o) for o in sel.get("window_origins", [])],
+        "data_cutoff": (
+            datetime.fromisoformat(sel["data_cutoff"]) if sel.get("data_cutoff") else None
+        ),
+        "rows": rows,
+    }
 
 
 def series_view(

@@ -285,6 +285,7 @@ def demand_series(request: Request, ctx: Ctx, series_id: str) -> HTMLResponse:
         backtest=backtest,
         registry_problem=registry_problem,
         unit=demand_view.view_unit(shown),
+        choice=demand.series_selection(served, series_id),
     )
 
 

@@ -28,7 +28,7 @@ def _forecast(ctx: ServeContext, body: ForecastRequest) -> dict[str, Any]:
             "body.series_ids",
         )
     try:
-        provenance, series = all_forecasts(ctx)
+        provenance, series, selection = all_forecasts(ctx)
     except ForecastUnavailable as exc:
         raise ApiError(503, str(exc)) from None
     wanted = list(series) if body.series_ids is None else list(dict.fromkeys(body.series_ids))
@@ -49,13 +49,18 @@ def _forecast(ctx: ServeContext, body: ForecastRequest) -> dict[str, Any]:
                 f"body.horizons.{i}",
             )
     keep = set(horizons)
+    chosen = (selection or {}).get("series", {})
     return {
         "model": provenance,
+        "selection": None
+        if selection is None
+        else {k: v for k, v in selection.items() if k != "series"},
         "horizons": horizons,
         "series": [
             {
                 "series_id": sid,
                 "issued_at": series[sid][0]["issued_at"],
+                "weights": chosen[sid]["weights"] if sid in chosen else None,
                 "points": [
                     {
                         "horizon": f["horizon"],

@@ -23,6 +23,17 @@ def test_forecast_equals_the_champions(served_workspace: Path, shared_data: Path
         everything = c.post("/v1/demand/forecast", json={}).json()
         assert sorted(s["series_id"] for s in everything["series"]) == series
         assert everything["model"]["model_version"] == want["version"]
+        # The served combination says how: its windows, and each series' weights as
+        # the forecast report gives them (both fresh loads of the same version).
+        sel = everything["selection"]
+        assert sel is not None and sel["candidates"] == want["selection"]["candidates"]
+        assert sel["window_origins"] and all(
+            o < sel["data_cutoff"] for o in sel["window_origins"]
+        ), sel
+        for s in everything["series"]:
+            assert s["weights"] == want["selection"]["series"][s["series_id"]]["weights"]
+            for w in s["weights"].values():
+                assert abs(sum(w.values()) - 1) < 1e-3, (s["series_id"], w)
         r = c.post(
             "/v1/demand/forecast",
             json={"series_ids": series[:1], "horizons": [1, 3], "quantiles": ["p50", "p90"]},

@@ -110,6 +110,24 @@ def test_demand_series_fan_chart_and_unknown_series(client: TestClient) -> None:
     assert client.get("/demand/a/../b").status_code in (404, 422)
 
 
+def test_demand_series_shows_how_the_combination_weighs_its_candidates(
+    client: TestClient,
+) -> None:
+    series = re.findall(r'<a href="/demand/([^"]+)">', client.get("/demand").text)
+    page = client.get(f"/demand/{series[0]}").text
+    table = re.search(r'<table class="data" id="selection">(.*?)</table>', page, re.S)
+    assert table is not None, "the served combination's weights are on the series page"
+    head = re.findall(r"<th>([^<]+)</th>", table.group(1))
+    assert head == ["hours ahead", "LightGBM", "ETS", "seasonal naive", "Theta"]
+    rows = re.findall(r"<tr><td>(\d+-\d+)</td>(.*?)</tr>", table.group(1))
+    assert [b for b, _ in rows] == ["1-6", "7-12", "13-24", "25-48"]
+    for bucket, cells in rows:
+        shown = [float(x) for x in re.findall(r">(\d+)%</td>", cells)]
+        # four weights, each rounded to a whole percent, summing to 100 +- rounding
+        assert len(shown) == 4 and abs(sum(shown) - 100) <= 2, (bucket, shown)
+    assert "validation windows issued at" in page
+
+
 def test_capacity_shows_sizing_and_explains_missing_buys(client: TestClient) -> None:
     html = client.get("/capacity").text
     sizing = _figures(html)["sizing-chart"]["data"]

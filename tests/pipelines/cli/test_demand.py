@@ -59,6 +59,7 @@ def test_train_forecast_promote(workspace: Path) -> None:
     )
     first_valid = datetime.fromisoformat(f["valid_at"]) - datetime.fromisoformat(f["issued_at"])
     assert first_valid == timedelta(hours=1)
+    _selection_reported(out)
 
     # A second version with another seed: promotion backtests both the same way.
     second = run(
@@ -173,3 +174,22 @@ def _per_series_backtest_recorded(ws: Path, trained: dict[str, Any]) -> None:
             assert 0 <= f["coverage"] <= 1, (sid, name)
     with pytest.raises(registry.RegistryError, match="no readable artifact"):
         registry.run_json(version["run_id"], "missing.json", uri=uri)
+
+
+def _selection_reported(out: dict[str, Any]) -> None:
+    """The combination's forecast report says how each series was made: the windows
+    (every one at or before the data cutoff) and, per series and horizon bucket, the
+    candidates' weights, which sum to one."""
+    sel = out["selection"]
+    assert sel["method"] == "selected"
+    assert sel["candidates"] == ["lightgbm", "ets", "seasonal_naive", "theta"]
+    cutoff = datetime.fromisoformat(sel["data_cutoff"])
+    origins = [datetime.fromisoformat(o) for o in sel["window_origins"]]
+    assert len(origins) == 3 and all(o < cutoff for o in origins)
+    assert set(sel["series"]) == {f["series_id"] for f in out["forecasts"]}
+    for sid, made in sel["series"].items():
+        for when in ("weights", "weights_at_fit"):
+            assert set(made[when]) == {"1-6", "7-12", "13-24", "25-48"}, (sid, made[when])
+            for bucket, w in made[when].items():
+                assert set(w) == set(sel["candidates"]), (sid, bucket)
+                assert abs(sum(w.values()) - 1) < 1e-3 and min(w.values()) >= 0, (sid, w)
