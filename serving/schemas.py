@@ -204,6 +204,7 @@ class SelectionOut(BaseModel):
 
     method: str
     candidates: list[str]
+    buckets: list[str] = Field(description="horizon buckets, shortest first")
     weighting: str
     data_cutoff: datetime
     window_origins: list[datetime]

@@ -537,13 +537,15 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         return out
 
     def selection(self) -> dict[str, Any]:
-        """What the served forecast is made of: the windows (origins and the last
-        target, all at or before the data cutoff), and per series and bucket the
-        candidates' weights now and at fit time."""
+        """What the served forecast is made of: the candidates, the horizon buckets (in
+        the config's order), the windows (origins and the last target, all at or before
+        the data cutoff), and per series and bucket the candidates' weights now and at
+        fit time."""
         check_is_fitted(self, "models_")
         return {
             "method": METHOD,
             "candidates": list(self.candidates),
+            "buckets": list(self.buckets_),
             "weighting": self.weighting,
             "data_cutoff": self.data_cutoff_.isoformat(),
             "window_origins": [o.isoformat() for o in self.origins_],

@@ -117,12 +117,6 @@ CANDIDATE_LABELS = {
 }
 
 
-def _bucket_start(bucket: str) -> tuple[int, str]:
-    """Horizon buckets ("1-6", "13-24") in order of their first step."""
-    head = bucket.split("-", 1)[0]
-    return (int(head) if head.isdigit() else 1 << 30, bucket)
-
-
 def series_selection(forecast: ServedForecast, series_id: str) -> dict[str, Any] | None:
     """How the served combination makes ``series_id``'s forecast: per horizon bucket,
     each candidate's weight now and at fit, with the windows they were chosen on; None
@@ -135,13 +129,13 @@ def series_selection(forecast: ServedForecast, series_id: str) -> dict[str, Any]
         return None
     cands = list(sel.get("candidates", []))
     now, fit = mine.get("weights", {}), mine.get("weights_at_fit", {})
-    buckets = sorted(set(now) | set(fit), key=_bucket_start)
     rows = [
         {
             "bucket": b,
             "weights": [(now.get(b, {}).get(c), fit.get(b, {}).get(c)) for c in cands],
         }
-        for b in buckets
+        for b in sel.get("buckets", [])
+        if b in now or b in fit
     ]
     return {
         "candidates": [CANDIDATE_LABELS.get(c, c) for c in cands],
