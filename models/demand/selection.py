@@ -27,7 +27,11 @@ online updates, the band) share the rolling state; splitting them would split th
 - **Band.** The served forecast's residuals on the windows, in units of the weighted
   half-width of the candidates' own p10-p90 bands, per (series, bucket) (pooled over
   series where a series has too few), give the band: p10 / p90 = p50 + the residual
-  quantiles x the half-width. Adaptive conformal inference moves the quantile levels:
+  quantiles x the half-width, each side's quantile times its ``tail_scale`` factor
+  (lower 1.0, upper 1.45: a few days of windows rarely hold the upward bursts of
+  demand, so the upper quantile they give is too low; the factors were chosen on the
+  validation windows of every real source, docs/demand.md). Adaptive conformal
+  inference moves the quantile levels:
   each scored actual above p90 (below p10) lowers (raises) that side's level by
   ``aci_gamma`` x (miss - 0.1), so a run of misses widens the band within hours.
 - **Online updates.** ``predict`` keeps the forecasts it issued (bounded: at most
@@ -76,6 +80,8 @@ ALPHA = 0.1
 """Nominal miss rate of each side of the p10-p90 band."""
 LEVEL_BOUNDS = (0.01, 0.3)
 """Adaptive conformal levels stay in this range (never a zero-width or unbounded side)."""
+TAIL_SCALE = (1.0, 1.45)
+"""Multipliers of the lower / upper residual quantiles (docs/demand.md, "tail scale")."""
 
 
 def candidate(name: str, config: ForecastConfig, seed: int = 0, n_jobs: int | None = None) -> Any:
@@ -120,7 +126,8 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
     ``windows`` (validation origins before the cutoff) and ``window_every`` (steps
     between them; None: the config's ``backtest_every``); ``weighting``
     (:data:`WEIGHTINGS`); ``residual_window`` (rolling rows per series and bucket);
-    ``aci_gamma`` (adaptive conformal step; 0 = fixed levels); ``update`` (False:
+    ``aci_gamma`` (adaptive conformal step; 0 = fixed levels); ``tail_scale`` (lower,
+    upper: multipliers of the residual quantiles below and above p50); ``update`` (False:
     weights and band stay as fitted, nothing learnt in ``predict``); ``random_state``,
     ``n_jobs`` (LightGBM's). Chosen on validation windows (docs/demand.md)."""
 
@@ -133,6 +140,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         weighting: str = "inverse",
         residual_window: int = 720,
         aci_gamma: float = 0.0,
+        tail_scale: tuple[float, float] = TAIL_SCALE,
         update: bool = True,
         random_state: int = 0,
         n_jobs: int | None = None,
@@ -144,6 +152,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         self.weighting = weighting
         self.residual_window = residual_window
         self.aci_gamma = aci_gamma
+        self.tail_scale = tail_scale
         self.update = update
         self.random_state = random_state
         self.n_jobs = n_jobs
@@ -164,6 +173,9 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             raise ValueError(f"residual_window must be >= {MIN_SERIES_RESIDUALS}")
         if not 0.0 <= float(self.aci_gamma) < 0.5:
             raise ValueError("aci_gamma must be in [0, 0.5)")
+        ts = tuple(self.tail_scale)
+        if len(ts) != 2 or not all(np.isfinite(float(v)) and float(v) >= 1.0 for v in ts):
+            raise ValueError(f"tail_scale must be two factors >= 1 (lower, upper), got {ts}")
         return cfg
 
     def _make(self, name: str, cfg: ForecastConfig) -> Any:
@@ -445,7 +457,9 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
                     q_hi = float(np.quantile(r, 1.0 - a_hi))
                 else:  # too little scored yet: the candidates' own band
                     q_lo, q_hi = -1.0, 1.0
-                cache[key] = (min(q_lo, 0.0), max(q_hi, 0.0))
+                # (A model pickled before tail_scale existed bands as it did then.)
+                s_lo, s_hi = (float(v) for v in getattr(self, "tail_scale", (1.0, 1.0)))
+                cache[key] = (s_lo * min(q_lo, 0.0), s_hi * max(q_hi, 0.0))
             lo[i], hi[i] = cache[key]
         return lo, hi
 

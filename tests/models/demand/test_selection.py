@@ -194,3 +194,20 @@ def test_a_backtest_reports_the_components_and_what_each_refit_chose() -> None:
         w = c["weights_at_fit"]["a/gpus"]
         assert set(w) == {"1-6", "7-12", "13-24"}
         assert all(abs(sum(x.values()) - 1) < 1e-3 for x in w.values())
+
+
+def test_tail_scale_widens_each_side_of_the_band_by_its_factor() -> None:
+    rng = np.random.default_rng(5)
+    demand = series_frame("pool/gpus", _daily(24 * 12, rng, noise=4.0))
+    plain = SelectedForecaster(CFG, candidates=CHEAP, tail_scale=(1.0, 1.0)).fit(demand)
+    wide = SelectedForecaster(CFG, candidates=CHEAP, tail_scale=(1.2, 1.45)).fit(demand)
+    a, b = plain.predict(demand), wide.predict(demand)
+    assert np.array_equal(a["p50"].to_numpy(), b["p50"].to_numpy())
+    below = a["p50"].to_numpy() - a["p10"].to_numpy()
+    above = a["p90"].to_numpy() - a["p50"].to_numpy()
+    assert (below > 0).all() and (above > 0).all()
+    np.testing.assert_allclose(b["p50"].to_numpy() - b["p10"].to_numpy(), 1.2 * below)
+    np.testing.assert_allclose(b["p90"].to_numpy() - b["p50"].to_numpy(), 1.45 * above)
+    for bad in ((0.9, 1.45), (1.0, float("nan")), (1.0,)):
+        with pytest.raises(ValueError, match="tail_scale"):
+            SelectedForecaster(CFG, candidates=CHEAP, tail_scale=bad).fit(demand)
