@@ -173,9 +173,14 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             raise ValueError(f"residual_window must be >= {MIN_SERIES_RESIDUALS}")
         if not 0.0 <= float(self.aci_gamma) < 0.5:
             raise ValueError("aci_gamma must be in [0, 0.5)")
-        ts = tuple(self.tail_scale)
-        if len(ts) != 2 or not all(np.isfinite(float(v)) and float(v) >= 1.0 for v in ts):
-            raise ValueError(f"tail_scale must be two factors >= 1 (lower, upper), got {ts}")
+        try:
+            ts = tuple(float(v) for v in self.tail_scale)
+        except (TypeError, ValueError):
+            ts = ()
+        if len(ts) != 2 or not all(np.isfinite(v) and v >= 1.0 for v in ts):
+            raise ValueError(
+                f"tail_scale must be two factors >= 1 (lower, upper), got {self.tail_scale!r}"
+            )
         return cfg
 
     def _make(self, name: str, cfg: ForecastConfig) -> Any:

@@ -208,6 +208,6 @@ def test_tail_scale_widens_each_side_of_the_band_by_its_factor() -> None:
     assert (below > 0).all() and (above > 0).all()
     np.testing.assert_allclose(b["p50"].to_numpy() - b["p10"].to_numpy(), 1.2 * below)
     np.testing.assert_allclose(b["p90"].to_numpy() - b["p50"].to_numpy(), 1.45 * above)
-    for bad in ((0.9, 1.45), (1.0, float("nan")), (1.0,)):
+    for bad in ((0.9, 1.45), (1.0, float("nan")), (1.0,), ("a", 1.2), 1.45):
         with pytest.raises(ValueError, match="tail_scale"):
             SelectedForecaster(CFG, candidates=CHEAP, tail_scale=bad).fit(demand)
