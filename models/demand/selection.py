@@ -81,7 +81,7 @@ ALPHA = 0.1
 LEVEL_BOUNDS = (0.01, 0.3)
 """Adaptive conformal levels stay in this range (never a zero-width or unbounded side)."""
 TAIL_SCALE = (1.0, 1.45)
-"""Multipliers of the lower / upper residual quantiles (docs/demand.md, "tail scale")."""
+"""Multipliers of the lower / upper residual quantiles (docs/demand.md, ``tail_scale``)."""
 
 
 def candidate(name: str, config: ForecastConfig, seed: int = 0, n_jobs: int | None = None) -> Any:
@@ -452,6 +452,8 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         lo = np.empty(wide.height)
         hi = np.empty(wide.height)
         cache: dict[tuple[str, str], tuple[float, float]] = {}
+        # (A model pickled before tail_scale existed bands as it did then.)
+        s_lo, s_hi = (float(v) for v in getattr(self, "tail_scale", (1.0, 1.0)))
         for i, key in enumerate(zip(wide[SERIES].to_list(), wide["bucket"].to_list(), strict=True)):
             if key not in cache:
                 own = np.asarray(self.resid_.get(key, []), dtype=float)
@@ -462,8 +464,6 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
                     q_hi = float(np.quantile(r, 1.0 - a_hi))
                 else:  # too little scored yet: the candidates' own band
                     q_lo, q_hi = -1.0, 1.0
-                # (A model pickled before tail_scale existed bands as it did then.)
-                s_lo, s_hi = (float(v) for v in getattr(self, "tail_scale", (1.0, 1.0)))
                 cache[key] = (s_lo * min(q_lo, 0.0), s_hi * max(q_hi, 0.0))
             lo[i], hi[i] = cache[key]
         return lo, hi
