@@ -25,7 +25,10 @@ them side by side.
 
 from __future__ import annotations
 
+import threading
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +36,7 @@ import numpy as np
 import polars as pl
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from predops.models.demand.config import ForecastConfig, config_named
 from predops.models.demand.grid import Grid, resample_grid
@@ -267,6 +271,48 @@ def theta_forecast(y: np.ndarray, horizons: np.ndarray, season: int) -> Quantile
     return Quantiles(mean - half, mean, mean + half, "theta")
 
 
+class _OneBlasThread:
+    """Process-wide, reference-counted: the first block in sets the BLAS pools to one
+    thread, the last one out restores what was there. (threadpoolctl's own context
+    manager, entered from two threads at once, can restore the wrong limit.)"""
+
+    def __init__(self, limit: Callable[[], Any] | None = None) -> None:
+        self._limit = limit or (lambda: threadpool_limits(limits=1, user_api="blas"))
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._limits: Any = None
+
+    def enter(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                self._limits = self._limit()
+            self._depth += 1
+
+    def exit(self) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0 and self._limits is not None:
+                self._limits.restore_original_limits()
+                self._limits = None
+
+
+_ONE_BLAS_THREAD = _OneBlasThread()
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """Run the block with one BLAS thread. statsmodels' estimation makes many small BLAS
+    calls, each handed to OpenBLAS's thread pool, whose idle threads spin between
+    calls: on two cores an ETS fit cost twice the CPU for no less wall time
+    (docs/demand.md). While any thread is inside such a block the limit is
+    process-wide (BLAS pools are); the setting found before is back once none is."""
+    _ONE_BLAS_THREAD.enter()
+    try:
+        yield
+    finally:
+        _ONE_BLAS_THREAD.exit()
+
+
 class _GridForecaster(BaseEstimator):  # type: ignore[misc]
     """Shared plumbing: read series off the grid, forecast each, return one frame."""
 
@@ -293,16 +339,17 @@ class _GridForecaster(BaseEstimator):  # type: ignore[misc]
         hs: list[np.ndarray] = []
         qs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         methods: list[str] = []
-        for k, sid in enumerate(grid.series):
-            y = grid.values(k)
-            if observed(y).size == 0:
-                continue
-            q = self._forecast_one(sid, y, h)
-            ids += [sid] * h.size
-            issued.append(np.full(h.size, grid.last_ts_us(k)))
-            hs.append(h)
-            qs.append((q.p10, q.p50, q.p90))
-            methods += [q.method] * h.size
+        with one_blas_thread():
+            for k, sid in enumerate(grid.series):
+                y = grid.values(k)
+                if observed(y).size == 0:
+                    continue
+                q = self._forecast_one(sid, y, h)
+                ids += [sid] * h.size
+                issued.append(np.full(h.size, grid.last_ts_us(k)))
+                hs.append(h)
+                qs.append((q.p10, q.p50, q.p90))
+                methods += [q.method] * h.size
         if not ids:
             raise ValueError("no series with an observed bucket to forecast")
         cat = [np.concatenate([q[i] for q in qs]) for i in range(3)]
@@ -366,10 +413,11 @@ class ETSForecaster(_GridForecaster):
         self.config_ = self._config()
         self.season_ = int(self.config_.ets_season if self.season is None else self.season)
         self.grid_ = self._grid(X)
-        self.fits_: dict[str, EtsFit | None] = {
-            sid: fit_ets(self.grid_.values(k), self.season_)
-            for k, sid in enumerate(self.grid_.series)
-        }
+        with one_blas_thread():
+            self.fits_: dict[str, EtsFit | None] = {
+                sid: fit_ets(self.grid_.values(k), self.season_)
+                for k, sid in enumerate(self.grid_.series)
+            }
         return self
 
     def _forecast_one(self, series_id: str, y: np.ndarray, h: np.ndarray) -> Quantiles:
@@ -418,6 +466,7 @@ __all__ = [
     "ets_forecast",
     "fit_ets",
     "naive",
+    "one_blas_thread",
     "seasonal_naive",
     "short_series",
     "theta_forecast",

@@ -105,9 +105,10 @@ def test_fault_mid_ingest_leaves_the_lake_as_it_was_and_the_next_run_completes(
     before = lake_digest(lake)
     staging = tmp_path / "staging"
     with FakePrometheus(
-        INSTANCES, value_fn=temp_value, slow_s=0.6, script=after(GOOD_REQUESTS, fault)
+        INSTANCES, value_fn=temp_value, slow_s=2.5, script=after(GOOD_REQUESTS, fault)
     ) as fake:
-        res = ingest(workspace, fake.url, staging, timeout="0.2s")
+        # 1 s against 2.5 s: the good answers before the fault arrive in time under load.
+        res = ingest(workspace, fake.url, staging, timeout="1s")
         answers = [s.answer for s in fake.seen]
     msg = assert_clean_failure(res, fake.url)
     assert "query_range (gpu_temp_c for 2 node(s)" in msg

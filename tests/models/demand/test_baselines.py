@@ -3,17 +3,24 @@ the short-series fallback chain."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
 
+from predops.models.demand import baselines
 from predops.models.demand.baselines import (
     ets_forecast,
     fit_ets,
     naive,
     observed,
+    one_blas_thread,
     seasonal_naive,
     short_series,
 )
+
+from .factories import series_frame
 
 H = np.arange(1, 49)
 
@@ -132,3 +139,93 @@ def test_ets_fit_prints_no_convergence_warning_in_a_fresh_process() -> None:
     )
     assert "ConvergenceWarning" not in stderr, stderr
     assert "UserWarning: kept" in stderr
+
+
+def _blas_threads() -> set[int]:
+    return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+
+def test_one_blas_thread_limits_blas_inside_and_restores_what_was_there() -> None:
+    if not _blas_threads():
+        pytest.skip("no BLAS library loaded")
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert _blas_threads() == {2}
+        with one_blas_thread():
+            assert _blas_threads() == {1}
+            with one_blas_thread():  # nested: still one, and the inner exit keeps it
+                pass
+            assert _blas_threads() == {1}
+        assert _blas_threads() == {2}
+
+
+def test_one_blas_thread_holds_until_the_last_of_overlapping_threads_leaves() -> None:
+    """Thread A enters, B enters, A leaves while B is inside, B leaves: one limit set at
+    A's entry, restored only when B leaves (threadpoolctl's context manager per thread
+    would restore A's saved setting under B, then B's saved one-thread limit for good).
+    The limiter is a recorder: OpenBLAS ignores a worker thread's setting once the
+    main thread has made one, so real pools cannot show this ordering here."""
+    events: list[str] = []
+
+    class Limits:
+        def __init__(self) -> None:
+            events.append("set")
+
+        def restore_original_limits(self) -> None:
+            events.append("restore")
+
+    gate = baselines._OneBlasThread(Limits)
+    a_in, b_in, a_out, b_may_leave = (threading.Event() for _ in range(4))
+
+    def a() -> None:
+        gate.enter()
+        a_in.set()
+        assert b_in.wait(10)
+        gate.exit()
+        events.append("a left")
+        a_out.set()
+
+    def b() -> None:
+        assert a_in.wait(10)
+        gate.enter()
+        b_in.set()
+        assert b_may_leave.wait(10)
+        gate.exit()
+        events.append("b left")
+
+    ta, tb = threading.Thread(target=a), threading.Thread(target=b)
+    ta.start()
+    tb.start()
+    assert a_out.wait(10)
+    b_may_leave.set()
+    ta.join(10)
+    tb.join(10)
+    assert events == ["set", "a left", "restore", "b left"]
+    gate.enter()  # the next block sets it again
+    gate.exit()
+    assert events[4:] == ["set", "restore"]
+
+
+def test_ets_fits_and_forecasts_run_with_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not _blas_threads():
+        pytest.skip("no BLAS library loaded")
+    rng = np.random.default_rng(3)
+    t = np.arange(24 * 6)
+    frame = series_frame("a", 50 + 10 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 1, t.size))
+    during: list[set[int]] = []
+    real_fit, real_forecast = baselines.fit_ets, baselines.ets_forecast
+
+    def fit(*args: object) -> object:
+        during.append(_blas_threads())
+        return real_fit(*args)  # type: ignore[arg-type]
+
+    def forecast(*args: object) -> object:
+        during.append(_blas_threads())
+        return real_forecast(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(baselines, "fit_ets", fit)
+    monkeypatch.setattr(baselines, "ets_forecast", forecast)
+    with threadpool_limits(limits=2, user_api="blas"):
+        out = baselines.ETSForecaster("hourly").fit(frame).predict()
+        assert _blas_threads() == {2}
+    assert during == [{1}, {1}]
+    assert out["method"].unique().to_list() == ["ets(A,Ad,A,24)"]

@@ -279,11 +279,13 @@ def test_transient_failures_are_retried_with_backoff(
     fault: str, lake: Lake, clock: FixedClock
 ) -> None:
     sleeps: list[float] = []
+    # The client waits 1 s, a "timeout" answers after 2.5 s: an answer that is meant to
+    # arrive does so with a second to spare, even on a loaded machine.
     with FakePrometheus(
-        INSTANCES[:2], value_fn=temp_value, slow_s=1.0, script=first(3, fault)
+        INSTANCES[:2], value_fn=temp_value, slow_s=2.5, script=first(3, fault)
     ) as fake:
         cfg = prom.config_from_options(
-            fake.url, options(4, clock, timeout="0.25s", backoff="0.1s", backoff_max="0.3s")
+            fake.url, options(4, clock, timeout="1s", backoff="0.1s", backoff_max="0.3s")
         )
         client = prom.PromClient(cfg, sleep=sleeps.append, rng=random.Random(0), jitter=0.0)
         ingest(
@@ -343,10 +345,10 @@ def test_failure_after_some_chunks_writes_nothing(lake: Lake, clock: FixedClock)
     with FakePrometheus(
         INSTANCES,
         value_fn=temp_value,
-        slow_s=0.5,
+        slow_s=2.5,
         script=lambda n, p: "timeout" if n >= 5 else "ok",
     ) as fake:
-        opts = options(12, clock, node_batch="2", max_points="6", retries="1", timeout="0.1s")
+        opts = options(12, clock, node_batch="2", max_points="6", retries="1", timeout="1s")
         with pytest.raises(
             IngestError,
             match=r"query_range \(gpu_temp_c for 2 node\(s\).*"
