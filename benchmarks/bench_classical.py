@@ -18,6 +18,7 @@ sides estimated the same ETS parameters, and the BLAS pools each child saw.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -99,11 +100,7 @@ def child(side: str, data: str) -> None:
     ys = np.load(data)
     work(ys[:1])  # imports and first-call costs out of the timing
     r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    if side == "predops":
-        with one_blas_thread():
-            pools = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
-            params = work(ys)
-    else:
+    with one_blas_thread() if side == "predops" else contextlib.nullcontext():
         pools = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
         params = work(ys)
     wall = time.perf_counter() - t0
@@ -113,12 +110,10 @@ def child(side: str, data: str) -> None:
 
 
 def run_side(side: str, data: str) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
     out = subprocess.run(
         [sys.executable, __file__, "--child", side, "--data", data],
         capture_output=True,
         text=True,
-        env=env,
         cwd=REPO,
         timeout=3600,
         check=False,
