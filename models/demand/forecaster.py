@@ -28,7 +28,9 @@ suite checks the class as a whole.
   trained on the targets before it), and the 10th / 90th percentiles of the
   residuals per horizon — in units of the origin's recent volatility
   (``band_scale``), so a calm pool gets a narrow band and a bursty one a wide band —
-  give the band; the final median model is then refit on everything. A held-out
+  give the band; the final median model is then refit on everything. The held-out
+  models are kept: they forecast their windows out of sample for the served
+  combination (:meth:`DemandForecaster.heldout_predict`). A held-out
   window cut shorter than a season by a short history gives a symmetric band.
   ``interval="quantile"``: three LightGBM quantile models (0.1, 0.5, 0.9), sorted per
   row so they never cross. Both were measured (``predops eval demand`` prints both);
@@ -217,6 +219,7 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         self.smoothing_default_ = 0
         self.heldout_model_: Any = None
         self.heldout_cut_us_ = 0
+        self.heldout_models_: list[tuple[int, Any]] = []
         if o.size >= MIN_TRAIN_ROWS:
             if self.stacked_:
                 self._choose_smoothing(panel, cfg, o, h)
@@ -388,8 +391,9 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
                 rng = np.random.default_rng(int(self.random_state) + 1 + fold)
                 early = np.sort(rng.choice(early, size=cap, replace=False))
             model = self._train(data.subset(early), 0.5)
+            # Kept: each forecasts its own window out of sample (heldout_predict).
+            self.heldout_models_.append((cut_us, model))
             if fold == 0:
-                # Kept: it forecasts the latest window out of sample (heldout_predict).
                 self.heldout_model_, self.heldout_cut_us_ = model, cut_us
             pred = model.predict(x[late])
             # The smoothed forecast's distance from the model's, in target units.
@@ -550,15 +554,21 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
     ) -> pl.DataFrame | None:
         """Forecasts from each of ``origins`` (every horizon whose target is at or
         before the fit data's end) by the held-out model of the latest calibration
-        window, trained only on targets at or before that window's start: out-of-sample
-        forecasts of the recent past at no extra fit. None when the fit held nothing
-        out (too short a history) or an origin lies before that window. ``X`` is the
-        fit data (the band is the final model's)."""
+        window that starts at or before the origin, trained only on targets at or
+        before that window's start: out-of-sample forecasts of the recent past at no
+        extra fit. An origin before every window gets no rows (the caller sees which
+        ``issued_at`` are missing); None when no origin is covered or the fit held
+        nothing out (too short a history). ``X`` is the fit data (the band is the
+        final model's)."""
         check_is_fitted(self, "config_")
-        if self.heldout_model_ is None or self.interval != "conformal":
+        # (A model pickled before the folds were all kept has the latest one only.)
+        held = list(getattr(self, "heldout_models_", None) or [])
+        if not held and self.heldout_model_ is not None:
+            held = [(int(self.heldout_cut_us_), self.heldout_model_)]
+        if not held or self.interval != "conformal":
             return None
-        cut = _as_datetime(int(self.heldout_cut_us_))
-        if min(origins) < cut:
+        cuts = [int((o - _as_datetime(0)).total_seconds() * 1_000_000) for o in origins]
+        if max(cuts) < min(c for c, _ in held):
             return None
         cfg = self.config_
         panel = build_panel(
@@ -571,21 +581,25 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         hz = np.asarray(cfg.horizons, dtype=np.int64)
         ok = modelable(panel, cfg)
         sid = panel.series_index()
-        os_: list[np.ndarray] = []
-        hs: list[np.ndarray] = []
-        for origin in origins:
-            o_us = int((origin - _as_datetime(0)).total_seconds() * 1_000_000)
-            rows = np.flatnonzero((panel.ts_us == o_us) & ok)
-            for r in rows:
-                keep = hz[panel.ts_us[r] + hz * step_us(cfg) <= end_us]
-                keep = keep[r + keep < panel.starts[sid[r] + 1]]
-                os_.append(np.full(keep.size, r))
-                hs.append(keep)
-        if not os_ or sum(a.size for a in os_) == 0:
-            return None
-        o, h = np.concatenate(os_), np.concatenate(hs)
         cal = self.calendar_ if calendar is None else calendar
-        return self._forecast_pairs(panel, cfg, o, h, cal, {0.5: self.heldout_model_})
+        frames: list[pl.DataFrame] = []
+        for cut_us, model in sorted(held, key=lambda cm: -cm[0]):
+            # Each origin goes to the freshest model whose window it lies in (or after).
+            mine = [c for c in cuts if c >= cut_us]
+            cuts = [c for c in cuts if c < cut_us]
+            os_: list[np.ndarray] = []
+            hs: list[np.ndarray] = []
+            for o_us in mine:
+                rows = np.flatnonzero((panel.ts_us == o_us) & ok)
+                for r in rows:
+                    keep = hz[panel.ts_us[r] + hz * step_us(cfg) <= end_us]
+                    keep = keep[r + keep < panel.starts[sid[r] + 1]]
+                    os_.append(np.full(keep.size, r))
+                    hs.append(keep)
+            if os_ and sum(a.size for a in os_) > 0:
+                o, h = np.concatenate(os_), np.concatenate(hs)
+                frames.append(self._forecast_pairs(panel, cfg, o, h, cal, {0.5: model}))
+        return pl.concat(frames) if frames else None
 
     @property
     def lookback(self) -> int:

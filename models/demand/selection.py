@@ -6,15 +6,19 @@ residuals.
 Over 500 lines: one estimator whose fit (the windows, the weights) and predict (the
 online updates, the band) share the rolling state; splitting them would split that state.
 
-- **Windows before the cutoff.** ``fit`` on data ending at ``T`` places ``windows``
+- **Windows before the cutoff.** ``fit`` on data whose last complete bucket ends at
+  ``T`` (data to 23:59 every minute completes the hour ending 00:00) places ``windows``
   validation origins ``T - H - k * every`` (H the longest horizon, ``every`` the
   config's ``backtest_every`` unless given), so every target they are scored on lies at
-  or before ``T``. The LightGBM's forecasts there come from its own held-out model
-  (trained only on targets before its latest calibration window, which holds the
-  origins; :meth:`DemandForecaster.heldout_predict`), so no extra fit; the classical
-  candidates forecast each origin's history with their final fit (seasonal naive has
-  no parameters, Theta re-estimates on that history, ETS filters it with the
-  parameters estimated on the fit data).
+  or before ``T``. The LightGBM's forecasts there come from its own held-out models
+  (one per calibration window, each trained only on targets before its window; an
+  origin goes to the freshest whose window starts at or before it:
+  :meth:`DemandForecaster.heldout_predict`), so no extra fit for the origins they
+  cover (two 72 h windows: six daily origins); the origins before them (a short
+  history) get one fit on the data up to the earliest. The classical candidates
+  forecast each origin's history with their final fit (seasonal naive has no
+  parameters, Theta re-estimates on that history, ETS filters it with the parameters
+  estimated on the fit data).
 - **Weights.** Per (series, bucket) the candidates' mean absolute error over the
   scored rows in the window gives the weights (``weighting``): ``"inverse"``
   (``w ~ MAE^-2``, normalised), ``"best"`` (all weight on the smallest error),
@@ -47,7 +51,7 @@ Pure: numpy / polars / LightGBM / statsmodels; no I/O, no clock, no environment.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -63,7 +67,7 @@ from predops.models.demand.baselines import (
 )
 from predops.models.demand.config import ForecastConfig, config_named
 from predops.models.demand.forecaster import DemandForecaster
-from predops.models.demand.grid import demand_columns, resample_grid
+from predops.models.demand.grid import Grid, demand_columns, resample_grid
 from predops.models.demand.panel import forecast_frame, step_us
 
 CANDIDATES = ("lightgbm", "ets", "seasonal_naive", "theta")
@@ -78,6 +82,7 @@ MAX_PENDING_PER_SERIES = 4096
 """Issued forecasts kept per series awaiting their actuals (oldest dropped beyond)."""
 ALPHA = 0.1
 """Nominal miss rate of each side of the p10-p90 band."""
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 LEVEL_BOUNDS = (0.01, 0.3)
 """Adaptive conformal levels stay in this range (never a zero-width or unbounded side)."""
 TAIL_SCALE = (1.0, 1.45)
@@ -137,6 +142,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         candidates: tuple[str, ...] = CANDIDATES,
         windows: int = 3,
         window_every: int | None = None,
+        band_windows: int = 3,
         weighting: str = "inverse",
         residual_window: int = 720,
         aci_gamma: float = 0.0,
@@ -149,6 +155,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         self.candidates = candidates
         self.windows = windows
         self.window_every = window_every
+        self.band_windows = band_windows
         self.weighting = weighting
         self.residual_window = residual_window
         self.aci_gamma = aci_gamma
@@ -169,6 +176,8 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {self.weighting!r}")
         if int(self.windows) < 1:
             raise ValueError("windows must be >= 1")
+        if int(self.band_windows) < 1:
+            raise ValueError("band_windows must be >= 1")
         if int(self.residual_window) < MIN_SERIES_RESIDUALS:
             raise ValueError(f"residual_window must be >= {MIN_SERIES_RESIDUALS}")
         if not 0.0 <= float(self.aci_gamma) < 0.5:
@@ -204,11 +213,6 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         if not isinstance(end, datetime):
             raise ValueError("demand frame has no timestamps")
         self.data_cutoff_ = end
-        every = int(self.window_every or cfg.backtest_every)
-        origins = sorted(
-            end - cfg.freq * (cfg.max_horizon + k * every) for k in range(int(self.windows))
-        )
-        self.origins_ = origins
         # errors[(series, bucket)] -> {candidate: rolling abs errors}; resid -> served
         self.errors_: dict[tuple[str, str], dict[str, list[float]]] = {}
         self.resid_: dict[tuple[str, str], list[float]] = {}
@@ -217,7 +221,18 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         self.models_: dict[str, Any] = {}
         for name in self.candidates:
             self.models_[name] = self._make(name, cfg).fit(df, calendar=calendar)
-        val = self._window_forecasts(df, origins, cfg, calendar)
+        # The windows hang off the last bucket the data completes (data to 23:59 every
+        # minute completes the hour ending 00:00): origins on the grid, where every
+        # candidate issues from and the held-out LightGBMs answer, and the last target
+        # a bucket made of data at or before ``end`` only.
+        grid = resample_grid(df, cfg)
+        self.last_target_ = _EPOCH + timedelta(microseconds=int(grid.ts_us.max()))
+        every = int(self.window_every or cfg.backtest_every)
+        self.origins_ = sorted(
+            self.last_target_ - cfg.freq * (cfg.max_horizon + k * every)
+            for k in range(int(self.windows))
+        )
+        val = self._window_forecasts(df, grid, self.origins_, cfg, calendar)
         if val is not None:
             self._learn_windows(val)
         self.fit_weights_ = self._weights_table()
@@ -226,15 +241,15 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
     def _window_forecasts(
         self,
         df: pl.DataFrame,
+        grid: Grid,
         origins: list[datetime],
         cfg: ForecastConfig,
         calendar: pl.DataFrame | None,
     ) -> pl.DataFrame | None:
         """Every candidate's forecasts from every validation origin (fit once at the
-        earliest, updated after), with the actuals (all at or before the cutoff)."""
+        earliest, updated after), with the actuals (``grid``: the fit data's buckets)."""
         if df.filter(pl.col("ts") <= origins[0]).height == 0:
             return None
-        grid = resample_grid(df, cfg)
         actual = pl.DataFrame(
             {
                 SERIES: np.repeat(np.asarray(grid.series, dtype=object), np.diff(grid.starts)),
@@ -246,18 +261,23 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         for name in self.candidates:
             final = self.models_[name]
             held = getattr(final, "heldout_predict", None)
+            todo = list(origins)
             own = held(df, origins, calendar=calendar) if held is not None else None
             if own is not None:
-                # The LightGBM's own held-out model (trained on targets before its
-                # latest calibration window, which holds every origin): no extra fit.
+                # The LightGBM's own held-out models (each trained on targets before
+                # its calibration window, which holds the origins it answers): no
+                # extra fit for the origins they cover.
                 frames.append(own.with_columns(pl.lit(name).alias("model")))
-                continue
+                answered = set(own["issued_at"].unique().to_list())
+                todo = [o for o in origins if o not in answered]
+                if not todo:
+                    continue
             if held is not None:
-                # No held-out model covers the windows (a short history, or horizons
-                # longer than its window): one fit on the data before them.
+                # Origins no held-out model covers (a short history, or horizons
+                # longer than its windows): one fit on the data before the earliest.
                 try:
                     final = self._make(name, cfg).fit(
-                        df.filter(pl.col("ts") <= origins[0]), calendar=calendar
+                        df.filter(pl.col("ts") <= todo[0]), calendar=calendar
                     )
                 except ValueError:
                     continue
@@ -266,7 +286,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             # history, ETS filters it with the parameters estimated on all of the fit
             # data (no refit per window; every value involved is at or before the
             # cutoff).
-            for o in origins:
+            for o in todo:
                 hist = df.filter(pl.col("ts") <= o)
                 if hist.height == 0:
                     continue
@@ -279,7 +299,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             return None
         rows = pl.concat(frames).join(actual, on=[SERIES, "valid_at"], how="inner")
         rows = rows.filter(
-            pl.col("actual").is_not_nan() & (pl.col("valid_at") <= self.data_cutoff_)
+            pl.col("actual").is_not_nan() & (pl.col("valid_at") <= self.last_target_)
         )
         return self._wide(rows)
 
@@ -389,7 +409,8 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         if len(issued) < 2:
             self._learn(val)
             return
-        for t in issued:
+        # The band learns from the latest ``band_windows`` windows only (all weigh).
+        for t in issued[-int(self.band_windows) :]:
             self.errors_ = {}
             self._learn(val.filter(pl.col("issued_at") != t), errors_only=True)
             self._add_residuals(self._combine(val.filter(pl.col("issued_at") == t)), issued=False)
@@ -557,9 +578,9 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
 
     def selection(self) -> dict[str, Any]:
         """What the served forecast is made of: the candidates, the horizon buckets (in
-        the config's order), the windows (origins and the last target, all at or before
-        the data cutoff), and per series and bucket the candidates' weights now and at
-        fit time."""
+        the config's order), the windows (origins and the last target: the last bucket
+        the data completes, made of data at or before the cutoff), and per series and
+        bucket the candidates' weights now and at fit time."""
         check_is_fitted(self, "models_")
         return {
             "method": METHOD,
@@ -568,7 +589,9 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             "weighting": self.weighting,
             "data_cutoff": self.data_cutoff_.isoformat(),
             "window_origins": [o.isoformat() for o in self.origins_],
-            "window_last_target": self.data_cutoff_.isoformat(),
+            # (A model pickled before the windows were put on the grid ended them at
+            # the data cutoff.)
+            "window_last_target": getattr(self, "last_target_", self.data_cutoff_).isoformat(),
             "weights_at_fit": self.fit_weights_,
             "weights_now": self._weights_table(),
         }

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from predops.models.demand.backtest import rolling_origin
 from predops.models.demand.config import HOURLY_CONFIG
+from predops.models.demand.forecaster import DemandForecaster
 from predops.models.demand.metrics import score
 from predops.models.demand.selection import SelectedForecaster, inverse_weights
 from predops.pipelines.jobs.demand import with_horizon
@@ -21,6 +22,7 @@ from .factories import T0, series_frame
 
 CFG = with_horizon(HOURLY_CONFIG, 24)
 CHEAP = ("seasonal_naive", "theta")
+Q = timedelta(minutes=15)
 
 
 def _daily(
@@ -211,3 +213,119 @@ def test_tail_scale_widens_each_side_of_the_band_by_its_factor() -> None:
     for bad in ((0.9, 1.45), (1.0, float("nan")), (1.0,), ("a", 1.2), 1.45):
         with pytest.raises(ValueError, match="tail_scale"):
             SelectedForecaster(CFG, candidates=CHEAP, tail_scale=bad).fit(demand)
+
+
+def _two_pools(days: int, seed: int) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    n = 24 * days
+    return pl.concat(
+        [
+            series_frame("a/gpus", _daily(n, rng)),
+            series_frame("b/gpus", _daily(n, rng, level=60.0, noise=5.0)),
+        ]
+    )
+
+
+@pytest.mark.parametrize(("windows", "fits"), [(6, 1), (8, 2)])
+def test_the_lightgbm_windows_come_from_held_out_models_that_never_saw_them(
+    monkeypatch: pytest.MonkeyPatch, windows: int, fits: int
+) -> None:
+    """Every window origin is forecast by the freshest held-out LightGBM whose training
+    targets all lie at or before it; the held-out windows cover six daily origins, so
+    six cost no extra fit and only the origins before them get one (on earlier data)."""
+    demand = _two_pools(16, 11)
+    fit_ends: list[object] = []
+    used: list[tuple[int, set[int]]] = []
+    real_fit, real_pairs = DemandForecaster.fit, DemandForecaster._forecast_pairs
+
+    def fit(self: DemandForecaster, X: pl.DataFrame, *a: object, **k: object) -> object:
+        fit_ends.append(X["ts"].max())
+        return real_fit(self, X, *a, **k)
+
+    def pairs(self, panel, cfg, o, h, calendar, models):  # type: ignore[no-untyped-def]
+        used.append((id(models[0.5]), {int(t) for t in panel.ts_us[o]}))
+        return real_pairs(self, panel, cfg, o, h, calendar, models)
+
+    monkeypatch.setattr(DemandForecaster, "fit", fit)
+    monkeypatch.setattr(DemandForecaster, "_forecast_pairs", pairs)
+    model = SelectedForecaster(CFG, candidates=("lightgbm", "seasonal_naive"), windows=windows)
+    model.fit(demand)
+    assert len(fit_ends) == fits
+    lgb = model.models_["lightgbm"]
+    cut_of = {id(m): c for c, m in lgb.heldout_models_}
+    assert len(cut_of) == 2
+    origin_us = [int(o.timestamp() * 1_000_000) for o in model.origins_]
+    covered = [o for o in origin_us if o >= min(cut_of.values())]
+    assert len(covered) == 6
+    seen: dict[int, int] = {}
+    for mid, stamps in used:
+        if mid in cut_of:
+            for t in stamps:
+                seen[t] = cut_of[mid]
+    assert sorted(seen) == covered
+    for o, cut in seen.items():
+        assert cut == max(c for c in cut_of.values() if c <= o)
+    if fits == 2:  # the uncovered origins: one fit on the data up to the earliest
+        assert fit_ends[1] == min(model.origins_)
+    # A model pickled before the folds were kept has the latest one only: it answers
+    # the origins in or after that window and leaves the rest to the caller.
+    del lgb.heldout_models_
+    rows = lgb.heldout_predict(demand, model.origins_)
+    assert rows is not None
+    answered = sorted(int(t.timestamp() * 1_000_000) for t in rows["issued_at"].unique())
+    assert answered == [o for o in origin_us if o >= lgb.heldout_cut_us_]
+    # Every origin scored every candidate (the weights saw all the windows).
+    assert model.selection()["window_origins"] == [o.isoformat() for o in model.origins_]
+
+
+def test_the_band_learns_from_the_latest_windows_and_the_weights_from_all() -> None:
+    demand = series_frame("a/gpus", _daily(24 * 12, np.random.default_rng(4)))
+    model = SelectedForecaster(CFG, candidates=CHEAP, windows=6, band_windows=2).fit(demand)
+    per_window = 6  # hours 1-6 of each daily origin fall in bucket 1-6
+    assert len(model.resid_[("a/gpus", "1-6")]) == 2 * per_window
+    for errs in model.errors_[("a/gpus", "1-6")].values():
+        assert len(errs) == 6 * per_window
+    wide = SelectedForecaster(CFG, candidates=CHEAP, windows=6, band_windows=6).fit(demand)
+    assert len(wide.resid_[("a/gpus", "1-6")]) == 6 * per_window
+    with pytest.raises(ValueError, match="band_windows"):
+        SelectedForecaster(CFG, candidates=CHEAP, band_windows=0).fit(demand)
+
+
+def test_windows_sit_on_the_grid_when_the_data_ends_inside_a_bucket(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Data to 23:45 every 15 minutes completes the hour ending 00:00: the windows hang
+    off that bucket, on the hour, so every candidate issues from the same origins and
+    the held-out LightGBMs answer them (no extra fit), and no window reads a value
+    after the data's end."""
+    rng = np.random.default_rng(9)
+    n = 4 * 24 * 12 - 1  # 15-minute samples from 00:15, the last at 23:45
+    t = np.arange(n) / 4
+    demand = pl.concat(
+        [
+            series_frame(s, lvl + 20 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 2, n), step=Q)
+            for s, lvl in (("a/gpus", 100.0), ("b/gpus", 60.0))
+        ]
+    )
+    end = demand["ts"].max()
+    assert (end.hour, end.minute) == (23, 45)
+    fits: list[object] = []
+    real_fit = DemandForecaster.fit
+
+    def fit(self: DemandForecaster, X: pl.DataFrame, *a: object, **k: object) -> object:
+        fits.append(X["ts"].max())
+        return real_fit(self, X, *a, **k)
+
+    monkeypatch.setattr(DemandForecaster, "fit", fit)
+    model = SelectedForecaster(CFG, candidates=("lightgbm", "seasonal_naive")).fit(demand)
+    assert fits == [end]
+    assert all((o.minute, o.second) == (0, 0) for o in model.origins_)
+    sel = model.selection()
+    assert sel["data_cutoff"] == end.isoformat()
+    assert sel["window_last_target"] == (end + Q).isoformat()
+    # Every candidate scored on every window: 3 origins x hours 1-6 per series.
+    for key in (("a/gpus", "1-6"), ("b/gpus", "1-6")):
+        assert {c: len(v) for c, v in model.errors_[key].items()} == {
+            "lightgbm": 18,
+            "seasonal_naive": 18,
+        }
