@@ -24,7 +24,7 @@ import polars as pl
 
 from predops.features.demand import SERIES
 from predops.models.demand.config import ForecastConfig
-from predops.models.demand.grid import Grid, resample_grid
+from predops.models.demand.grid import Grid, from_us, resample_grid, to_us
 from predops.models.demand.metrics import mase_scale
 
 
@@ -69,14 +69,8 @@ def cutoffs_before_end(
     h = horizon or config.max_horizon
     step = config.freq
     gap = every or config.backtest_every * step
-    last = _from_us(end_us) - h * step
+    last = from_us(end_us) - h * step
     return tuple(last - gap * (n - 1 - i) for i in range(n))
-
-
-def _from_us(us: int) -> datetime:
-    from datetime import UTC
-
-    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)
 
 
 def _scales(grid: Grid, cutoff_us: int, m: int) -> dict[str, float]:
@@ -119,7 +113,7 @@ def rolling_origin(
         history = demand.filter(pl.col("ts") <= c)
         if history.height == 0:
             raise ValueError(f"no demand at or before cutoff {c}")
-        scales = _scales(grid, int((c - _from_us(0)) / timedelta(microseconds=1)), m)
+        scales = _scales(grid, to_us(c), m)
         for name, make in models.items():
             t0 = time.perf_counter()
             if refit or i == 0:

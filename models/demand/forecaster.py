@@ -56,7 +56,7 @@ from predops.features.demand import SERIES
 from predops.models.demand import smoothing
 from predops.models.demand.baselines import short_series
 from predops.models.demand.config import ForecastConfig, config_named
-from predops.models.demand.grid import demand_columns
+from predops.models.demand.grid import demand_columns, from_us, to_us
 from predops.models.demand.panel import (
     Panel,
     baseline,
@@ -200,7 +200,7 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         self.config_ = cfg
         self.stacked_ = self.stacking != "none" and cfg.stack_window > 0
         self.feature_names_ = feature_names(cfg) + ([SMOOTHED] if self.stacked_ else [])
-        self.data_cutoff_ = _as_datetime(int(panel.ts_us.max()))
+        self.data_cutoff_ = from_us(int(panel.ts_us.max()))
         self.n_series_ = len(panel.series)
         o, h = training_pairs(
             panel,
@@ -567,7 +567,7 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
             held = [(int(self.heldout_cut_us_), self.heldout_model_)]
         if not held or self.interval != "conformal":
             return None
-        cuts = [int((o - _as_datetime(0)).total_seconds() * 1_000_000) for o in origins]
+        cuts = [to_us(o) for o in origins]
         if max(cuts) < min(c for c, _ in held):
             return None
         cfg = self.config_
@@ -641,9 +641,3 @@ def mase_weights(panel: Panel, origins: np.ndarray) -> np.ndarray:
     med = float(np.median(w)) if w.size else 1.0
     out: np.ndarray = np.clip(w / max(med, 1e-12), 1 / W_CLIP, W_CLIP)
     return out
-
-
-def _as_datetime(us: int) -> datetime:
-    from datetime import UTC, timedelta
-
-    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)

@@ -4,12 +4,26 @@ read (the model's :class:`models.demand.panel.Panel` adds features on top)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import polars as pl
 
 from predops.features.demand import SERIES, DemandFeatureSpec, resample_demand
 from predops.models.demand.config import ForecastConfig
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+
+
+def from_us(us: int) -> datetime:
+    """A grid time (µs since the epoch, as :attr:`Grid.ts_us`) as a UTC datetime."""
+    return EPOCH + timedelta(microseconds=int(us))
+
+
+def to_us(t: datetime) -> int:
+    """A timezone-aware datetime as µs since the epoch (exact, no float)."""
+    return (t - EPOCH) // _US
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,7 +51,7 @@ Pure: numpy / polars / LightGBM / statsmodels; no I/O, no clock, no environment.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -67,7 +67,7 @@ from predops.models.demand.baselines import (
 )
 from predops.models.demand.config import ForecastConfig, config_named
 from predops.models.demand.forecaster import DemandForecaster
-from predops.models.demand.grid import Grid, demand_columns, resample_grid
+from predops.models.demand.grid import Grid, demand_columns, from_us, resample_grid
 from predops.models.demand.panel import forecast_frame, step_us
 
 CANDIDATES = ("lightgbm", "ets", "seasonal_naive", "theta")
@@ -82,7 +82,6 @@ MAX_PENDING_PER_SERIES = 4096
 """Issued forecasts kept per series awaiting their actuals (oldest dropped beyond)."""
 ALPHA = 0.1
 """Nominal miss rate of each side of the p10-p90 band."""
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 LEVEL_BOUNDS = (0.01, 0.3)
 """Adaptive conformal levels stay in this range (never a zero-width or unbounded side)."""
 TAIL_SCALE = (1.0, 1.45)
@@ -226,7 +225,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         # candidate issues from and the held-out LightGBMs answer, and the last target
         # a bucket made of data at or before ``end`` only.
         grid = resample_grid(df, cfg)
-        self.last_target_ = _EPOCH + timedelta(microseconds=int(grid.ts_us.max()))
+        self.last_target_ = from_us(int(grid.ts_us.max()))
         every = int(self.window_every or cfg.backtest_every)
         self.origins_ = sorted(
             self.last_target_ - cfg.freq * (cfg.max_horizon + k * every)
