@@ -7,6 +7,9 @@ Array level (one series, NaN = missing bucket, horizons in steps):
   empirical quantiles of the in-sample seasonal differences, widened by sqrt(k) for
   the k-th season ahead (as a random walk over seasons).
 - :func:`naive` — the last value, interval from first differences x sqrt(h).
+- :func:`persistence` — the last value too, its interval per horizon from the
+  series' own h-step changes over a recent window (demand that moves in steps
+  mostly does not move in an hour, so first differences x sqrt(h) say too little).
 - :func:`fit_ets` / :func:`ets_forecast` — statsmodels' ETS (additive error, damped
   additive trend, additive season of the config's period when there are two full
   seasons, else none), with its analytical 80 % prediction interval.
@@ -40,8 +43,9 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
+from predops.features.demand import SERIES
 from predops.models.demand.config import ForecastConfig, config_named
-from predops.models.demand.grid import Grid, resample_grid
+from predops.models.demand.grid import Grid, grid_from_frame, resample_grid, resampled
 from predops.models.demand.panel import forecast_frame, step_us
 
 
@@ -101,6 +105,32 @@ def naive(y: np.ndarray, horizons: np.ndarray) -> Quantiles:
     lo, hi = _residual_band(np.diff(z)) if z.size > 1 else (0.0, 0.0)
     w = np.sqrt(h)
     return Quantiles(p50 + lo * w, p50, p50 + hi * w, "naive" if z.size > 1 else "constant")
+
+
+PERSISTENCE_WINDOW = 504
+"""Buckets of recent history whose h-step changes give :func:`persistence` its band
+(three weeks hourly, the window the stacked Holt-Winters reads)."""
+
+
+def persistence(y: np.ndarray, horizons: np.ndarray, window: int = PERSISTENCE_WINDOW) -> Quantiles:
+    """The last observed value, with a band per horizon from the 10th / 90th
+    percentiles of the changes ``z[t+h] - z[t]`` over the last ``window`` buckets
+    (first differences x sqrt(h) while fewer than ``h + 1`` buckets are seen)."""
+    z = observed(y)
+    if z.size == 0:
+        raise ValueError("persistence forecast of a series with no observed bucket")
+    h = np.asarray(horizons, dtype=np.int64)
+    p50 = np.full(h.size, z[-1])
+    lo = np.empty(h.size)
+    hi = np.empty(h.size)
+    recent = z[-int(window) :]
+    first = _residual_band(np.diff(recent)) if recent.size > 1 else (0.0, 0.0)
+    for i, k in enumerate(h):
+        if recent.size > k:
+            lo[i], hi[i] = _residual_band(recent[k:] - recent[:-k])
+        else:
+            lo[i], hi[i] = first[0] * np.sqrt(k), first[1] * np.sqrt(k)
+    return Quantiles(p50 + lo, p50, p50 + hi, "persistence")
 
 
 def short_series(y: np.ndarray, horizons: np.ndarray, seasons: tuple[int, ...]) -> Quantiles:
@@ -396,6 +426,47 @@ class SeasonalNaiveForecaster(_GridForecaster):
         return short_series(y, h, self.config_.seasons)
 
 
+class PersistenceForecaster(_GridForecaster):
+    """The last observed bucket per series (:func:`persistence`): demand that moves in
+    steps (a job holds its GPUs for hours) is often best forecast by what runs now.
+    ``level="mean"`` persists the bucket's mean; ``"last"`` its latest sample
+    (``value_last``: the state at the issue time, where the mean of an hour in which a
+    job started still lags), banded by the h-step changes of the latest samples."""
+
+    def __init__(self, config: str | ForecastConfig = "hourly", level: str = "mean"):
+        self.config = config
+        self.level = level
+
+    def fit(
+        self,
+        X: pl.DataFrame | pl.LazyFrame,
+        y: None = None,
+        *,
+        calendar: pl.DataFrame | None = None,
+    ) -> PersistenceForecaster:
+        if self.level not in ("mean", "last"):
+            raise ValueError(f"level must be 'mean' or 'last', got {self.level!r}")
+        self.config_ = self._config()
+        self.grid_ = self._grid(X)
+        return self
+
+    def _grid(self, demand: pl.DataFrame | pl.LazyFrame) -> Grid:
+        if self.level == "mean":
+            return resample_grid(demand, self.config_)
+        df = (
+            resampled(demand, self.config_.spec)
+            .with_columns(pl.coalesce("value_last", "value").alias("value"))
+            .sort(SERIES, "ts")
+            .collect()
+        )
+        if df.height == 0:
+            raise ValueError("no demand rows")
+        return grid_from_frame(df)
+
+    def _forecast_one(self, series_id: str, y: np.ndarray, h: np.ndarray) -> Quantiles:
+        return persistence(y, h)
+
+
 class ETSForecaster(_GridForecaster):
     """statsmodels ETS per series; parameters are estimated in ``fit`` and reused by
     ``predict`` on newer history (a series first seen in ``predict`` is estimated
@@ -462,6 +533,7 @@ class ThetaForecaster(_GridForecaster):
 __all__ = [
     "ETSForecaster",
     "EtsFit",
+    "PersistenceForecaster",
     "Quantiles",
     "SeasonalNaiveForecaster",
     "ThetaForecaster",
@@ -469,6 +541,7 @@ __all__ = [
     "fit_ets",
     "naive",
     "one_blas_thread",
+    "persistence",
     "seasonal_naive",
     "short_series",
     "theta_forecast",

@@ -1,8 +1,8 @@
 """``SelectedForecaster``: per series and horizon bucket, the served forecast is a
 weighted combination of the global LightGBM and classical methods (ETS, seasonal naive,
-Theta), weighted by what each did on that series' own recent backtest windows before
-the cutoff, with a p10 / p90 band recalibrated online on the served forecast's own
-residuals.
+Theta, persistence: the last bucket), weighted by what each did on that series' own
+recent backtest windows before the cutoff, with a p10 / p90 band recalibrated online on
+the served forecast's own residuals.
 Over 500 lines: one estimator whose fit (the windows, the weights) and predict (the
 online updates, the band) share the rolling state; splitting them would split that state.
 
@@ -16,8 +16,8 @@ online updates, the band) share the rolling state; splitting them would split th
   :meth:`DemandForecaster.heldout_predict`), so no extra fit for the origins they
   cover (two 72 h windows: six daily origins); the origins before them (a short
   history) get one fit on the data up to the earliest. The classical candidates
-  forecast each origin's history with their final fit (seasonal naive has no
-  parameters, Theta re-estimates on that history, ETS filters it with the parameters
+  forecast each origin's history with their final fit (seasonal naive and persistence
+  have no parameters, Theta re-estimates on that history, ETS filters it with the parameters
   estimated on the fit data).
 - **Weights.** Per (series, bucket) the candidates' mean absolute error over the
   scored rows in the window gives the weights (``weighting``): ``"inverse"``
@@ -62,6 +62,7 @@ from sklearn.utils.validation import check_is_fitted
 from predops.features.demand import SERIES
 from predops.models.demand.baselines import (
     ETSForecaster,
+    PersistenceForecaster,
     SeasonalNaiveForecaster,
     ThetaForecaster,
 )
@@ -70,7 +71,7 @@ from predops.models.demand.forecaster import DemandForecaster
 from predops.models.demand.grid import Grid, demand_columns, from_us, resample_grid
 from predops.models.demand.panel import forecast_frame, step_us
 
-CANDIDATES = ("lightgbm", "ets", "seasonal_naive", "theta")
+CANDIDATES = ("lightgbm", "ets", "seasonal_naive", "theta", "persistence")
 WEIGHTINGS = ("inverse", "best", "pooled", "shrunk")
 METHOD = "selected"
 MIN_SERIES_RESIDUALS = 72
@@ -98,6 +99,8 @@ def candidate(name: str, config: ForecastConfig, seed: int = 0, n_jobs: int | No
         return SeasonalNaiveForecaster(config)
     if name == "theta":
         return ThetaForecaster(config)
+    if name == "persistence":
+        return PersistenceForecaster(config)
     raise ValueError(f"unknown candidate {name!r}; known: {', '.join(CANDIDATES)}")
 
 

@@ -226,9 +226,9 @@ def with_horizon(config: ForecastConfig, max_horizon: int | None) -> ForecastCon
 
 DEFAULT_EVAL_MODELS = ("selected", "seasonal_naive_168", "naive", "seasonal_naive_52")
 """What ``predops eval demand`` runs unless ``--models`` says otherwise: the served
-combination (which also reports its components: lightgbm, ets, theta and the shortest
-seasonal naive, each fit once) and the other seasonal naives. The quantile-objective
-LightGBM (``lightgbm_quantile``) is a diagnostic now, run on request."""
+combination (which also reports its components: lightgbm, ets, theta, persistence and
+the shortest seasonal naive, each fit once) and the other seasonal naives. The
+quantile-objective LightGBM (``lightgbm_quantile``) is a diagnostic now, run on request."""
 
 
 def model_factories(

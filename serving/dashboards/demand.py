@@ -114,6 +114,7 @@ CANDIDATE_LABELS = {
     "ets": "ETS",
     "seasonal_naive": "seasonal naive",
     "theta": "Theta",
+    "persistence": "persistence (last value)",
 }
 
 

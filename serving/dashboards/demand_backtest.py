@@ -29,6 +29,7 @@ BASELINE_NAMES = {
     "ets": "ETS",
     "theta": "Theta",
     "naive": "naive (last value)",
+    "persistence": "persistence (last value, band from h-step changes)",
 }
 
 _cache: OrderedDict[str, dict[str, Any]] = OrderedDict()

@@ -21,6 +21,7 @@ LABELS = {
     "theta": "Theta",
     "lightgbm": "LightGBM alone",
     "naive": "naive",
+    "persistence": "persistence (last value)",
 }
 KEEP = 256
 """Runs whose link details are kept in memory."""

@@ -4,18 +4,22 @@ the short-series fallback chain."""
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import polars as pl
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from predops.models.demand import baselines
 from predops.models.demand.baselines import (
+    PersistenceForecaster,
     ets_forecast,
     fit_ets,
     naive,
     observed,
     one_blas_thread,
+    persistence,
     seasonal_naive,
     short_series,
 )
@@ -48,6 +52,52 @@ def test_naive_band_widens_with_the_horizon() -> None:
     width = q.p90 - q.p10
     assert np.all(np.diff(width) > 0)
     assert width[3] == pytest.approx(2 * width[0], rel=1e-9)  # sqrt(4) = 2
+
+
+def test_persistence_bands_each_horizon_from_its_own_changes() -> None:
+    # A step series: 8 GPUs held for 6 hours, then 0 for 6, repeated. Its first
+    # differences are mostly 0, but 6 hours ahead it has always moved by 8 one way or
+    # the other, and 12 hours ahead never.
+    y = np.tile(np.r_[np.full(6, 8.0), np.zeros(6)], 60)
+    q = persistence(y, np.array([1, 6, 12]))
+    assert q.method == "persistence"
+    assert q.p50.tolist() == [0.0, 0.0, 0.0]
+    # h = 6: every 6-step change is +-8 -> the band spans [-8, +8] around the last value
+    assert (q.p10[1], q.p90[1]) == (pytest.approx(-8.0), pytest.approx(8.0))
+    # h = 12: a whole period ahead, nothing changes -> no width
+    assert q.p10[2] == q.p90[2] == 0.0
+    # h = 1: one change in six hours -> the 10th / 90th percentiles of {-8, 0 x 10, 8}
+    lo, hi = np.quantile(np.diff(y[-504:]), [0.1, 0.9])
+    assert (q.p10[0], q.p90[0]) == (pytest.approx(lo), pytest.approx(hi))
+    # only the recent window counts: a series calm for its last 504 buckets has no band
+    calm = np.r_[rng_walk(400), np.full(504, 3.0)]
+    c = persistence(calm, np.array([1, 24]))
+    assert c.p50.tolist() == [3.0, 3.0] and np.all(c.p90 - c.p10 == 0.0)
+    # shorter than a horizon: first differences x sqrt(h)
+    s = persistence(np.array([1.0, 2.0, 4.0]), np.array([1, 4]))
+    d_lo, d_hi = np.quantile([1.0, 2.0], [0.1, 0.9])
+    assert s.p90[1] - s.p50[1] == pytest.approx(2 * d_hi)
+    assert s.p10[1] - s.p50[1] == pytest.approx(2 * d_lo)
+
+
+def test_persistence_level_last_is_the_state_at_the_issue_time() -> None:
+    """Samples every 10 minutes; a job of 8 GPUs starts 30 minutes before the end. The
+    hour's mean lags (8 x 3 / 6 = 4), its latest sample is what runs now (8)."""
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
+    n = 6 * 48
+    ts = [t0 + timedelta(minutes=10 * (i + 1)) for i in range(n)]
+    value = [0.0] * (n - 3) + [8.0] * 3
+    demand = pl.DataFrame({"series_id": ["a"] * n, "ts": ts, "value": value})
+    mean = PersistenceForecaster("hourly").fit(demand).predict()
+    last = PersistenceForecaster("hourly", level="last").fit(demand).predict()
+    assert mean["issued_at"].to_list() == last["issued_at"].to_list()
+    assert set(mean["p50"].to_list()) == {4.0} and set(last["p50"].to_list()) == {8.0}
+    with pytest.raises(ValueError, match="level must be 'mean' or 'last', got 'max'"):
+        PersistenceForecaster("hourly", level="max").fit(demand)
+
+
+def rng_walk(n: int) -> np.ndarray:
+    return 50 + np.random.default_rng(3).normal(0, 2, n).cumsum()
 
 
 def test_ets_beats_naive_on_a_seasonal_series_and_reuses_its_parameters() -> None:
