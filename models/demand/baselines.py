@@ -1,4 +1,6 @@
 """Baselines the forecaster must beat, and the fallback for series too short to model.
+Over 500 lines: each method is a small array function plus a small estimator around it
+sharing one plumbing class; split, the estimators would import their functions back.
 
 Array level (one series, NaN = missing bucket, horizons in steps):
 
