@@ -45,9 +45,8 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from predops.features.demand import SERIES
 from predops.models.demand.config import ForecastConfig, config_named
-from predops.models.demand.grid import Grid, grid_from_frame, resample_grid, resampled
+from predops.models.demand.grid import Grid, resample_grid
 from predops.models.demand.panel import forecast_frame, step_us
 
 
@@ -453,17 +452,8 @@ class PersistenceForecaster(_GridForecaster):
         return self
 
     def _grid(self, demand: pl.DataFrame | pl.LazyFrame) -> Grid:
-        if self.level == "mean":
-            return resample_grid(demand, self.config_)
-        df = (
-            resampled(demand, self.config_.spec)
-            .with_columns(pl.coalesce("value_last", "value").alias("value"))
-            .sort(SERIES, "ts")
-            .collect()
-        )
-        if df.height == 0:
-            raise ValueError("no demand rows")
-        return grid_from_frame(df)
+        column = "value" if self.level == "mean" else "value_last"
+        return resample_grid(demand, self.config_, value=column)
 
     def _forecast_one(self, series_id: str, y: np.ndarray, h: np.ndarray) -> Quantiles:
         return persistence(y, h)

@@ -87,9 +87,19 @@ def resampled(demand: pl.DataFrame | pl.LazyFrame, spec: DemandFeatureSpec) -> p
     return resample_demand(demand_columns(demand), spec)
 
 
-def resample_grid(demand: pl.DataFrame | pl.LazyFrame, config: ForecastConfig) -> Grid:
-    """``demand`` rows on ``config``'s grid (see :func:`features.demand.resample_demand`)."""
-    df = resampled(demand, config.spec).sort(SERIES, "ts").collect()
+def resample_grid(
+    demand: pl.DataFrame | pl.LazyFrame, config: ForecastConfig, *, value: str = "value"
+) -> Grid:
+    """``demand`` rows on ``config``'s grid (see :func:`features.demand.resample_demand`).
+
+    ``value``: the resampled column the grid holds, ``"value"`` (the bucket's mean) or
+    ``"value_last"`` (its latest sample; the mean where a bucket has none)."""
+    lf = resampled(demand, config.spec)
+    if value == "value_last":
+        lf = lf.with_columns(pl.coalesce("value_last", "value").alias("value"))
+    elif value != "value":
+        raise ValueError(f"value must be 'value' or 'value_last', got {value!r}")
+    df = lf.sort(SERIES, "ts").collect()
     if df.height == 0:
         raise ValueError("no demand rows")
     return grid_from_frame(df)

@@ -23,6 +23,7 @@ from predops.models.demand.baselines import (
     seasonal_naive,
     short_series,
 )
+from predops.models.demand.grid import resample_grid
 
 from .factories import series_frame
 
@@ -94,6 +95,10 @@ def test_persistence_level_last_is_the_state_at_the_issue_time() -> None:
     assert set(mean["p50"].to_list()) == {4.0} and set(last["p50"].to_list()) == {8.0}
     with pytest.raises(ValueError, match="level must be 'mean' or 'last', got 'max'"):
         PersistenceForecaster("hourly", level="max").fit(demand)
+    config = PersistenceForecaster("hourly").fit(demand).config_
+    assert resample_grid(demand, config, value="value_last").values(0)[-1] == 8.0
+    with pytest.raises(ValueError, match="value must be 'value' or 'value_last', got 'max'"):
+        resample_grid(demand, config, value="max")
 
 
 def rng_walk(n: int) -> np.ndarray:
