@@ -24,8 +24,11 @@ online updates, the band) share the rolling state; splitting them would split th
   (``w ~ MAE^-2``, normalised), ``"best"`` (all weight on the smallest error),
   ``"pooled"`` (``MAE^-2`` of each candidate's error relative to the series' mean
   candidate error, averaged over the bucket's series: one weight vector per bucket,
-  scale-free) or ``"shrunk"`` (halfway between the series' own relative errors and the
-  pool's). A series or bucket with no scored row gets equal weights (the pool's under
+  scale-free) or ``"shrunk"`` (the default: ``MAE^-2`` of the halfway point between the
+  series' own relative errors and the pool's; three one-day windows per series
+  estimate its own errors from few rows, and the pool carries what the source's other
+  series say; chosen on the validation windows of every real source, docs/demand.md).
+  A series or bucket with no scored row gets equal weights (the pool's under
   ``pooled`` / ``shrunk``). The weights, the candidates'
   errors and the windows are the forecast's provenance (:meth:`selection`).
 - **Band.** The served forecast's residuals on the windows, in units of the weighted
@@ -51,6 +54,7 @@ Pure: numpy / polars / LightGBM / statsmodels; no I/O, no clock, no environment.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -145,7 +149,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         windows: int = 3,
         window_every: int | None = None,
         band_windows: int = 3,
-        weighting: str = "inverse",
+        weighting: str = "shrunk",
         residual_window: int = 720,
         aci_gamma: float = 0.0,
         tail_scale: tuple[float, float] = TAIL_SCALE,
@@ -330,28 +334,46 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
     # ------------------------------------------------------------------ state
     def _key_mae(self, key: tuple[str, str]) -> np.ndarray:
         errs = self.errors_.get(key, {})
+        # sum / len of Python floats: np.mean converts the list first (3x slower), and
+        # the pool reads every key on every combine
         return np.array(
-            [np.mean(errs[c]) if errs.get(c) else np.nan for c in self.candidates], dtype=float
+            [sum(v) / len(v) if (v := errs.get(c)) else np.nan for c in self.candidates],
+            dtype=float,
         )
 
-    def _pooled_rel(self) -> dict[str, np.ndarray]:
+    def _maes(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], np.ndarray]:
+        """The candidate errors of ``keys``, and of every key when the weighting pools."""
+        want = dict.fromkeys(keys)
+        if self.weighting in ("pooled", "shrunk"):
+            want.update(dict.fromkeys(self.errors_))
+        return {k: self._key_mae(k) for k in want}
+
+    def _pooled_rel(
+        self, maes: dict[tuple[str, str], np.ndarray] | None = None
+    ) -> dict[str, np.ndarray]:
         """Per bucket, each candidate's error relative to the series' mean candidate
         error, averaged over the series that scored every candidate (scale-free)."""
+        if maes is None:
+            maes = {k: self._key_mae(k) for k in self.errors_}
         acc: dict[str, list[np.ndarray]] = {}
-        for key in self.errors_:
-            mae = self._key_mae(key)
+        for key, mae in maes.items():
             if np.isfinite(mae).all() and mae.mean() > 0:
                 acc.setdefault(key[1], []).append(mae / mae.mean())
         return {b: np.mean(v, axis=0) for b, v in acc.items()}
 
-    def _pool(self) -> dict[str, np.ndarray] | None:
+    def _pool(
+        self, maes: dict[tuple[str, str], np.ndarray] | None = None
+    ) -> dict[str, np.ndarray] | None:
         """The pool the weighting needs (``pooled`` / ``shrunk``), else None."""
-        return self._pooled_rel() if self.weighting in ("pooled", "shrunk") else None
+        return self._pooled_rel(maes) if self.weighting in ("pooled", "shrunk") else None
 
     def _key_weights(
-        self, key: tuple[str, str], pooled: dict[str, np.ndarray] | None
+        self,
+        key: tuple[str, str],
+        pooled: dict[str, np.ndarray] | None,
+        mae: np.ndarray | None = None,
     ) -> np.ndarray:
-        mae = self._key_mae(key)
+        mae = self._key_mae(key) if mae is None else mae
         if pooled is not None:
             pool = pooled.get(key[1])
             if pool is not None:
@@ -367,11 +389,9 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
     def _combine(self, wide: pl.DataFrame) -> pl.DataFrame:
         """Served p50 and the weighted half-width of the candidates' bands per row."""
         keys = list(zip(wide[SERIES].to_list(), wide["bucket"].to_list(), strict=True))
-        cache: dict[tuple[str, str], np.ndarray] = {}
-        pooled = self._pool()
-        for k in keys:
-            if k not in cache:
-                cache[k] = self._key_weights(k, pooled)
+        maes = self._maes(keys)
+        pooled = self._pool(maes)
+        cache = {k: self._key_weights(k, pooled, maes[k]) for k in dict.fromkeys(keys)}
         w = np.stack([cache[k] for k in keys]) if keys else None
         n = wide.height
         p50 = np.zeros(n)
@@ -430,12 +450,13 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         keys = list(zip(scored[SERIES].to_list(), scored["bucket"].to_list(), strict=True))
         for c in self.candidates:
             c50 = scored[f"{c}__p50"].cast(pl.Float64).fill_null(np.nan).to_numpy()
-            for i, key in enumerate(keys):
-                if np.isfinite(act[i]) and np.isfinite(c50[i]):
-                    lst = self.errors_.setdefault(key, {}).setdefault(c, [])
-                    lst.append(abs(act[i] - c50[i]))
-                    if len(lst) > cap:
-                        del lst[0]
+            err = np.abs(act - c50)
+            for i in np.flatnonzero(np.isfinite(err)).tolist():
+                # Python floats: the means over these lists are taken on every combine
+                lst = self.errors_.setdefault(keys[i], {}).setdefault(c, [])
+                lst.append(float(err[i]))
+                if len(lst) > cap:
+                    del lst[0]
         if errors_only:
             return
         issued = "p90" in scored.columns
@@ -570,9 +591,10 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
     # ------------------------------------------------------------------ provenance
     def _weights_table(self) -> dict[str, dict[str, dict[str, float]]]:
         out: dict[str, dict[str, dict[str, float]]] = {}
-        pooled = self._pool()
+        maes = self._maes(self.errors_)
+        pooled = self._pool(maes)
         for sid, b in sorted(self.errors_):
-            w = self._key_weights((sid, b), pooled)
+            w = self._key_weights((sid, b), pooled, maes[(sid, b)])
             out.setdefault(sid, {})[b] = {
                 c: round(float(x), 4) for c, x in zip(self.candidates, w, strict=True)
             }

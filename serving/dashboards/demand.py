@@ -117,6 +117,20 @@ CANDIDATE_LABELS = {
     "persistence": "persistence (last value)",
 }
 
+# How each ``SelectedForecaster.weighting`` turns recent errors into weights, in words.
+WEIGHTING_TEXT = {
+    "inverse": "in inverse square of each one's recent error on this series",
+    "shrunk": (
+        "in inverse square of each one's recent error on this series, taken halfway"
+        " toward its error relative to the others on every series of the model"
+    ),
+    "pooled": (
+        "in inverse square of each one's recent error relative to the others,"
+        " averaged over every series of the model"
+    ),
+    "best": "all on the one with the smallest recent error on this series",
+}
+
 
 def series_selection(forecast: ServedForecast, series_id: str) -> dict[str, Any] | None:
     """How the served combination makes ``series_id``'s forecast: per horizon bucket,
@@ -140,7 +154,9 @@ def series_selection(forecast: ServedForecast, series_id: str) -> dict[str, Any]
     ]
     return {
         "candidates": [CANDIDATE_LABELS.get(c, c) for c in cands],
-        "weighting": sel.get("weighting"),
+        "weighting": WEIGHTING_TEXT.get(
+            str(sel.get("weighting")), f"{sel.get('weighting')} weighting of recent errors"
+        ),
         "window_origins": [datetime.fromisoformat(o) for o in sel.get("window_origins", [])],
         "data_cutoff": (
             datetime.fromisoformat(sel["data_cutoff"]) if sel.get("data_cutoff") else None

@@ -15,8 +15,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from predops.core.clock import FixedClock
+from predops.models.demand.selection import WEIGHTINGS
 from predops.pipelines.workspace.lake import Lake
 from predops.serving.app import create_app
+from predops.serving.dashboards.demand import WEIGHTING_TEXT
 from tests.serving.conftest import settings_for
 
 PAGES = ("/", "/demand", "/capacity", "/plans/latest", "/models")
@@ -133,6 +135,9 @@ def test_demand_series_shows_how_the_combination_weighs_its_candidates(
         # five weights, each rounded to a whole percent, summing to 100 +- rounding
         assert len(shown) == 5 and abs(sum(shown) - 100) <= 3, (bucket, shown)
     assert "validation windows issued at" in page
+    # every weighting has its words; the default's: own errors shrunk toward the pool's
+    assert set(WEIGHTING_TEXT) == set(WEIGHTINGS)
+    assert "taken halfway toward its error relative to the others on every series" in page
 
 
 def test_capacity_shows_sizing_and_explains_missing_buys(client: TestClient) -> None:

@@ -119,7 +119,7 @@ def test_step_series_go_to_persistence() -> None:
         for m in ("ets", "theta", "seasonal_naive_24", "persistence")
     }
     assert min(own, key=lambda m: own[m]) == "persistence", own
-    assert err["with"] < 0.95 * err["without"], err  # measured: 3.60 against 3.96
+    assert err["with"] < 0.95 * err["without"], err  # measured: 3.46 against 3.78
 
 
 def _post_cutoff_perturbed(frame: pl.DataFrame, cutoff, shift: float, scale: float) -> pl.DataFrame:
