@@ -352,11 +352,14 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         self, maes: dict[tuple[str, str], np.ndarray] | None = None
     ) -> dict[str, np.ndarray]:
         """Per bucket, each candidate's error relative to the series' mean candidate
-        error, averaged over the series that scored every candidate (scale-free)."""
+        error, averaged over the series that scored every candidate (scale-free). Summed
+        in key order, so the pool is the same to the last bit whatever order the
+        errors arrived in and whichever series a call asks for."""
         if maes is None:
             maes = {k: self._key_mae(k) for k in self.errors_}
         acc: dict[str, list[np.ndarray]] = {}
-        for key, mae in maes.items():
+        for key in sorted(maes):
+            mae = maes[key]
             if np.isfinite(mae).all() and mae.mean() > 0:
                 acc.setdefault(key[1], []).append(mae / mae.mean())
         return {b: np.mean(v, axis=0) for b, v in acc.items()}

@@ -67,6 +67,29 @@ def test_pooled_and_shrunk_weights_by_hand() -> None:
     assert m._key_weights(("s3", "1-6"), m._pool()).tolist() == [0.5, 0.5]
 
 
+def test_the_pool_is_the_same_whatever_order_its_errors_arrived_in() -> None:
+    """A forecast for one series equals the same forecast for all (the API serves
+    subsets, the cycle reuses forecasts): the pool must not depend on the order the
+    series were learnt or on which series a call asks for, to the last bit."""
+    rng = np.random.default_rng(7)
+    errors = {
+        (f"s{i}", b): {c: rng.gamma(2.0, 10.0 ** rng.uniform(-2, 3), 24).tolist() for c in "ab"}
+        for i in range(60)
+        for b in ("1-6", "7-12")
+    }
+    m = SelectedForecaster(CFG, candidates=("a", "b"), weighting="shrunk")
+    m.errors_ = errors
+    keys = list(errors)
+    want = m._pool(m._maes(keys))
+    for order in (keys[::-1], [keys[i] for i in rng.permutation(len(keys))]):
+        m.errors_ = {k: errors[k] for k in order}
+        for asked in (order, order[:1], [("new", "1-6")]):
+            got = m._pool(m._maes(asked))
+            assert {b: v.tolist() for b, v in got.items()} == {
+                b: v.tolist() for b, v in want.items()
+            }
+
+
 def test_a_trend_goes_to_theta_and_the_served_forecast_follows_it() -> None:
     rng = np.random.default_rng(1)
     n = 24 * 14
