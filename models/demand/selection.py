@@ -356,7 +356,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         in key order, so the pool is the same to the last bit whatever order the
         errors arrived in and whichever series a call asks for."""
         if maes is None:
-            maes = {k: self._key_mae(k) for k in self.errors_}
+            maes = self._maes(self.errors_)
         acc: dict[str, list[np.ndarray]] = {}
         for key in sorted(maes):
             mae = maes[key]
