@@ -45,7 +45,10 @@ online updates, the band) share the rolling state; splitting them would split th
   ``MAX_PENDING_PER_SERIES`` x series rows); when a later ``predict`` sees their
   targets in its history, each candidate's error and the served residual join rolling
   windows of ``residual_window`` rows per (series, bucket), and the weights and the band
-  are recomputed from them. Between refits (the fit-once protocol, hourly forecasts
+  are recomputed from them. The windows are float32 ring buffers
+  (:class:`models.demand.rolling.RollingWindows`): memory is bounded by the keys, not
+  by time (10,000 series x 4 buckets: about 0.7 GB full, where lists of Python floats
+  took 5.6 GB; ``benchmarks/bench_selection_state.py``). Between refits (the fit-once protocol, hourly forecasts
   between nightly retrains) both follow the series. State lives in the fitted object
   only; a model reloaded from the registry starts again from its fit windows.
 
@@ -74,6 +77,7 @@ from predops.models.demand.config import ForecastConfig, config_named
 from predops.models.demand.forecaster import DemandForecaster
 from predops.models.demand.grid import Grid, demand_columns, from_us, resample_grid
 from predops.models.demand.panel import forecast_frame, step_us
+from predops.models.demand.rolling import RollingWindows
 
 CANDIDATES = ("lightgbm", "ets", "seasonal_naive", "theta", "persistence")
 WEIGHTINGS = ("inverse", "best", "pooled", "shrunk")
@@ -89,6 +93,8 @@ ALPHA = 0.1
 """Nominal miss rate of each side of the p10-p90 band."""
 LEVEL_BOUNDS = (0.01, 0.3)
 """Adaptive conformal levels stay in this range (never a zero-width or unbounded side)."""
+RESID = "resid"
+"""The one column of the served residuals' windows."""
 TAIL_SCALE = (1.0, 1.45)
 """Multipliers of the lower / upper residual quantiles (docs/demand.md, ``tail_scale``)."""
 
@@ -198,6 +204,23 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             )
         return cfg
 
+    def _windows(self, columns: tuple[str, ...]) -> RollingWindows:
+        return RollingWindows(columns, int(self.residual_window))
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # A model pickled before the ring buffers kept its windows as lists per key.
+        cap = int(state.get("residual_window", 720))
+        cands = tuple(state.get("candidates", CANDIDATES))
+        errors = state.get("errors_")
+        if isinstance(errors, dict):
+            state["errors_"] = RollingWindows.from_mapping(errors, cands, cap)
+        resid = state.get("resid_")
+        if isinstance(resid, dict):
+            state["resid_"] = RollingWindows.from_mapping(
+                {k: {RESID: v} for k, v in resid.items()}, (RESID,), cap
+            )
+        super().__setstate__(state)
+
     def _make(self, name: str, cfg: ForecastConfig) -> Any:
         return candidate(name, cfg, int(self.random_state), self.n_jobs)
 
@@ -219,9 +242,10 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         if not isinstance(end, datetime):
             raise ValueError("demand frame has no timestamps")
         self.data_cutoff_ = end
-        # errors[(series, bucket)] -> {candidate: rolling abs errors}; resid -> served
-        self.errors_: dict[tuple[str, str], dict[str, list[float]]] = {}
-        self.resid_: dict[tuple[str, str], list[float]] = {}
+        # (series, bucket) -> each candidate's rolling abs errors; resid_ -> the served
+        # residuals (ring buffers: bounded by the keys, not by time)
+        self.errors_ = self._windows(self.candidates)
+        self.resid_ = self._windows((RESID,))
         self.levels_: dict[tuple[str, str], list[float]] = {}
         self.pending_: pl.DataFrame | None = None
         self.models_: dict[str, Any] = {}
@@ -333,20 +357,21 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
 
     # ------------------------------------------------------------------ state
     def _key_mae(self, key: tuple[str, str]) -> np.ndarray:
-        errs = self.errors_.get(key, {})
-        # sum / len of Python floats: np.mean converts the list first (3x slower), and
-        # the pool reads every key on every combine
-        return np.array(
-            [sum(v) / len(v) if (v := errs.get(c)) else np.nan for c in self.candidates],
-            dtype=float,
-        )
+        out: np.ndarray = self.errors_.means([key])[0]
+        return out
 
     def _maes(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], np.ndarray]:
-        """The candidate errors of ``keys``, and of every key when the weighting pools."""
-        want = dict.fromkeys(keys)
-        if self.weighting in ("pooled", "shrunk"):
-            want.update(dict.fromkeys(self.errors_))
-        return {k: self._key_mae(k) for k in want}
+        """The candidate errors of ``keys``, and of every key when the weighting pools
+        (one vectorised pass over the ring buffers)."""
+        want = list(dict.fromkeys(keys))
+        if self.weighting not in ("pooled", "shrunk"):
+            return dict(zip(want, self.errors_.means(want), strict=True))
+        known = self.errors_.keys()
+        out = dict(zip(known, self.errors_.means(), strict=True))
+        missing = [k for k in want if k not in out]
+        if missing:
+            out.update(zip(missing, self.errors_.means(missing), strict=True))
+        return out
 
     def _pooled_rel(
         self, maes: dict[tuple[str, str], np.ndarray] | None = None
@@ -356,13 +381,16 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         in key order, so the pool is the same to the last bit whatever order the
         errors arrived in and whichever series a call asks for."""
         if maes is None:
-            maes = self._maes(self.errors_)
-        acc: dict[str, list[np.ndarray]] = {}
-        for key in sorted(maes):
-            mae = maes[key]
-            if np.isfinite(mae).all() and mae.mean() > 0:
-                acc.setdefault(key[1], []).append(mae / mae.mean())
-        return {b: np.mean(v, axis=0) for b, v in acc.items()}
+            maes = self._maes(self.errors_.keys())
+        keys = sorted(maes)
+        if not keys:
+            return {}
+        m = np.stack([maes[k] for k in keys])
+        mean = m.mean(axis=1)
+        ok = np.isfinite(m).all(axis=1) & (mean > 0)
+        rel = m[ok] / mean[ok, None]
+        buckets = np.array([k[1] for k in keys], dtype=object)[ok]
+        return {b: rel[buckets == b].mean(axis=0) for b in dict.fromkeys(buckets.tolist())}
 
     def _pool(
         self, maes: dict[tuple[str, str], np.ndarray] | None = None
@@ -436,10 +464,10 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             return
         # The band learns from the latest ``band_windows`` windows only (all weigh).
         for t in issued[-int(self.band_windows) :]:
-            self.errors_ = {}
+            self.errors_ = self._windows(self.candidates)
             self._learn(val.filter(pl.col("issued_at") != t), errors_only=True)
             self._add_residuals(self._combine(val.filter(pl.col("issued_at") == t)), issued=False)
-        self.errors_ = {}
+        self.errors_ = self._windows(self.candidates)
         self._learn(val, errors_only=True)
 
     def _learn(self, scored: pl.DataFrame, *, errors_only: bool = False) -> None:
@@ -448,18 +476,13 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         issued when the rows carry them, else the combination under the updated
         weights: the fit windows), updating the adaptive levels."""
         scored = scored.sort("issued_at", "horizon")
-        cap = int(self.residual_window)
         act = scored["actual"].cast(pl.Float64).to_numpy()
         keys = list(zip(scored[SERIES].to_list(), scored["bucket"].to_list(), strict=True))
         for c in self.candidates:
             c50 = scored[f"{c}__p50"].cast(pl.Float64).fill_null(np.nan).to_numpy()
             err = np.abs(act - c50)
-            for i in np.flatnonzero(np.isfinite(err)).tolist():
-                # Python floats: the means over these lists are taken on every combine
-                lst = self.errors_.setdefault(keys[i], {}).setdefault(c, [])
-                lst.append(float(err[i]))
-                if len(lst) > cap:
-                    del lst[0]
+            ok = np.flatnonzero(np.isfinite(err))
+            self.errors_.extend([keys[i] for i in ok.tolist()], c, err[ok])
         if errors_only:
             return
         issued = "p90" in scored.columns
@@ -469,33 +492,31 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         """The served residuals of ``scored`` (with p50 and half; p10 / p90 as issued
         when ``issued``) into the rolling windows, updating the adaptive levels."""
         scored = scored.sort("issued_at", "horizon")
-        cap = int(self.residual_window)
         act = scored["actual"].cast(pl.Float64).to_numpy()
         keys = list(zip(scored[SERIES].to_list(), scored["bucket"].to_list(), strict=True))
         p50 = scored["p50"].to_numpy()
         half = scored["half"].to_numpy()
-        p10 = scored["p10"].to_numpy() if issued else None
-        p90 = scored["p90"].to_numpy() if issued else None
+        with np.errstate(invalid="ignore", divide="ignore"):
+            res = (act - p50) / half
+        ok = np.flatnonzero(np.isfinite(act) & np.isfinite(p50) & np.isfinite(res))
+        self.resid_.extend([keys[i] for i in ok.tolist()], RESID, res[ok])
         gamma = float(self.aci_gamma)
-        for i, key in enumerate(keys):
-            if not (np.isfinite(act[i]) and np.isfinite(p50[i])):
-                continue
-            res = self.resid_.setdefault(key, [])
-            res.append(float((act[i] - p50[i]) / half[i]))
-            if len(res) > cap:
-                del res[0]
-            if p10 is not None and p90 is not None and gamma > 0:
-                lv = self.levels_.setdefault(key, [ALPHA, ALPHA])
-                miss_lo, miss_hi = float(act[i] < p10[i]), float(act[i] > p90[i])
-                lv[0] = float(np.clip(lv[0] + gamma * (ALPHA - miss_lo), *LEVEL_BOUNDS))
-                lv[1] = float(np.clip(lv[1] + gamma * (ALPHA - miss_hi), *LEVEL_BOUNDS))
+        if not issued or gamma <= 0:
+            return
+        p10 = scored["p10"].to_numpy()
+        p90 = scored["p90"].to_numpy()
+        for i in ok.tolist():
+            lv = self.levels_.setdefault(keys[i], [ALPHA, ALPHA])
+            miss_lo, miss_hi = float(act[i] < p10[i]), float(act[i] > p90[i])
+            lv[0] = float(np.clip(lv[0] + gamma * (ALPHA - miss_lo), *LEVEL_BOUNDS))
+            lv[1] = float(np.clip(lv[1] + gamma * (ALPHA - miss_hi), *LEVEL_BOUNDS))
 
     def _band(self, wide: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """Lower / upper residual quantiles (half-width units) per row."""
         pooled: dict[str, np.ndarray] = {}
+        held = self.resid_.keys()
         for b in self.buckets_:
-            vals = [v for (_, bb), lst in self.resid_.items() if bb == b for v in lst]
-            pooled[b] = np.asarray(vals, dtype=float)
+            pooled[b] = self.resid_.pooled(RESID, [k for k in held if k[1] == b])
         lo = np.empty(wide.height)
         hi = np.empty(wide.height)
         cache: dict[tuple[str, str], tuple[float, float]] = {}
@@ -503,7 +524,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         s_lo, s_hi = (float(v) for v in getattr(self, "tail_scale", (1.0, 1.0)))
         for i, key in enumerate(zip(wide[SERIES].to_list(), wide["bucket"].to_list(), strict=True)):
             if key not in cache:
-                own = np.asarray(self.resid_.get(key, []), dtype=float)
+                own = self.resid_.values(key, RESID)
                 r: np.ndarray = own if own.size >= MIN_SERIES_RESIDUALS else pooled.get(key[1], own)
                 a_lo, a_hi = self.levels_.get(key, [ALPHA, ALPHA])
                 if r.size >= MIN_SERIES_RESIDUALS:
@@ -594,9 +615,9 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
     # ------------------------------------------------------------------ provenance
     def _weights_table(self) -> dict[str, dict[str, dict[str, float]]]:
         out: dict[str, dict[str, dict[str, float]]] = {}
-        maes = self._maes(self.errors_)
+        maes = self._maes(self.errors_.keys())
         pooled = self._pool(maes)
-        for sid, b in sorted(self.errors_):
+        for sid, b in sorted(self.errors_.keys()):
             w = self._key_weights((sid, b), pooled, maes[(sid, b)])
             out.setdefault(sid, {})[b] = {
                 c: round(float(x), 4) for c, x in zip(self.candidates, w, strict=True)

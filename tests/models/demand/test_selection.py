@@ -15,6 +15,7 @@ from predops.models.demand.backtest import rolling_origin
 from predops.models.demand.config import HOURLY_CONFIG
 from predops.models.demand.forecaster import DemandForecaster
 from predops.models.demand.metrics import score
+from predops.models.demand.rolling import RollingWindows
 from predops.models.demand.selection import SelectedForecaster, inverse_weights
 from predops.pipelines.jobs.demand import with_horizon
 
@@ -43,22 +44,28 @@ def test_inverse_weights_rows_sum_to_one_and_favour_the_smaller_error() -> None:
     assert inverse_weights(mae, "best")[0].tolist() == [1.0, 0.0, 0.0]
 
 
+def _store(table: dict[tuple[str, str], dict[str, list[float]]]) -> RollingWindows:
+    return RollingWindows.from_mapping(table, ("a", "b"), 720)
+
+
 def test_pooled_and_shrunk_weights_by_hand() -> None:
     """``pooled``: one weight vector per bucket from every series' errors relative to its
     own mean (scale-free); ``shrunk``: halfway between a series' own relative errors
     and the pool's; a series that did not score every candidate takes the pool's."""
     m = SelectedForecaster(CFG, candidates=("a", "b"))
-    m.errors_ = {
+    table = {
         ("s1", "1-6"): {"a": [1.0], "b": [3.0]},  # relative 0.5 / 1.5
         ("s2", "1-6"): {"a": [300.0], "b": [100.0]},  # relative 1.5 / 0.5, 100x the scale
         ("s3", "1-6"): {"a": [2.0]},
     }
+    m.errors_ = _store(table)
     m.weighting = "pooled"
     pool = m._pooled_rel()
     assert pool["1-6"].tolist() == [1.0, 1.0]
     for key in m.errors_:
         assert m._key_weights(key, m._pool()).tolist() == [0.5, 0.5]
-    m.errors_[("s2", "1-6")] = {"a": [3.0], "b": [1.0]}  # the same relative errors
+    table[("s2", "1-6")] = {"a": [3.0], "b": [1.0]}  # the same relative errors
+    m.errors_ = _store(table)
     assert m._pooled_rel()["1-6"].tolist() == [1.0, 1.0]
     m.weighting = "shrunk"
     w = m._key_weights(("s1", "1-6"), m._pool())  # relative (0.75, 1.25): a is favoured less
@@ -78,11 +85,11 @@ def test_the_pool_is_the_same_whatever_order_its_errors_arrived_in() -> None:
         for b in ("1-6", "7-12")
     }
     m = SelectedForecaster(CFG, candidates=("a", "b"), weighting="shrunk")
-    m.errors_ = errors
+    m.errors_ = _store(errors)
     keys = list(errors)
     want = m._pool(m._maes(keys))
     for order in (keys[::-1], [keys[i] for i in rng.permutation(len(keys))]):
-        m.errors_ = {k: errors[k] for k in order}
+        m.errors_ = _store({k: errors[k] for k in order})
         for asked in (order, order[:1], [("new", "1-6")]):
             got = m._pool(m._maes(asked))
             assert {b: v.tolist() for b, v in got.items()} == {
@@ -343,11 +350,12 @@ def test_the_band_learns_from_the_latest_windows_and_the_weights_from_all() -> N
     demand = series_frame("a/gpus", _daily(24 * 12, np.random.default_rng(4)))
     model = SelectedForecaster(CFG, candidates=CHEAP, windows=6, band_windows=2).fit(demand)
     per_window = 6  # hours 1-6 of each daily origin fall in bucket 1-6
-    assert len(model.resid_[("a/gpus", "1-6")]) == 2 * per_window
-    for errs in model.errors_[("a/gpus", "1-6")].values():
-        assert len(errs) == 6 * per_window
+    key = ("a/gpus", "1-6")
+    assert model.resid_.count(key, "resid") == 2 * per_window
+    for c in CHEAP:
+        assert model.errors_.count(key, c) == 6 * per_window
     wide = SelectedForecaster(CFG, candidates=CHEAP, windows=6, band_windows=6).fit(demand)
-    assert len(wide.resid_[("a/gpus", "1-6")]) == 6 * per_window
+    assert wide.resid_.count(key, "resid") == 6 * per_window
     with pytest.raises(ValueError, match="band_windows"):
         SelectedForecaster(CFG, candidates=CHEAP, band_windows=0).fit(demand)
 
@@ -386,7 +394,7 @@ def test_windows_sit_on_the_grid_when_the_data_ends_inside_a_bucket(
     assert sel["window_last_target"] == (end + Q).isoformat()
     # Every candidate scored on every window: 3 origins x hours 1-6 per series.
     for key in (("a/gpus", "1-6"), ("b/gpus", "1-6")):
-        assert {c: len(v) for c, v in model.errors_[key].items()} == {
+        assert {c: model.errors_.count(key, c) for c in model.candidates} == {
             "lightgbm": 18,
             "seasonal_naive": 18,
         }
