@@ -3,10 +3,10 @@ ring buffers, for the served combination's rolling state (each candidate's absol
 errors and the served residuals per series and horizon bucket).
 
 Memory is bounded by the keys, not by time: ``keys x columns x cap x 4`` bytes plus two
-int32 counters per (key, column). At fleet scale (10,000 node series x 4 buckets x 5
-candidates x 720 errors) that is 0.58 GB, where Python lists of floats took about
-4.6 GB (32 bytes a value: the float and its list slot). ``benchmarks/bench_selection_state.py``
-measures both.
+int32 counters per (key, column). At fleet scale (10,000 node series x 4 buckets, 5
+candidates' errors and the residuals, 720 each) that is 0.70 GB, where Python lists of
+floats took 5.55 GB (32 bytes a value: the float and its list slot);
+``benchmarks/bench_selection_state.py`` measures both.
 
 Values are appended in the order given, the oldest dropped beyond ``cap``. Means are
 summed in float64 over the buffer's slots in slot order, so the same values appended
@@ -64,12 +64,10 @@ class RollingWindows:
 
     def _rows(self, keys: Sequence[Key]) -> np.ndarray:
         """Row of each key, new keys getting the next rows (the arrays grow by half)."""
-        rows = np.empty(len(keys), dtype=np.int64)
-        for i, k in enumerate(keys):
-            r = self._row.get(k)
-            if r is None:
-                r = self._row[k] = len(self._row)
-            rows[i] = r
+        for k in dict.fromkeys(keys):
+            if k not in self._row:
+                self._row[k] = len(self._row)
+        rows = np.fromiter(map(self._row.__getitem__, keys), dtype=np.int64, count=len(keys))
         need = len(self._row)
         have = self._buf.shape[0]
         if need > have:

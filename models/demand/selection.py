@@ -48,9 +48,10 @@ online updates, the band) share the rolling state; splitting them would split th
   are recomputed from them. The windows are float32 ring buffers
   (:class:`models.demand.rolling.RollingWindows`): memory is bounded by the keys, not
   by time (10,000 series x 4 buckets: about 0.7 GB full, where lists of Python floats
-  took 5.6 GB; ``benchmarks/bench_selection_state.py``). Between refits (the fit-once protocol, hourly forecasts
-  between nightly retrains) both follow the series. State lives in the fitted object
-  only; a model reloaded from the registry starts again from its fit windows.
+  took 5.6 GB; ``benchmarks/bench_selection_state.py``). Between refits (the fit-once
+  protocol, hourly forecasts between nightly retrains) both follow the series. State
+  lives in the fitted object only; a model reloaded from the registry starts again
+  from its fit windows.
 
 Pure: numpy / polars / LightGBM / statsmodels; no I/O, no clock, no environment.
 """
@@ -580,8 +581,31 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             self._remember(issued)
         return out
 
+    def _pending_rows(self, issued: pl.DataFrame) -> pl.DataFrame:
+        """What scoring an issued forecast needs: its keys, each candidate's p50 (float32,
+        as its error is kept) and the served p50 / half-width / p10 / p90. The
+        candidates' own bands are dropped: 14 columns of the 24, at fleet scale about
+        half the rows' bytes (a model pickled with every column is cut down too)."""
+        return issued.select(
+            SERIES,
+            "issued_at",
+            "valid_at",
+            "horizon",
+            "bucket",
+            *(pl.col(f"{c}__p50").cast(pl.Float32) for c in self.candidates),
+            "half",
+            "p10",
+            "p50",
+            "p90",
+        )
+
     def _remember(self, issued: pl.DataFrame) -> None:
-        pend = issued if self.pending_ is None else pl.concat([self.pending_, issued])
+        issued = self._pending_rows(issued)
+        pend = (
+            issued
+            if self.pending_ is None
+            else pl.concat([self._pending_rows(self.pending_), issued])
+        )
         pend = pend.unique([SERIES, "issued_at", "horizon"], keep="last")
         cap = MAX_PENDING_PER_SERIES
         self.pending_ = (

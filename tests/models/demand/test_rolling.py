@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pickle
 from collections import deque
+from datetime import timedelta
 
 import numpy as np
+import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -125,3 +127,31 @@ def test_a_model_pickled_with_lists_loads_into_ring_buffers() -> None:
     for col in ("p10", "p50", "p90"):
         assert np.allclose(got[col].to_numpy(), want[col].to_numpy(), rtol=1e-12)
     assert old.selection()["weights_now"] == model.selection()["weights_now"]
+
+
+def test_forecasts_pending_from_an_older_model_are_scored_as_new_ones() -> None:
+    """The issued forecasts awaiting their actuals keep only what scoring reads; a model
+    pickled while it kept every candidate's band as well (float64) scores them the same."""
+    demand = series_frame("a/gpus", _daily(24 * 12, np.random.default_rng(5)))
+    cut = demand["ts"].max() - timedelta(days=1)
+    model = SelectedForecaster(CFG, candidates=CHEAP).fit(demand.filter(pl.col("ts") <= cut))
+    model.predict(demand.filter(pl.col("ts") <= cut))
+    assert model.pending_ is not None
+    assert not any(c.endswith(("__p10", "__p90")) for c in model.pending_.columns)
+    old = pickle.loads(pickle.dumps(model))
+    assert old.pending_ is not None
+    old.pending_ = old.pending_.with_columns(
+        *(pl.col(f"{c}__p50").cast(pl.Float64) for c in CHEAP),
+        *(
+            pl.col(f"{c}__p50").cast(pl.Float64).alias(f"{c}__{q}")
+            for c in CHEAP
+            for q in ("p10", "p90")
+        ),
+    )
+    key = ("a/gpus", "1-6")
+    before = model.errors_.count(key, "theta")
+    want = model.predict(demand)
+    got = old.predict(demand)
+    assert model.errors_.count(key, "theta") == before + 6  # the day's 1-6 h targets scored
+    assert old.errors_.count(key, "theta") == before + 6
+    assert got.equals(want)
