@@ -24,6 +24,7 @@ import numpy as np
 
 Key = tuple[str, str]
 """(series, horizon bucket)."""
+F32_MAX = float(np.finfo(np.float32).max)
 
 
 class RollingWindows:
@@ -91,18 +92,19 @@ class RollingWindows:
     def extend(self, keys: Sequence[Key], column: str, values: np.ndarray) -> None:
         """Append ``values[i]`` to ``keys[i]``'s window of ``column``, in order (a key's
         values keep their order; beyond ``cap`` the oldest go). Non-finite values are
-        refused: a window holds scored values only."""
+        refused, and so are values float32 cannot hold: a window holds scored values only."""
+        j = self.column(column)
         v = np.asarray(values, dtype=np.float64)
         if v.ndim != 1 or v.size != len(keys):
             raise ValueError(f"{len(keys)} keys but values of shape {v.shape}")
         if v.size == 0:
             return
-        if not np.isfinite(v).all():
+        bad = ~(np.abs(v) <= F32_MAX)  # NaN, inf, or beyond what float32 holds
+        if bad.any():
             raise ValueError(
-                f"column {column!r}: non-finite value at position(s) "
-                f"{np.flatnonzero(~np.isfinite(v))[:5].tolist()}"
+                f"column {column!r}: non-finite or beyond float32 value at position(s) "
+                f"{np.flatnonzero(bad)[:5].tolist()}"
             )
-        j = self.column(column)
         rows = self._rows(keys)
         order = np.argsort(rows, kind="stable")  # each key's values in their order
         r = rows[order]
@@ -185,4 +187,4 @@ class RollingWindows:
         return out
 
 
-__all__ = ["RollingWindows"]
+__all__ = ["F32_MAX", "RollingWindows"]

@@ -78,7 +78,7 @@ from predops.models.demand.config import ForecastConfig, config_named
 from predops.models.demand.forecaster import DemandForecaster
 from predops.models.demand.grid import Grid, demand_columns, from_us, resample_grid
 from predops.models.demand.panel import forecast_frame, step_us
-from predops.models.demand.rolling import RollingWindows
+from predops.models.demand.rolling import F32_MAX, RollingWindows
 
 CANDIDATES = ("lightgbm", "ets", "seasonal_naive", "theta", "persistence")
 WEIGHTINGS = ("inverse", "best", "pooled", "shrunk")
@@ -481,7 +481,8 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         keys = list(zip(scored[SERIES].to_list(), scored["bucket"].to_list(), strict=True))
         for c in self.candidates:
             c50 = scored[f"{c}__p50"].cast(pl.Float64).fill_null(np.nan).to_numpy()
-            err = np.abs(act - c50)
+            # A wild candidate's error beyond float32 is kept as the largest it holds
+            err = np.minimum(np.abs(act - c50), F32_MAX)
             ok = np.flatnonzero(np.isfinite(err))
             self.errors_.extend([keys[i] for i in ok.tolist()], c, err[ok])
         if errors_only:
@@ -498,7 +499,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         p50 = scored["p50"].to_numpy()
         half = scored["half"].to_numpy()
         with np.errstate(invalid="ignore", divide="ignore"):
-            res = (act - p50) / half
+            res = np.clip((act - p50) / half, -F32_MAX, F32_MAX)
         ok = np.flatnonzero(np.isfinite(act) & np.isfinite(p50) & np.isfinite(res))
         self.resid_.extend([keys[i] for i in ok.tolist()], RESID, res[ok])
         gamma = float(self.aci_gamma)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pickle
 from collections import deque
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import polars as pl
@@ -88,8 +88,12 @@ def test_bad_input_is_refused_by_name() -> None:
     store = RollingWindows(("a",), 3)
     with pytest.raises(KeyError, match="unknown column 'z'; known: a"):
         store.extend([("s", "1-6")], "z", np.array([1.0]))
-    with pytest.raises(ValueError, match=r"column 'a': non-finite value at position\(s\) \[1\]"):
+    with pytest.raises(KeyError, match="unknown column 'z'"):
+        store.extend([], "z", np.array([]))  # even with nothing to append
+    with pytest.raises(ValueError, match=r"column 'a': non-finite .* at position\(s\) \[1\]"):
         store.extend([("s", "1-6")] * 2, "a", np.array([1.0, np.nan]))
+    with pytest.raises(ValueError, match=r"beyond float32 value at position\(s\) \[0, 2\]"):
+        store.extend([("s", "1-6")] * 3, "a", np.array([-1e39, 1.0, 1e300]))
     with pytest.raises(ValueError, match="2 keys but values of shape"):
         store.extend([("s", "1-6")] * 2, "a", np.array([1.0]))
     assert len(store) == 0  # nothing half-written
@@ -155,3 +159,26 @@ def test_forecasts_pending_from_an_older_model_are_scored_as_new_ones() -> None:
     assert model.errors_.count(key, "theta") == before + 6  # the day's 1-6 h targets scored
     assert old.errors_.count(key, "theta") == before + 6
     assert got.equals(want)
+
+
+def test_a_wild_candidate_is_kept_as_the_worst_error_not_a_crash() -> None:
+    """An error beyond what float32 holds (a candidate that forecast 1e300) is kept as
+    the largest float32: that candidate gets no weight, and nothing raises."""
+    m = SelectedForecaster(CFG, candidates=CHEAP)
+    m.errors_ = m._windows(CHEAP)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    scored = pl.DataFrame(
+        {
+            "series_id": ["s"] * 3,
+            "issued_at": [t0] * 3,
+            "horizon": [1, 2, 3],
+            "bucket": ["1-6"] * 3,
+            "actual": [10.0, 11.0, 12.0],
+            "seasonal_naive__p50": [9.0, 11.5, 12.0],
+            "theta__p50": [1e300, 1e300, 1e300],
+        }
+    )
+    m._learn(scored, errors_only=True)
+    assert m.errors_.count(("s", "1-6"), "theta") == 3
+    assert m._key_mae(("s", "1-6"))[1] == pytest.approx(float(np.finfo(np.float32).max))
+    assert m._key_weights(("s", "1-6"), None)[1] < 1e-60
