@@ -14,9 +14,9 @@ median of ``--repeats`` runs). Prints one JSON object with the ratios predops / 
 (below 1: smaller or faster) and the largest difference of the means between the two.
 
     python benchmarks/bench_selection_state.py --json
-    python benchmarks/bench_selection_state.py --series 10000 --no-peer --json
+    python benchmarks/bench_selection_state.py --series 10000 --skip-peer --json
 
-The peer is left out with ``--no-peer``: at 10,000 series its lists take 5.6 GB and
+The peer is left out with ``--skip-peer``: at 10,000 series its lists take 5.6 GB and
 tracemalloc's record of each of their 170 M floats several times that (the run was
 killed at 24 GB on a 24 GB machine), while predops' side is a few arrays.
 """
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window", type=int, default=720)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-peer", action="store_true", help="measure predops' side only")
+    ap.add_argument("--skip-peer", action="store_true", help="measure predops' side only")
     ap.add_argument("--json", action="store_true", help="print JSON (the only output)")
     args = ap.parse_args(argv)
     keys = _keys(args.series)
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     mine = measure("predops", keys, errors, args.repeats)
     m1 = mine.pop("_means")
     out["predops"] = mine
-    if args.no_peer:
+    if args.skip_peer:
         print(json.dumps(out, indent=None if args.json else 2))
         return 0
     peer = measure("peer", keys, errors, args.repeats)

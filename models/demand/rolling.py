@@ -48,9 +48,6 @@ class RollingWindows:
     def __len__(self) -> int:
         return len(self._row)
 
-    def __contains__(self, key: object) -> bool:
-        return key in self._row
-
     def __iter__(self) -> Iterator[Key]:
         return iter(list(self._row))
 

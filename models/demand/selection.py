@@ -82,6 +82,8 @@ from predops.models.demand.rolling import F32_MAX, RollingWindows
 
 CANDIDATES = ("lightgbm", "ets", "seasonal_naive", "theta", "persistence")
 WEIGHTINGS = ("inverse", "best", "pooled", "shrunk")
+POOLING = ("pooled", "shrunk")
+"""Weightings that read every series' errors (the bucket's pool)."""
 METHOD = "selected"
 MIN_SERIES_RESIDUALS = 72
 """Residuals a (series, bucket) needs for its own band, else the bucket's pool over
@@ -205,6 +207,9 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             )
         return cfg
 
+    pending_: pl.DataFrame | None
+    """Issued forecasts awaiting their actuals (:meth:`_pending_rows`), set by ``fit``."""
+
     def _windows(self, columns: tuple[str, ...]) -> RollingWindows:
         return RollingWindows(columns, int(self.residual_window))
 
@@ -221,6 +226,10 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
                 {k: {RESID: v} for k, v in resid.items()}, (RESID,), cap
             )
         super().__setstate__(state)
+        # ... and its pending forecasts with every candidate's band (float64).
+        pending = state.get("pending_")
+        if isinstance(pending, pl.DataFrame):
+            self.pending_ = self._pending_rows(pending)
 
     def _make(self, name: str, cfg: ForecastConfig) -> Any:
         return candidate(name, cfg, int(self.random_state), self.n_jobs)
@@ -248,7 +257,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         self.errors_ = self._windows(self.candidates)
         self.resid_ = self._windows((RESID,))
         self.levels_: dict[tuple[str, str], list[float]] = {}
-        self.pending_: pl.DataFrame | None = None
+        self.pending_ = None
         self.models_: dict[str, Any] = {}
         for name in self.candidates:
             self.models_[name] = self._make(name, cfg).fit(df, calendar=calendar)
@@ -365,7 +374,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         """The candidate errors of ``keys``, and of every key when the weighting pools
         (one vectorised pass over the ring buffers)."""
         want = list(dict.fromkeys(keys))
-        if self.weighting not in ("pooled", "shrunk"):
+        if self.weighting not in POOLING:
             return dict(zip(want, self.errors_.means(want), strict=True))
         known = self.errors_.keys()
         out = dict(zip(known, self.errors_.means(), strict=True))
@@ -397,7 +406,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         self, maes: dict[tuple[str, str], np.ndarray] | None = None
     ) -> dict[str, np.ndarray] | None:
         """The pool the weighting needs (``pooled`` / ``shrunk``), else None."""
-        return self._pooled_rel(maes) if self.weighting in ("pooled", "shrunk") else None
+        return self._pooled_rel(maes) if self.weighting in POOLING else None
 
     def _key_weights(
         self,
@@ -586,7 +595,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         """What scoring an issued forecast needs: its keys, each candidate's p50 (float32,
         as its error is kept) and the served p50 / half-width / p10 / p90. The
         candidates' own bands are dropped: 14 columns of the 24, at fleet scale about
-        half the rows' bytes (a model pickled with every column is cut down too)."""
+        half the rows' bytes (a model pickled with every column is cut down on load)."""
         return issued.select(
             SERIES,
             "issued_at",
@@ -602,11 +611,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
 
     def _remember(self, issued: pl.DataFrame) -> None:
         issued = self._pending_rows(issued)
-        pend = (
-            issued
-            if self.pending_ is None
-            else pl.concat([self._pending_rows(self.pending_), issued])
-        )
+        pend = issued if self.pending_ is None else pl.concat([self.pending_, issued])
         pend = pend.unique([SERIES, "issued_at", "horizon"], keep="last")
         cap = MAX_PENDING_PER_SERIES
         self.pending_ = (

@@ -142,9 +142,9 @@ def test_forecasts_pending_from_an_older_model_are_scored_as_new_ones() -> None:
     model.predict(demand.filter(pl.col("ts") <= cut))
     assert model.pending_ is not None
     assert not any(c.endswith(("__p10", "__p90")) for c in model.pending_.columns)
-    old = pickle.loads(pickle.dumps(model))
-    assert old.pending_ is not None
-    old.pending_ = old.pending_.with_columns(
+    wide = pickle.loads(pickle.dumps(model))  # as the previous release pickled it:
+    assert wide.pending_ is not None
+    wide.pending_ = wide.pending_.with_columns(
         *(pl.col(f"{c}__p50").cast(pl.Float64) for c in CHEAP),
         *(
             pl.col(f"{c}__p50").cast(pl.Float64).alias(f"{c}__{q}")
@@ -152,6 +152,7 @@ def test_forecasts_pending_from_an_older_model_are_scored_as_new_ones() -> None:
             for q in ("p10", "p90")
         ),
     )
+    old = pickle.loads(pickle.dumps(wide))
     key = ("a/gpus", "1-6")
     before = model.errors_.count(key, "theta")
     want = model.predict(demand)
