@@ -14,11 +14,15 @@ Array level (one series, NaN = missing bucket, horizons in steps):
   mostly does not move in an hour, so first differences x sqrt(h) say too little).
 - :func:`fit_ets` / :func:`ets_forecast` — statsmodels' ETS (additive error, damped
   additive trend, additive season of the config's period when there are two full
-  seasons, else none), with its analytical 80 % prediction interval.
-- :func:`theta_forecast` — statsmodels' Theta method (SES with drift on the additively
+  seasons, else none), with its analytical 80 % prediction interval; the forecasts from
+  estimated parameters are filtered in NumPy, every series of a form at once
+  (:mod:`predops.models.demand.ets_filter`: statsmodels' forecast to the bit, its band
+  to rounding).
+- :func:`theta_forecast` — the Theta method (SES with drift on the additively
   deseasonalised series, season = the config's shortest when two full seasons are
-  seen), with its 80 % prediction interval; re-estimated at every forecast (a closed
-  form plus one SES fit: cheap, so "updated" is "refit").
+  seen), with its 80 % prediction interval; re-estimated at every forecast, every
+  series of a call at once (:mod:`predops.models.demand.theta`: a closed form plus one
+  least-squares SES search, cheap, so "updated" is "refit").
 - :func:`short_series` — what a series too short for the model gets: seasonal naive if
   two seasons are seen, else naive, else the one value; the method name says which.
 
@@ -46,8 +50,10 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from predops.models.demand.config import ForecastConfig, config_named
+from predops.models.demand.ets_filter import ets_forecasts
 from predops.models.demand.grid import Grid, resample_grid
 from predops.models.demand.panel import forecast_frame, step_us
+from predops.models.demand.theta import THETA_MIN, theta_forecasts
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,68 +246,25 @@ def fit_ets(y: np.ndarray, season: int) -> EtsFit | None:
 
 def ets_forecast(y: np.ndarray, horizons: np.ndarray, fit: EtsFit) -> Quantiles:
     """Forecast from the end of ``y`` with ``fit``'s parameters (no re-estimation: the
-    states are filtered through the new buckets, as a deployed model is updated)."""
-    z = observed(y)
-    h = np.asarray(horizons, dtype=np.int64)
-    _ets_class()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = _ets_model(z, fit.season, fit.trend).smooth(fit.params)
-        frame = res.get_prediction(start=z.size, end=z.size + int(h.max()) - 1).summary_frame(
-            alpha=0.2
-        )
-    mean = frame["mean"].to_numpy()[h - 1]
-    lo = frame["pi_lower"].to_numpy()[h - 1]
-    hi = frame["pi_upper"].to_numpy()[h - 1]
-    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+    states are filtered through the new buckets, as a deployed model is updated; see
+    :mod:`predops.models.demand.ets_filter`, which does many series at once)."""
+    q = ets_forecasts([observed(y)], np.asarray(horizons, dtype=np.int64), [fit])[0]
+    if q is None:
         raise ValueError("ETS produced a non-finite forecast")
-    return Quantiles(lo, mean, hi, fit.method)
-
-
-THETA_MIN = 10
-"""Observed buckets Theta needs (fewer: the fallback chain)."""
+    return q
 
 
 def theta_forecast(y: np.ndarray, horizons: np.ndarray, season: int) -> Quantiles:
-    """Theta (Assimakopoulos & Nikolopoulos) in Hyndman & Billah's form, simple
-    exponential smoothing with drift, from the end of ``y``: additive deseasonalisation
-    (statsmodels' classical decomposition, period ``season``) when two full seasons are
-    observed; the SES weight is statsmodels' least-squares estimate
-    (``SimpleExpSmoothing``), the drift half the least-squares slope (theta = 2); the
-    80 % interval is the SES one, sigma^2 (1 + alpha^2 (h - 1)), from its one-step
-    residuals. (statsmodels' ``ThetaModel`` gives the same point forecast but fits SES
-    through a state-space likelihood, ~100x slower per series here.)"""
-    from statsmodels.tsa.holtwinters import SimpleExpSmoothing
-    from statsmodels.tsa.seasonal import seasonal_decompose
-
+    """Theta from the end of ``y`` (:mod:`predops.models.demand.theta`, which does many
+    series at once); ValueError under :data:`THETA_MIN` observed buckets or for a
+    forecast that is not finite."""
     z = observed(y)
-    n = z.size
-    if n < THETA_MIN:
-        raise ValueError(f"theta needs {THETA_MIN} observed buckets, got {n}")
-    h = np.asarray(horizons, dtype=np.int64)
-    seas = np.zeros(n)
-    if season > 1 and n >= 2 * season:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            dec = seasonal_decompose(z, model="additive", period=season, two_sided=True)
-        seas = np.asarray(dec.seasonal, dtype=np.float64)
-    x = z - seas
-    t = np.arange(n, dtype=np.float64)
-    slope = float(np.polyfit(t, x, 1)[0]) if n > 2 else 0.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = SimpleExpSmoothing(x, initialization_method="estimated").fit()
-    alpha = float(np.clip(res.params["smoothing_level"], 1e-3, 1.0))
-    level = float(res.forecast(1)[0])
-    resid = x - np.asarray(res.fittedvalues, dtype=np.float64)
-    sigma = float(np.sqrt(np.mean(resid[1:] ** 2))) if n > 2 else 0.0
-    drift = slope / 2 * (h - 1 + 1 / alpha - (1 - alpha) ** n / alpha)
-    phase = seas[(n - season + ((h - 1) % season)) if season > 1 and n >= 2 * season else 0]
-    mean = level + drift + (phase if season > 1 and n >= 2 * season else 0.0)
-    half = 1.2815515655446004 * sigma * np.sqrt(1 + alpha**2 * (h - 1))
-    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(half))):
+    if z.size < THETA_MIN:
+        raise ValueError(f"theta needs {THETA_MIN} observed buckets, got {z.size}")
+    q = theta_forecasts([z], np.asarray(horizons, dtype=np.int64), season)[0]
+    if q is None:
         raise ValueError("theta produced a non-finite forecast")
-    return Quantiles(mean - half, mean, mean + half, "theta")
+    return q
 
 
 class _OneBlasThread:
@@ -360,6 +323,12 @@ class _GridForecaster(BaseEstimator):  # type: ignore[misc]
     def _forecast_one(self, series_id: str, y: np.ndarray, h: np.ndarray) -> Quantiles:
         raise NotImplementedError
 
+    def _forecast_many(
+        self, series_ids: list[str], ys: list[np.ndarray], h: np.ndarray
+    ) -> list[Quantiles]:
+        """Every series' forecast (one at a time unless a candidate does better)."""
+        return [self._forecast_one(sid, y, h) for sid, y in zip(series_ids, ys, strict=True)]
+
     def predict(
         self, X: pl.DataFrame | pl.LazyFrame | None = None, *, calendar: pl.DataFrame | None = None
     ) -> pl.DataFrame:
@@ -372,17 +341,17 @@ class _GridForecaster(BaseEstimator):  # type: ignore[misc]
         hs: list[np.ndarray] = []
         qs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         methods: list[str] = []
+        keep = [k for k in range(len(grid.series)) if observed(grid.values(k)).size]
         with one_blas_thread():
-            for k, sid in enumerate(grid.series):
-                y = grid.values(k)
-                if observed(y).size == 0:
-                    continue
-                q = self._forecast_one(sid, y, h)
-                ids += [sid] * h.size
-                issued.append(np.full(h.size, grid.last_ts_us(k)))
-                hs.append(h)
-                qs.append((q.p10, q.p50, q.p90))
-                methods += [q.method] * h.size
+            forecasts = self._forecast_many(
+                [grid.series[k] for k in keep], [grid.values(k) for k in keep], h
+            )
+        for k, q in zip(keep, forecasts, strict=True):
+            ids += [grid.series[k]] * h.size
+            issued.append(np.full(h.size, grid.last_ts_us(k)))
+            hs.append(h)
+            qs.append((q.p10, q.p50, q.p90))
+            methods += [q.method] * h.size
         if not ids:
             raise ValueError("no series with an observed bucket to forecast")
         cat = [np.concatenate([q[i] for q in qs]) for i in range(3)]
@@ -485,6 +454,27 @@ class ETSForecaster(_GridForecaster):
             }
         return self
 
+    def _forecast_many(
+        self, series_ids: list[str], ys: list[np.ndarray], h: np.ndarray
+    ) -> list[Quantiles]:
+        """The series with parameters from ``fit`` in one filtering pass; the others
+        (first seen here, or ETS failed on them) one at a time."""
+        known: list[int] = []
+        fits: list[EtsFit] = []
+        for i, sid in enumerate(series_ids):
+            fit = self.fits_.get(sid)
+            if fit is not None:
+                known.append(i)
+                fits.append(fit)
+        batch = ets_forecasts([observed(ys[i]) for i in known], h, fits)
+        out: list[Quantiles | None] = [None] * len(ys)
+        for i, q in zip(known, batch, strict=True):
+            out[i] = q if q is not None else short_series(ys[i], h, self.config_.seasons)
+        return [
+            q if q is not None else self._forecast_one(sid, y, h)
+            for sid, y, q in zip(series_ids, ys, out, strict=True)
+        ]
+
     def _forecast_one(self, series_id: str, y: np.ndarray, h: np.ndarray) -> Quantiles:
         fit = self.fits_[series_id] if series_id in self.fits_ else fit_ets(y, self.season_)
         if fit is not None:
@@ -515,11 +505,19 @@ class ThetaForecaster(_GridForecaster):
         self.grid_ = self._grid(X)
         return self
 
+    def _forecast_many(
+        self, series_ids: list[str], ys: list[np.ndarray], h: np.ndarray
+    ) -> list[Quantiles]:
+        """Every series in one estimation pass; the fallback chain where Theta has no
+        forecast (too short, or not finite)."""
+        batch = theta_forecasts([observed(y) for y in ys], h, self.season_)
+        return [
+            q if q is not None else short_series(y, h, self.config_.seasons)
+            for y, q in zip(ys, batch, strict=True)
+        ]
+
     def _forecast_one(self, series_id: str, y: np.ndarray, h: np.ndarray) -> Quantiles:
-        try:
-            return theta_forecast(y, h, self.season_)
-        except (ValueError, np.linalg.LinAlgError):
-            return short_series(y, h, self.config_.seasons)
+        return self._forecast_many([series_id], [y], h)[0]
 
 
 __all__ = [
