@@ -15,9 +15,9 @@ Array level (one series, NaN = missing bucket, horizons in steps):
 - :func:`fit_ets` / :func:`ets_forecast` — statsmodels' ETS (additive error, damped
   additive trend, additive season of the config's period when there are two full
   seasons, else none), with its analytical 80 % prediction interval; the forecasts from
-  estimated parameters are filtered in NumPy, every series of a form at once
-  (:mod:`predops.models.demand.ets_filter`: statsmodels' forecast to the bit, its band
-  to rounding).
+  estimated parameters come from statsmodels' compiled smoother without a model object
+  each (:mod:`predops.models.demand.ets_filter`: statsmodels' forecast to the bit, its
+  band to rounding).
 - :func:`theta_forecast` — the Theta method (SES with drift on the additively
   deseasonalised series, season = the config's shortest when two full seasons are
   seen), with its 80 % prediction interval; re-estimated at every forecast, every
@@ -457,8 +457,9 @@ class ETSForecaster(_GridForecaster):
     def _forecast_many(
         self, series_ids: list[str], ys: list[np.ndarray], h: np.ndarray
     ) -> list[Quantiles]:
-        """The series with parameters from ``fit`` in one filtering pass; the others
-        (first seen here, or ETS failed on them) one at a time."""
+        """The series with parameters from ``fit`` filtered with them
+        (:func:`ets_forecasts`); the others (first seen here, or ETS failed on them)
+        through :meth:`_forecast_one`."""
         known: list[int] = []
         fits: list[EtsFit] = []
         for i, sid in enumerate(series_ids):

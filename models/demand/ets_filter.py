@@ -8,6 +8,10 @@ Building a statsmodels model and its results object for each of those forecasts 
 3 ms a series, nearly all of it pandas and bookkeeping around a compiled loop of 20 us.
 Here that loop (statsmodels' own smoother, ``_ets_smooth``, the one its ``smooth``
 runs) is called directly, and the forecast and its band are computed from its states.
+(A statsmodels without that module gets its public ``smooth``: the same states, at the
+old cost.) One difference from the public path: a history shorter than two seasons is
+forecast from the estimated initial states, where statsmodels refuses to build the
+seasonal model on it (and the forecaster used to fall back to seasonal naive).
 
 The model is the additive-error ETS statsmodels estimates (Hyndman et al., *Forecasting
 with Exponential Smoothing*, 2008), in statsmodels' parameterisation: a form without
@@ -23,7 +27,8 @@ both against statsmodels' ``smooth`` and ``get_prediction``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -52,22 +57,64 @@ def _form_params(fit: EtsFit) -> tuple[float, float, float, float, float, float,
     return p[0], 0.0, 0.0, 1.0, p[1], 0.0, np.zeros(1)
 
 
-def _forecast(z: np.ndarray, horizons: np.ndarray, fit: EtsFit) -> tuple[np.ndarray, np.ndarray]:
-    """(mean, half-width of the 80 % band) at ``horizons`` from the end of the observed
-    history ``z`` (at least one bucket)."""
-    from statsmodels.tsa.exponential_smoothing._ets_smooth import _ets_smooth_add_add
+def _compiled_smoother() -> Callable[..., None] | None:
+    """statsmodels' compiled additive smoother, or None in a statsmodels that moved it."""
+    try:
+        from statsmodels.tsa.exponential_smoothing._ets_smooth import _ets_smooth_add_add
+    except ImportError:
+        return None
+    smoother: Callable[..., None] = _ets_smooth_add_add
+    return smoother
 
+
+def _smooth(z: np.ndarray, fit: EtsFit, params: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(one-step forecasts, last state as level, trend, s[n-1], .., s[n-m]) of ``z``;
+    None where statsmodels' public path refuses the history."""
+    smoother = _compiled_smoother()
+    n, m = z.size, params.size - 6
+    if smoother is not None:
+        yhat = np.empty(n)
+        states = np.empty((n, 2 + m))  # level, trend, s[t], s[t-1], .., s[t-m+1]
+        free = np.zeros(params.size, dtype=np.int64)
+        smoother(params, np.ascontiguousarray(z), yhat, states, free, params.copy())
+        return yhat, states[n - 1]
+    # statsmodels' public path (a model and results object: ~3 ms, the same states).
+    from predops.models.demand.baselines import _ets_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            res = _ets_model(z, fit.season, fit.trend).smooth(fit.params)
+        except ValueError:  # e.g. a seasonal model on under two seasons
+            return None
+    table = np.asarray(res.states, dtype=np.float64)
+    last = np.zeros(2 + m)
+    last[0] = table[-1, 0]
+    if fit.trend:
+        last[1] = table[-1, 1]
+    if fit.season:
+        # s[-m] .. s[-1] (the initial states), then s[0] .. s[n-1]: the newest m, newest first.
+        seq = np.r_[params[6:][::-1], table[:, -1]]
+        last[2:] = seq[-m:][::-1]
+    return np.asarray(res.fittedvalues, dtype=np.float64), last
+
+
+def _forecast(
+    z: np.ndarray, horizons: np.ndarray, fit: EtsFit
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(mean, half-width of the 80 % band) at ``horizons`` from the end of the observed
+    history ``z`` (at least one bucket); None where it has no states (see
+    :func:`_smooth`)."""
     alpha, beta, gamma, phi, level, trend, init = _form_params(fit)
     m = init.size
     # statsmodels' internal layout: alpha, beta, gamma, phi, l[-1], b[-1], s[-1..-m]
     params = np.concatenate([[alpha, beta, gamma, phi, level, trend], init])
     n = z.size
-    yhat = np.empty(n)
-    states = np.empty((n, 2 + m))  # level, trend, s[t], s[t-1], .., s[t-m+1]
-    free = np.zeros(params.size, dtype=np.int64)
     with np.errstate(all="ignore"):
-        _ets_smooth_add_add(params, np.ascontiguousarray(z), yhat, states, free, params.copy())
-        last = states[n - 1]
+        smoothed = _smooth(z, fit, params)
+        if smoothed is None:
+            return None
+        yhat, last = smoothed
         steps = int(np.max(horizons))
         # Zero errors: b_j = b_{j-1} phi and l_j = l_{j-1} + b_j, accumulated in order.
         b_path = np.cumprod(np.r_[last[1], np.full(steps, phi)])[1:]
@@ -103,7 +150,10 @@ def ets_forecasts(
         z = np.asarray(z, dtype=np.float64)
         if z.size == 0:
             continue
-        mean, half = _forecast(z, h, fit)
+        answer = _forecast(z, h, fit)
+        if answer is None:
+            continue
+        mean, half = answer
         if np.isfinite(mean).all() and np.isfinite(half).all():
             out[i] = Quantiles(mean - half, mean, mean + half, fit.method)
     return out

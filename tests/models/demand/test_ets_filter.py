@@ -190,3 +190,29 @@ def test_the_frame_forecaster_filters_every_known_series_as_statsmodels() -> Non
         assert np.array_equal(rows["p50"].to_numpy(), mean)
         np.testing.assert_allclose(rows["p10"].to_numpy(), lo, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(rows["p90"].to_numpy(), hi, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(("season", "trend"), FORMS)
+def test_without_the_compiled_smoother_the_public_path_gives_the_same_forecast(
+    season: int, trend: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A statsmodels that moved its compiled smoother: the states come from its public
+    ``smooth`` instead, and every forecast is the same; a history under two seasons,
+    which statsmodels will not build the seasonal model on, has none there (the
+    forecaster's fallback chain), where the compiled path forecasts it."""
+    from predops.models.demand import ets_filter
+
+    y = _series(30 + season, 24 * 8)
+    fit = _estimate(y[: 24 * 6], season, trend)
+    zs = [y[:10], y[:30], y[: 24 * 7 + 3], y]
+    fast = ets_forecasts(zs, H, [fit] * len(zs))
+    monkeypatch.setattr(ets_filter, "_compiled_smoother", lambda: None)
+    slow = ets_forecasts(zs, H, [fit] * len(zs))
+    for z, a, b in zip(zs, fast, slow, strict=True):
+        assert a is not None
+        if season and z.size < 2 * season:
+            assert b is None
+            continue
+        assert b is not None
+        assert np.array_equal(a.p50, b.p50)
+        np.testing.assert_allclose(a.p90, b.p90, rtol=1e-12, atol=1e-12)
