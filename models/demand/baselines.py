@@ -40,7 +40,6 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -50,20 +49,11 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from predops.models.demand.config import ForecastConfig, config_named
-from predops.models.demand.ets_filter import ets_forecasts
+from predops.models.demand.ets_filter import EtsFit, _ets_class, _ets_model, ets_forecasts
 from predops.models.demand.grid import Grid, resample_grid
 from predops.models.demand.panel import forecast_frame, step_us
+from predops.models.demand.quantiles import Quantiles
 from predops.models.demand.theta import THETA_MIN, theta_forecasts
-
-
-@dataclass(frozen=True, slots=True)
-class Quantiles:
-    """p10/p50/p90 per horizon and the method that made them."""
-
-    p10: np.ndarray
-    p50: np.ndarray
-    p90: np.ndarray
-    method: str
 
 
 def observed(y: np.ndarray) -> np.ndarray:
@@ -149,76 +139,6 @@ def short_series(y: np.ndarray, horizons: np.ndarray, seasons: tuple[int, ...]) 
             return Quantiles(q.p10, q.p50, q.p90, f"fallback_{q.method}")
     q = naive(y, horizons)
     return Quantiles(q.p10, q.p50, q.p90, f"fallback_{q.method}")
-
-
-@dataclass(frozen=True, slots=True)
-class EtsFit:
-    """Estimated ETS parameters of one series and the model form they belong to."""
-
-    params: np.ndarray
-    season: int
-    trend: bool
-
-    @property
-    def method(self) -> str:
-        t = "Ad" if self.trend else "N"
-        s = f"A,{self.season}" if self.season else "N"
-        return f"ets(A,{t},{s})"
-
-
-_ETS_CLASS: Any = None
-
-
-def _ets_class() -> Any:
-    """statsmodels' ``ETSModel`` with results that skip the parameters' covariance.
-
-    - Every results object statsmodels builds (at the end of each ``fit`` and at each
-      ``smooth``) computes that covariance from a complex-step numerical Hessian: about
-      0.05 s a call, half the cost of the Azure VM backtest's ETS. Nothing here reads
-      it: the forecasts and their intervals use the residual variance only
-      (``get_prediction``); so the covariance here is NaN, as statsmodels' own when
-      its Hessian is singular.
-    - Imported before any ``catch_warnings`` block of ours: its first import runs
-      ``statsmodels.tools.sm_exceptions``, which puts an "always" filter for
-      ``ConvergenceWarning`` first in the list, and inside our block that filter would
-      win over our "ignore" (the demo printed one)."""
-    global _ETS_CLASS
-    if _ETS_CLASS is None:
-        from statsmodels.tsa.exponential_smoothing.ets import (
-            ETSModel,
-            ETSResults,
-            ETSResultsWrapper,
-        )
-
-        class _Results(ETSResults):  # type: ignore[misc]
-            @property
-            def cov_params_approx(self) -> np.ndarray:
-                k = len(self.params)
-                return np.full((k, k), np.nan)
-
-        class _Model(ETSModel):  # type: ignore[misc]
-            @property
-            def _res_classes(self) -> dict[str, tuple[type, type]]:
-                return {"fit": (_Results, ETSResultsWrapper)}
-
-        _ETS_CLASS = _Model
-    return _ETS_CLASS
-
-
-def _ets_model(z: np.ndarray, season: int, trend: bool) -> Any:
-    import pandas as pd
-
-    ETSModel = _ets_class()
-
-    # statsmodels' prediction summary wants an indexed series, not a bare array.
-    return ETSModel(
-        pd.Series(z),
-        error="add",
-        trend="add" if trend else None,
-        damped_trend=trend,
-        seasonal="add" if season else None,
-        seasonal_periods=season or None,
-    )
 
 
 def fit_ets(y: np.ndarray, season: int) -> EtsFit | None:

@@ -29,12 +29,83 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from predops.models.demand.baselines import EtsFit, Quantiles
+from predops.models.demand.quantiles import Quantiles
+
+
+@dataclass(frozen=True, slots=True)
+class EtsFit:
+    """Estimated ETS parameters of one series and the model form they belong to."""
+
+    params: np.ndarray
+    season: int
+    trend: bool
+
+    @property
+    def method(self) -> str:
+        t = "Ad" if self.trend else "N"
+        s = f"A,{self.season}" if self.season else "N"
+        return f"ets(A,{t},{s})"
+
+
+_ETS_CLASS: Any = None
+
+
+def _ets_class() -> Any:
+    """statsmodels' ``ETSModel`` with results that skip the parameters' covariance.
+
+    - Every results object statsmodels builds (at the end of each ``fit`` and at each
+      ``smooth``) computes that covariance from a complex-step numerical Hessian: about
+      0.05 s a call, half the cost of the Azure VM backtest's ETS. Nothing here reads
+      it: the forecasts and their intervals use the residual variance only
+      (``get_prediction``); so the covariance here is NaN, as statsmodels' own when
+      its Hessian is singular.
+    - Imported before any ``catch_warnings`` block of ours: its first import runs
+      ``statsmodels.tools.sm_exceptions``, which puts an "always" filter for
+      ``ConvergenceWarning`` first in the list, and inside our block that filter would
+      win over our "ignore" (the demo printed one)."""
+    global _ETS_CLASS
+    if _ETS_CLASS is None:
+        from statsmodels.tsa.exponential_smoothing.ets import (
+            ETSModel,
+            ETSResults,
+            ETSResultsWrapper,
+        )
+
+        class _Results(ETSResults):  # type: ignore[misc]
+            @property
+            def cov_params_approx(self) -> np.ndarray:
+                k = len(self.params)
+                return np.full((k, k), np.nan)
+
+        class _Model(ETSModel):  # type: ignore[misc]
+            @property
+            def _res_classes(self) -> dict[str, tuple[type, type]]:
+                return {"fit": (_Results, ETSResultsWrapper)}
+
+        _ETS_CLASS = _Model
+    return _ETS_CLASS
+
+
+def _ets_model(z: np.ndarray, season: int, trend: bool) -> Any:
+    import pandas as pd
+
+    ETSModel = _ets_class()
+
+    # statsmodels' prediction summary wants an indexed series, not a bare array.
+    return ETSModel(
+        pd.Series(z),
+        error="add",
+        trend="add" if trend else None,
+        damped_trend=trend,
+        seasonal="add" if season else None,
+        seasonal_periods=season or None,
+    )
+
 
 Z80 = 1.2815515655446004
 """The standard normal's 0.9 quantile: the 80 % interval's half-width in sigmas."""
@@ -79,8 +150,6 @@ def _smooth(z: np.ndarray, fit: EtsFit, params: np.ndarray) -> tuple[np.ndarray,
         smoother(params, np.ascontiguousarray(z), yhat, states, free, params.copy())
         return yhat, states[n - 1]
     # statsmodels' public path (a model and results object: ~3 ms, the same states).
-    from predops.models.demand.baselines import _ets_model
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -140,8 +209,6 @@ def ets_forecasts(
     states filtered from its first bucket with the estimated initial states); None where
     the forecast or its band is not finite, or the history is empty. Each series is
     computed alone: its forecast does not depend on the others in the call."""
-    from predops.models.demand.baselines import Quantiles
-
     if len(zs) != len(fits):
         raise ValueError(f"{len(zs)} histories but {len(fits)} fits")
     out: list[Quantiles | None] = [None] * len(zs)
@@ -159,4 +226,4 @@ def ets_forecasts(
     return out
 
 
-__all__ = ["Z80", "ets_forecasts"]
+__all__ = ["EtsFit", "Z80", "ets_forecasts"]

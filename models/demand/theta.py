@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.signal import lfilter
 
-if TYPE_CHECKING:
-    from predops.models.demand.baselines import Quantiles
+from predops.models.demand.quantiles import Quantiles
 
 THETA_MIN = 10
 """Observed buckets Theta needs (fewer: the fallback chain)."""
@@ -133,8 +131,6 @@ def theta_forecasts(
     """Theta from the end of each observed history in ``zs``; None for a history
     shorter than :data:`THETA_MIN` or a forecast that is not finite."""
     from statsmodels.tsa.seasonal import seasonal_decompose
-
-    from predops.models.demand.baselines import Quantiles
 
     h = np.asarray(horizons, dtype=np.int64)
     out: list[Quantiles | None] = [None] * len(zs)
