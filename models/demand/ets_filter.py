@@ -226,4 +226,4 @@ def ets_forecasts(
     return out
 
 
-__all__ = ["EtsFit", "Z80", "ets_forecasts"]
+__all__ = ["Z80", "EtsFit", "ets_forecasts"]
