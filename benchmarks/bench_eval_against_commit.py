@@ -92,6 +92,18 @@ def _mase(report: dict[str, Any]) -> dict[str, float]:
     return {m: v["all"]["mase"] for m, v in sorted(metrics.items()) if "mase" in v.get("all", {})}
 
 
+def _absolute_paths(eval_args: list[str]) -> list[str]:
+    """``--path P`` and ``--path=P`` made absolute: each side runs in its own directory."""
+    out: list[str] = []
+    for prev, a in zip(["", *eval_args[:-1]], eval_args, strict=True):
+        if prev == "--path":
+            a = str(Path(a).resolve())
+        elif a.startswith("--path="):
+            a = "--path=" + str(Path(a.removeprefix("--path=")).resolve())
+        out.append(a)
+    return out
+
+
 def main() -> None:
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
@@ -109,10 +121,7 @@ def main() -> None:
     ours_rev = _git("rev-parse", "HEAD")
     dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
     # Paths the eval reads are taken from this checkout, whichever side runs.
-    eval_args = [
-        str(Path(a).resolve()) if prev == "--path" else a
-        for prev, a in zip(["", *eval_args[:-1]], eval_args, strict=True)
-    ]
+    eval_args = _absolute_paths(eval_args)
     base_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     cmd = [sys.executable, "-m", "predops", "eval", "demand", *eval_args, "--json"]
     runs: dict[str, list[tuple[float, float, int]]] = {"peer": [], "predops": []}

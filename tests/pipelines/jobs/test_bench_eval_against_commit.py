@@ -53,3 +53,13 @@ def test_a_commit_that_is_not_there_is_named() -> None:
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode != 0
     assert "no-such-rev-0000" in out.stderr
+
+
+def test_relative_paths_are_made_absolute_in_either_spelling() -> None:
+    from benchmarks.bench_eval_against_commit import _absolute_paths
+
+    out = _absolute_paths(["--source", "helios", "--path", "x/y", "--days", "3"])
+    assert out[:2] == ["--source", "helios"] and out[4:] == ["--days", "3"]
+    assert Path(out[3]).is_absolute() and out[3].endswith("x/y")
+    (joined,) = _absolute_paths(["--path=x/y"])
+    assert joined.startswith("--path=") and Path(joined.removeprefix("--path=")).is_absolute()
