@@ -81,9 +81,7 @@ def _served(report: dict[str, Any]) -> dict[str, Any]:
     if not t.get("evaluated"):
         return {"evaluated": False}
     keys = ("model", "model_mase", "coverage", "under_provisioning", "best_baseline")
-    out = {k: t[k] for k in keys if k in t}
-    out["best_baseline_mase"] = t.get("best_baseline_mase")
-    return out
+    return {k: t[k] for k in (*keys, "best_baseline_mase") if k in t}
 
 
 def _mase(report: dict[str, Any]) -> dict[str, float]:
