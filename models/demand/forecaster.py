@@ -35,6 +35,14 @@ suite checks the class as a whole.
   ``interval="quantile"``: three LightGBM quantile models (0.1, 0.5, 0.9), sorted per
   row so they never cross. Both were measured (``predops eval demand`` prints both);
   conformal is the default because it was the better calibrated (see docs/demand.md).
+- **Rounds.** ``rounds="heldout"`` (default): the held-out models train ``n_estimators``
+  rounds while LightGBM scores their calibration windows after each; the round count
+  with the smallest L1 pooled over the windows (at least :data:`MIN_ROUNDS`) is what
+  the final model trains and what the held-out models answer with (``rounds_``, the
+  curve in ``heldout_curve_``). A panel the trees overfit after a few dozen rounds
+  stops there; one they keep learning from uses them all. ``"fixed"`` trains every
+  model ``n_estimators`` rounds. Chosen on the validation cutoffs of every real
+  source (docs/demand.md): Philly's fit-once LightGBM went from 0.792 to 0.393.
 - **Short series.** A series with fewer than ``min_history`` observed buckets (or no
   level) is forecast by :func:`models.demand.baselines.short_series`, and its rows say
   which method answered.
@@ -85,6 +93,9 @@ WEIGHTINGS = ("mase", "none")
 W_CLIP = 5.0
 BAND_SCALES = ("std", "noise")
 STACKINGS = ("none", "feature", "offset")
+ROUNDS = ("fixed", "heldout")
+MIN_ROUNDS = 20
+"""Boosting rounds at least, when the held-out windows choose them."""
 SMOOTHED = "smoothed__forecast"
 SMOOTHING_CHOICE_ROWS = 300_000
 """Training pairs at most that choose the series' Holt-Winters settings."""
@@ -113,7 +124,9 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
     :func:`panel.fleet_outages`, so the trees do not learn that a pool can drop to
     nothing overnight) and ``outage_window_gaps`` (False, the default: outage buckets
     are missing to the window statistics, lags, last sample and scale, not zeros; see
-    :func:`panel.build_panel`). Chosen on validation cutoffs (docs/demand.md).
+    :func:`panel.build_panel`); ``rounds`` ("heldout", the default: the round count
+    with the smallest L1 on the held-out windows, at most ``n_estimators``; or
+    "fixed": ``n_estimators``). Chosen on validation cutoffs (docs/demand.md).
     """
 
     def __init__(
@@ -137,6 +150,7 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         blend: bool = False,
         drop_outage_pairs: bool = True,
         outage_window_gaps: bool = False,
+        rounds: str = "heldout",
     ) -> None:
         self.config = config
         self.interval = interval
@@ -157,6 +171,7 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         self.blend = blend
         self.drop_outage_pairs = drop_outage_pairs
         self.outage_window_gaps = outage_window_gaps
+        self.rounds = rounds
 
     # ------------------------------------------------------------------ fit
     def _validate(self) -> ForecastConfig:
@@ -173,6 +188,8 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
             raise ValueError(f"stacking must be one of {STACKINGS}, got {self.stacking!r}")
         if self.weighting not in WEIGHTINGS:
             raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {self.weighting!r}")
+        if self.rounds not in ROUNDS:
+            raise ValueError(f"rounds must be one of {ROUNDS}, got {self.rounds!r}")
         if int(self.n_estimators) < 1 or int(self.num_leaves) < 2:
             raise ValueError("n_estimators must be >= 1 and num_leaves >= 2")
         if not 0 < float(self.learning_rate) <= 1:
@@ -220,6 +237,8 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         self.heldout_model_: Any = None
         self.heldout_cut_us_ = 0
         self.heldout_models_: list[tuple[int, Any]] = []
+        self.rounds_ = int(self.n_estimators)
+        self.heldout_curve_: np.ndarray | None = None
         if o.size >= MIN_TRAIN_ROWS:
             if self.stacked_:
                 self._choose_smoothing(panel, cfg, o, h)
@@ -231,8 +250,13 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
                 for q in QUANTILES:
                     self.models_[q] = self._train(data, q)
             else:
-                self.models_[0.5] = self._train(data, 0.5)
-                self.band_, self.calibration_ = self._conformal_band(panel, cfg, o, h, x, z, data)
+                held = self._heldout_fits(panel, cfg, o, h, data)
+                if self.rounds == "heldout" and held:
+                    self.rounds_ = self._chosen_rounds(held)
+                    for _, model, _, _ in held:
+                        model.best_iteration = self.rounds_
+                self.models_[0.5] = self._train(data, 0.5, self.rounds_)
+                self.band_, self.calibration_ = self._conformal_band(panel, cfg, o, h, x, z, held)
         lookback = lookback_steps(cfg) * cfg.freq
         # Each series' own last lookback (a series that stopped reporting still answers).
         self.tail_ = lf.filter(pl.col("ts") > pl.col("ts").max().over(SERIES) - lookback).collect()
@@ -322,10 +346,8 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
     def _threads(self) -> int:
         return 0 if self.n_jobs is None else int(self.n_jobs)  # 0: LightGBM's default
 
-    def _train(self, data: Any, q: float) -> Any:
-        import lightgbm as lgb
-
-        params: dict[str, Any] = {
+    def _params(self, q: float) -> dict[str, Any]:
+        return {
             "objective": "l1" if (q == 0.5 and self.interval == "conformal") else "quantile",
             "alpha": q,
             "learning_rate": float(self.learning_rate),
@@ -343,7 +365,30 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
             "num_threads": self._threads(),
             "verbose": -1,
         }
-        return lgb.train(params, data, num_boost_round=int(self.n_estimators))
+
+    def _train(self, data: Any, q: float, rounds: int | None = None) -> Any:
+        """A booster of ``rounds`` boosting rounds (default ``n_estimators``)."""
+        import lightgbm as lgb
+
+        n = int(self.n_estimators if rounds is None else rounds)
+        return lgb.train(self._params(q), data, num_boost_round=n)
+
+    def _train_scored(self, data: Any, valid: Any) -> tuple[Any, np.ndarray]:
+        """The median booster of ``n_estimators`` rounds and its L1 on ``valid`` (a
+        subset of the same binned data) after every round. Scoring a held-out set
+        leaves the trees as they are."""
+        import lightgbm as lgb
+
+        record: dict[str, Any] = {}
+        booster = lgb.train(
+            {**self._params(0.5), "metric": "l1"},
+            data,
+            num_boost_round=int(self.n_estimators),
+            valid_sets=[valid],
+            valid_names=["heldout"],
+            callbacks=[lgb.record_evaluation(record)],
+        )
+        return booster, np.asarray(record["heldout"]["l1"], dtype=np.float64)
 
     def _difficulty(self, panel: Panel, cfg: ForecastConfig, origins: np.ndarray) -> np.ndarray:
         """Recent volatility at the origin, in scale units (the conformal normaliser)."""
@@ -354,27 +399,21 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         d: np.ndarray = np.nan_to_num(panel.issue[origins, j].astype(np.float64), nan=0.0)
         return d
 
-    def _conformal_band(
-        self,
-        panel: Panel,
-        cfg: ForecastConfig,
-        o: np.ndarray,
-        h: np.ndarray,
-        x: np.ndarray,
-        z: np.ndarray,
-        data: Any,
-    ) -> tuple[np.ndarray, str]:
-        """Per-horizon (lo, hi) residual quantiles in difficulty units; shape (H, 2).
+    def _heldout_fits(
+        self, panel: Panel, cfg: ForecastConfig, o: np.ndarray, h: np.ndarray, data: Any
+    ) -> list[tuple[int, Any, np.ndarray, np.ndarray | None]]:
+        """The held-out models, one per calibration window: (window start, booster,
+        the window's pairs, its L1 on them after every round with ``rounds="heldout"``).
 
         The held-out models train on at most half of ``max_train_rows`` between them
         (random subsets of the earlier targets): their residuals only set the band's
-        width, and this keeps a calibrated fit under 1.5 plain fits."""
-        hz = np.asarray(cfg.horizons, dtype=np.int64)
+        width (and, with ``rounds="heldout"``, the rounds), and this keeps a calibrated
+        fit under 1.5 plain fits."""
         # A short history gets a shorter held-out window (a third of the span the model
         # can issue from), so the held-out model still has data to learn from.
         steps = self._cal_steps(panel, cfg, o)
         end_us = int(panel.ts_us.max())
-        parts: list[tuple[np.ndarray, ...]] = []
+        out: list[tuple[int, Any, np.ndarray, np.ndarray | None]] = []
         folds = int(self.cal_folds)
         for fold in range(folds):
             # Fold f holds out the origins of [end - (f+1) steps, end - f steps); its
@@ -390,7 +429,42 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
             if early.size > cap:
                 rng = np.random.default_rng(int(self.random_state) + 1 + fold)
                 early = np.sort(rng.choice(early, size=cap, replace=False))
-            model = self._train(data.subset(early), 0.5)
+            if self.rounds == "heldout":
+                model, curve = self._train_scored(
+                    data.subset(early), data.subset(np.flatnonzero(late))
+                )
+                out.append((cut_us, model, late, curve))
+            else:
+                out.append((cut_us, self._train(data.subset(early), 0.5), late, None))
+        return out
+
+    def _chosen_rounds(self, held: list[tuple[int, Any, np.ndarray, np.ndarray | None]]) -> int:
+        """The round count whose held-out L1, pooled over the windows (each weighted by
+        its pairs), is the smallest; at least :data:`MIN_ROUNDS`."""
+        total = np.zeros(int(self.n_estimators))
+        for _, _, late, curve in held:
+            assert curve is not None
+            total += float(late.sum()) * curve
+        self.heldout_curve_ = total / sum(float(late.sum()) for _, _, late, _ in held)
+        best = int(np.argmin(self.heldout_curve_)) + 1
+        return max(min(MIN_ROUNDS, int(self.n_estimators)), best)
+
+    def _conformal_band(
+        self,
+        panel: Panel,
+        cfg: ForecastConfig,
+        o: np.ndarray,
+        h: np.ndarray,
+        x: np.ndarray,
+        z: np.ndarray,
+        held: list[tuple[int, Any, np.ndarray, np.ndarray | None]],
+    ) -> tuple[np.ndarray, str]:
+        """Per-horizon (lo, hi) residual quantiles in difficulty units; shape (H, 2),
+        from the held-out models' residuals on their windows."""
+        hz = np.asarray(cfg.horizons, dtype=np.int64)
+        steps = self._cal_steps(panel, cfg, o)
+        parts: list[tuple[np.ndarray, ...]] = []
+        for fold, (cut_us, model, late, _) in enumerate(held):
             # Kept: each forecasts its own window out of sample (heldout_predict).
             self.heldout_models_.append((cut_us, model))
             if fold == 0:

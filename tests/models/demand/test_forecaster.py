@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from predops.models.demand.config import HOURLY_CONFIG, WEEKLY_CONFIG
-from predops.models.demand.forecaster import W_CLIP, DemandForecaster, mase_weights
+from predops.models.demand.forecaster import MIN_ROUNDS, W_CLIP, DemandForecaster, mase_weights
 from predops.models.demand.panel import build_panel
 from tests.models.demand.factories import T0, calendar, daily_shape, panel, series_frame
 
@@ -221,3 +221,50 @@ def test_mase_weighting_counts_a_calm_series_like_a_jumpy_one() -> None:
     assert fitted.predict().height == 2 * 48
     with pytest.raises(ValueError, match="weighting"):
         DemandForecaster(weighting="metric").fit(data)
+
+
+def test_rounds_are_chosen_on_the_heldout_windows() -> None:
+    """``rounds="heldout"``: the final model has the round count whose pooled L1 on the
+    held-out windows is smallest; the held-out models answer with as many rounds; pure
+    noise stops well short of the cap, a clean seasonal panel uses it all."""
+    n = 120
+    rng = np.random.default_rng(0)
+    noise = pl.concat(
+        [
+            series_frame(f"p{k}/gpus", 50 + 10 * rng.standard_normal(24 * 21), pool=f"p{k}")
+            for k in range(4)
+        ]
+    )
+    f = DemandForecaster(n_estimators=n, n_jobs=1).fit(noise)
+    assert f.rounds == "heldout" and f.calibration_ == "split"
+    assert f.heldout_curve_ is not None and f.heldout_curve_.shape == (n,)
+    assert f.rounds_ == max(MIN_ROUNDS, int(np.argmin(f.heldout_curve_)) + 1)
+    assert f.rounds_ < 0.75 * n
+    assert f.models_[0.5].num_trees() == f.rounds_
+    assert len(f.heldout_models_) == 2
+    assert all(m.best_iteration == f.rounds_ for _, m in f.heldout_models_)
+
+    clean = DemandForecaster(n_estimators=n, n_jobs=1).fit(
+        panel(np.random.default_rng(0), noise=0.02)
+    )
+    assert clean.rounds_ == n
+
+
+def test_fixed_rounds_and_scoring_leave_the_trees_alone() -> None:
+    """``rounds="fixed"`` trains every model ``n_estimators`` rounds and records no
+    curve; scoring the held-out windows while training changes no tree (the held-out
+    models of both settings agree at every round count)."""
+    data = panel(np.random.default_rng(4), noise=0.1)
+    fixed = DemandForecaster(rounds="fixed", **SMALL).fit(data)
+    chosen = DemandForecaster(**SMALL).fit(data)
+    assert fixed.rounds_ == SMALL["n_estimators"] and fixed.heldout_curve_ is None
+    assert fixed.models_[0.5].num_trees() == SMALL["n_estimators"]
+    x = np.random.default_rng(1).normal(size=(200, len(fixed.feature_names_)))
+    for (cut_a, a), (cut_b, b) in zip(fixed.heldout_models_, chosen.heldout_models_, strict=True):
+        assert cut_a == cut_b
+        for k in (5, chosen.rounds_, SMALL["n_estimators"]):
+            np.testing.assert_array_equal(
+                a.predict(x, num_iteration=k), b.predict(x, num_iteration=k)
+            )
+    with pytest.raises(ValueError, match="rounds"):
+        DemandForecaster(rounds="early").fit(data)
