@@ -209,6 +209,11 @@ class SelectionOut(BaseModel):
     data_cutoff: datetime
     window_origins: list[datetime]
     window_last_target: datetime
+    lightgbm_rounds: int | None = Field(
+        default=None,
+        description="boosting rounds of the LightGBM candidate, chosen on its held-out "
+        "windows; null without one",
+    )
 
 
 class ForecastResponse(BaseModel):

@@ -670,6 +670,8 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             # (A model pickled before the windows were put on the grid ended them at
             # the data cutoff.)
             "window_last_target": getattr(self, "last_target_", self.data_cutoff_).isoformat(),
+            # The LightGBM candidate's boosting rounds, chosen on its held-out windows.
+            "lightgbm_rounds": getattr(self.models_.get("lightgbm"), "rounds_", None),
             "weights_at_fit": self.fit_weights_,
             "weights_now": self._weights_table(),
         }

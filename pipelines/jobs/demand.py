@@ -410,6 +410,7 @@ def _selection_summary(results: list[BacktestResult]) -> dict[str, Any]:
             out.append(
                 {
                     "data_cutoff": sel["data_cutoff"],
+                    "lightgbm_rounds": sel.get("lightgbm_rounds"),
                     "window_origins": sel["window_origins"],
                     "series": len(weights),
                     "mean_weight": {
