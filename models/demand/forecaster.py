@@ -42,7 +42,8 @@ suite checks the class as a whole.
   curve in ``heldout_curve_``). A panel the trees overfit after a few dozen rounds
   stops there; one they keep learning from uses them all. ``"fixed"`` trains every
   model ``n_estimators`` rounds. Chosen on the validation cutoffs of every real
-  source (docs/demand.md): Philly's fit-once LightGBM went from 0.792 to 0.393.
+  source (docs/demand.md): on Philly's validation fortnight the fit-once LightGBM
+  went from MASE 0.792 to 0.393.
 - **Short series.** A series with fewer than ``min_history`` observed buckets (or no
   level) is forecast by :func:`models.demand.baselines.short_series`, and its rows say
   which method answered.
