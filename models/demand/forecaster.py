@@ -174,6 +174,14 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         self.outage_window_gaps = outage_window_gaps
         self.rounds = rounds
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # A model pickled before the rounds were chosen trained ``n_estimators`` of them.
+        state.setdefault("rounds", "fixed")
+        if "models_" in state:
+            state.setdefault("rounds_", int(state.get("n_estimators", 300)))
+            state.setdefault("heldout_curve_", None)
+        super().__setstate__(state)
+
     # ------------------------------------------------------------------ fit
     def _validate(self) -> ForecastConfig:
         cfg = self.config if isinstance(self.config, ForecastConfig) else config_named(self.config)

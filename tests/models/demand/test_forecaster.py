@@ -3,6 +3,7 @@ demand, events as inputs, the weekly trend, and the lookback it promises."""
 
 from __future__ import annotations
 
+import pickle
 from datetime import timedelta
 
 import numpy as np
@@ -268,3 +269,20 @@ def test_fixed_rounds_and_scoring_leave_the_trees_alone() -> None:
             )
     with pytest.raises(ValueError, match="rounds"):
         DemandForecaster(rounds="early").fit(data)
+
+
+def test_a_model_pickled_before_the_rounds_were_chosen_loads() -> None:
+    """A model registered before ``rounds`` existed loads as the fixed-rounds model it
+    was: its parameters print, it says how many rounds it trained, and it forecasts as
+    before."""
+    data = panel(np.random.default_rng(5))
+    model = DemandForecaster(rounds="fixed", **SMALL).fit(data)
+    state = model.__getstate__()
+    for key in ("rounds", "rounds_", "heldout_curve_"):
+        del state[key]
+    old = DemandForecaster.__new__(DemandForecaster)
+    old.__setstate__(state)
+    assert old.get_params()["rounds"] == "fixed" and "rounds=" in repr(old)
+    assert old.rounds_ == SMALL["n_estimators"] and old.heldout_curve_ is None
+    got = pickle.loads(pickle.dumps(old)).predict(data)
+    assert got.equals(model.predict(data))
