@@ -449,14 +449,15 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
 
     def _chosen_rounds(self, held: list[tuple[int, Any, np.ndarray, np.ndarray | None]]) -> int:
         """The round count whose held-out L1, pooled over the windows (each weighted by
-        its pairs), is the smallest; at least :data:`MIN_ROUNDS`."""
-        total = np.zeros(int(self.n_estimators))
-        for _, _, late, curve in held:
-            assert curve is not None
-            total += float(late.sum()) * curve
-        self.heldout_curve_ = total / sum(float(late.sum()) for _, _, late, _ in held)
+        its pairs), is the smallest; at least :data:`MIN_ROUNDS`. A booster that stopped
+        early (no split left to make) scored fewer rounds: the pool is over the rounds
+        every window scored."""
+        curves = [(float(late.sum()), curve) for _, _, late, curve in held if curve is not None]
+        n = min(c.size for _, c in curves)
+        total = sum(w * c[:n] for w, c in curves)
+        self.heldout_curve_ = np.asarray(total, dtype=np.float64) / sum(w for w, _ in curves)
         best = int(np.argmin(self.heldout_curve_)) + 1
-        return max(min(MIN_ROUNDS, int(self.n_estimators)), best)
+        return max(min(MIN_ROUNDS, n), best)
 
     def _conformal_band(
         self,

@@ -286,3 +286,21 @@ def test_a_model_pickled_before_the_rounds_were_chosen_loads() -> None:
     assert old.rounds_ == SMALL["n_estimators"] and old.heldout_curve_ is None
     got = pickle.loads(pickle.dumps(old)).predict(data)
     assert got.equals(model.predict(data))
+
+
+def test_rounds_pool_only_what_every_window_scored() -> None:
+    """A held-out booster that stopped early scored fewer rounds: the pooled curve (each
+    window weighted by its pairs) covers the rounds both scored, and the choice is its
+    argmin, never below the floor unless fewer rounds were scored."""
+    f = DemandForecaster(n_estimators=100)
+    late_a, late_b = np.ones(30, dtype=bool), np.ones(10, dtype=bool)
+    a = np.ones(100)
+    a[59] = 0.5  # best at round 60
+    a[80] = 0.1  # better still, but past the rounds the other window scored
+    b = np.linspace(1.0, 0.9, 70)  # stopped after 70 rounds
+    assert f._chosen_rounds([(0, None, late_a, a), (1, None, late_b, b)]) == 60
+    assert f.heldout_curve_ is not None and f.heldout_curve_.shape == (70,)
+    np.testing.assert_allclose(f.heldout_curve_, (30 * a[:70] + 10 * b) / 40)
+    rising = np.linspace(0.5, 1.0, 100)
+    assert f._chosen_rounds([(0, None, late_a, rising)]) == MIN_ROUNDS
+    assert f._chosen_rounds([(0, None, late_a, rising[:5])]) == 5  # all it scored
