@@ -54,7 +54,7 @@ Pure: numpy / polars / LightGBM; no I/O, no clock, no environment.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -97,6 +97,20 @@ STACKINGS = ("none", "feature", "offset")
 ROUNDS = ("fixed", "heldout")
 MIN_ROUNDS = 20
 """Boosting rounds at least, when the held-out windows choose them."""
+
+
+class HeldOut(NamedTuple):
+    """One calibration window's held-out model (see ``DemandForecaster._heldout_fits``)."""
+
+    cut_us: int
+    """The window's start: the model trained only on targets at or before it."""
+    model: Any
+    late: np.ndarray
+    """The training pairs issued in the window (a mask over them)."""
+    curve: np.ndarray | None
+    """Its L1 on those pairs after every round (``rounds="heldout"`` only)."""
+
+
 SMOOTHED = "smoothed__forecast"
 SMOOTHING_CHOICE_ROWS = 300_000
 """Training pairs at most that choose the series' Holt-Winters settings."""
@@ -262,8 +276,12 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
                 held = self._heldout_fits(panel, cfg, o, h, data)
                 if self.rounds == "heldout" and held:
                     self.rounds_ = self._chosen_rounds(held)
-                    for _, model, _, _ in held:
-                        model.best_iteration = self.rounds_
+                    for fold in held:
+                        fold.model.best_iteration = self.rounds_
+                # Kept: each forecasts its own window out of sample (heldout_predict).
+                self.heldout_models_ = [(fold.cut_us, fold.model) for fold in held]
+                if held:
+                    self.heldout_cut_us_, self.heldout_model_ = self.heldout_models_[0]
                 self.models_[0.5] = self._train(data, 0.5, self.rounds_)
                 self.band_, self.calibration_ = self._conformal_band(panel, cfg, o, h, x, z, held)
         lookback = lookback_steps(cfg) * cfg.freq
@@ -410,7 +428,7 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
 
     def _heldout_fits(
         self, panel: Panel, cfg: ForecastConfig, o: np.ndarray, h: np.ndarray, data: Any
-    ) -> list[tuple[int, Any, np.ndarray, np.ndarray | None]]:
+    ) -> list[HeldOut]:
         """The held-out models, one per calibration window: (window start, booster,
         the window's pairs, its L1 on them after every round with ``rounds="heldout"``).
 
@@ -422,7 +440,7 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         # can issue from), so the held-out model still has data to learn from.
         steps = self._cal_steps(panel, cfg, o)
         end_us = int(panel.ts_us.max())
-        out: list[tuple[int, Any, np.ndarray, np.ndarray | None]] = []
+        out: list[HeldOut] = []
         folds = int(self.cal_folds)
         for fold in range(folds):
             # Fold f holds out the origins of [end - (f+1) steps, end - f steps); its
@@ -442,17 +460,17 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
                 model, curve = self._train_scored(
                     data.subset(early), data.subset(np.flatnonzero(late))
                 )
-                out.append((cut_us, model, late, curve))
+                out.append(HeldOut(cut_us, model, late, curve))
             else:
-                out.append((cut_us, self._train(data.subset(early), 0.5), late, None))
+                out.append(HeldOut(cut_us, self._train(data.subset(early), 0.5), late, None))
         return out
 
-    def _chosen_rounds(self, held: list[tuple[int, Any, np.ndarray, np.ndarray | None]]) -> int:
+    def _chosen_rounds(self, held: list[HeldOut]) -> int:
         """The round count whose held-out L1, pooled over the windows (each weighted by
         its pairs), is the smallest; at least :data:`MIN_ROUNDS`. A booster that stopped
         early (no split left to make) scored fewer rounds: the pool is over the rounds
         every window scored."""
-        curves = [(float(late.sum()), curve) for _, _, late, curve in held if curve is not None]
+        curves = [(float(f.late.sum()), f.curve) for f in held if f.curve is not None]
         n = min(c.size for _, c in curves)
         total = sum(w * c[:n] for w, c in curves)
         self.heldout_curve_ = np.asarray(total, dtype=np.float64) / sum(w for w, _ in curves)
@@ -467,18 +485,14 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         h: np.ndarray,
         x: np.ndarray,
         z: np.ndarray,
-        held: list[tuple[int, Any, np.ndarray, np.ndarray | None]],
+        held: list[HeldOut],
     ) -> tuple[np.ndarray, str]:
         """Per-horizon (lo, hi) residual quantiles in difficulty units; shape (H, 2),
         from the held-out models' residuals on their windows."""
         hz = np.asarray(cfg.horizons, dtype=np.int64)
         steps = self._cal_steps(panel, cfg, o)
         parts: list[tuple[np.ndarray, ...]] = []
-        for fold, (cut_us, model, late, _) in enumerate(held):
-            # Kept: each forecasts its own window out of sample (heldout_predict).
-            self.heldout_models_.append((cut_us, model))
-            if fold == 0:
-                self.heldout_model_, self.heldout_cut_us_ = model, cut_us
+        for _, model, late, _ in held:
             pred = model.predict(x[late])
             # The smoothed forecast's distance from the model's, in target units.
             gap = x[late, -1] - pred - (x[late, -1] if self.stacking == "offset" else 0.0)

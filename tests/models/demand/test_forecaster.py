@@ -13,7 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from predops.models.demand.config import HOURLY_CONFIG, WEEKLY_CONFIG
-from predops.models.demand.forecaster import MIN_ROUNDS, W_CLIP, DemandForecaster, mase_weights
+from predops.models.demand.forecaster import (
+    MIN_ROUNDS,
+    W_CLIP,
+    DemandForecaster,
+    HeldOut,
+    mase_weights,
+)
 from predops.models.demand.panel import build_panel
 from tests.models.demand.factories import T0, calendar, daily_shape, panel, series_frame
 
@@ -298,9 +304,9 @@ def test_rounds_pool_only_what_every_window_scored() -> None:
     a[59] = 0.5  # best at round 60
     a[80] = 0.1  # better still, but past the rounds the other window scored
     b = np.linspace(1.0, 0.9, 70)  # stopped after 70 rounds
-    assert f._chosen_rounds([(0, None, late_a, a), (1, None, late_b, b)]) == 60
+    assert f._chosen_rounds([HeldOut(0, None, late_a, a), HeldOut(1, None, late_b, b)]) == 60
     assert f.heldout_curve_ is not None and f.heldout_curve_.shape == (70,)
     np.testing.assert_allclose(f.heldout_curve_, (30 * a[:70] + 10 * b) / 40)
     rising = np.linspace(0.5, 1.0, 100)
-    assert f._chosen_rounds([(0, None, late_a, rising)]) == MIN_ROUNDS
-    assert f._chosen_rounds([(0, None, late_a, rising[:5])]) == 5  # all it scored
+    assert f._chosen_rounds([HeldOut(0, None, late_a, rising)]) == MIN_ROUNDS
+    assert f._chosen_rounds([HeldOut(0, None, late_a, rising[:5])]) == 5  # all it scored
