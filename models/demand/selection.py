@@ -24,12 +24,18 @@ online updates, the band) share the rolling state; splitting them would split th
   (``w ~ MAE^-2``, normalised), ``"best"`` (all weight on the smallest error),
   ``"pooled"`` (``MAE^-2`` of each candidate's error relative to the series' mean
   candidate error, averaged over the bucket's series: one weight vector per bucket,
-  scale-free) or ``"shrunk"`` (the default: ``MAE^-2`` of the halfway point between the
-  series' own relative errors and the pool's; three one-day windows per series
-  estimate its own errors from few rows, and the pool carries what the source's other
-  series say; chosen on the validation windows of every real source, docs/demand.md).
-  A series or bucket with no scored row gets equal weights (the pool's under
-  ``pooled`` / ``shrunk``). The weights, the candidates'
+  scale-free), ``"shrunk"`` (``MAE^-2`` of the halfway point between the series' own
+  relative errors and the pool's; three one-day windows per series estimate its own
+  errors from few rows, and the pool carries what the source's other series say) or
+  ``"nested"`` (the default: ``"shrunk"``'s errors weighed in two levels, the classical
+  candidates among themselves, then the LightGBM against their combination, whose error
+  is taken as its members' weighted mean error: :func:`nested_weights`. ETS, Theta,
+  persistence and seasonal naive all extrapolate the series' own recent values, so
+  their errors move together; weighed side by side they outvote the one learnt model
+  four to one whatever the windows say. Chosen on the validation windows of every real
+  source, docs/demand.md). A series or bucket with no scored row gets equal weights
+  (the pool's under ``pooled`` / ``shrunk`` / ``nested``; under ``nested`` equal at
+  each level). The weights, the candidates'
   errors and the windows are the forecast's provenance (:meth:`selection`).
 - **Band.** The served forecast's residuals on the windows, in units of the weighted
   half-width of the candidates' own p10-p90 bands, per (series, bucket) (pooled over
@@ -81,9 +87,11 @@ from predops.models.demand.panel import forecast_frame, step_us
 from predops.models.demand.rolling import F32_MAX, RollingWindows
 
 CANDIDATES = ("lightgbm", "ets", "seasonal_naive", "theta", "persistence")
-WEIGHTINGS = ("inverse", "best", "pooled", "shrunk")
-POOLING = ("pooled", "shrunk")
+WEIGHTINGS = ("inverse", "best", "pooled", "shrunk", "nested")
+POOLING = ("pooled", "shrunk", "nested")
 """Weightings that read every series' errors (the bucket's pool)."""
+LEARNED = "lightgbm"
+"""The one learnt candidate, weighed against the classical ones' combination (``nested``)."""
 METHOD = "selected"
 MIN_SERIES_RESIDUALS = 72
 """Residuals a (series, bucket) needs for its own band, else the bucket's pool over
@@ -139,6 +147,28 @@ def inverse_weights(mae: np.ndarray, weighting: str) -> np.ndarray:
     return out
 
 
+def nested_weights(mae: np.ndarray, learned: int | None) -> np.ndarray:
+    """Weights of one row of errors (NaN = not scored) in two levels: every candidate
+    but ``learned`` by :func:`inverse_weights`, then ``learned`` against their
+    combination, whose error is their weighted mean error (an upper bound: the absolute
+    error is convex). No ``learned`` (or nothing beside it): plain inverse weights. A
+    level with no finite error splits equally, as :func:`inverse_weights` does."""
+    mae = np.asarray(mae, dtype=np.float64)
+    n = mae.size
+    if learned is None or n < 2:
+        plain: np.ndarray = inverse_weights(mae[None, :], "inverse")[0]
+        return plain
+    rest = np.array([i for i in range(n) if i != learned])
+    inner = inverse_weights(mae[None, rest], "inverse")[0]
+    ok = np.isfinite(mae[rest])
+    group = float(np.sum(inner[ok] * mae[rest][ok])) if ok.any() else np.nan
+    top = inverse_weights(np.array([[mae[learned], group]]), "inverse")[0]
+    out = np.empty(n)
+    out[learned] = top[0]
+    out[rest] = inner * top[1]
+    return out
+
+
 class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
     """Per-series, per-bucket combination of candidates (see the module docstring).
 
@@ -158,7 +188,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         windows: int = 3,
         window_every: int | None = None,
         band_windows: int = 3,
-        weighting: str = "shrunk",
+        weighting: str = "nested",
         residual_window: int = 720,
         aci_gamma: float = 0.0,
         tail_scale: tuple[float, float] = TAIL_SCALE,
@@ -422,6 +452,9 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
                     mae = pool
                 else:
                     mae = (mae / mae.mean() + pool) / 2
+        if self.weighting == "nested":
+            learned = LEARNED if LEARNED in self.candidates else None
+            return nested_weights(mae, None if learned is None else self.candidates.index(learned))
         w: np.ndarray = inverse_weights(
             mae[None, :], "best" if self.weighting == "best" else "inverse"
         )[0]
@@ -694,4 +727,4 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         return max(lb, 3 * max(self.config_.seasons))
 
 
-__all__ = ["CANDIDATES", "SelectedForecaster", "candidate", "inverse_weights"]
+__all__ = ["CANDIDATES", "SelectedForecaster", "candidate", "inverse_weights", "nested_weights"]

@@ -129,6 +129,12 @@ WEIGHTING_TEXT = {
         " averaged over every series of the model"
     ),
     "best": "all on the one with the smallest recent error on this series",
+    "nested": (
+        "in two levels: the classical methods among themselves, then LightGBM against"
+        " their combination; each in inverse square of its recent error on this series,"
+        " taken halfway toward its error relative to the others on every series of the"
+        " model"
+    ),
 }
 
 

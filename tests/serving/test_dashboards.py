@@ -135,8 +135,10 @@ def test_demand_series_shows_how_the_combination_weighs_its_candidates(
         # five weights, each rounded to a whole percent, summing to 100 +- rounding
         assert len(shown) == 5 and abs(sum(shown) - 100) <= 3, (bucket, shown)
     assert "validation windows issued at" in page
-    # every weighting has its words; the default's: own errors shrunk toward the pool's
+    # every weighting has its words; the default's: LightGBM against the classical
+    # methods' combination, own errors shrunk toward the pool's
     assert set(WEIGHTING_TEXT) == set(WEIGHTINGS)
+    assert "then LightGBM against their combination" in page
     assert "taken halfway toward its error relative to the others on every series" in page
 
 

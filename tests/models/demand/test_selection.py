@@ -16,7 +16,11 @@ from predops.models.demand.config import HOURLY_CONFIG
 from predops.models.demand.forecaster import DemandForecaster
 from predops.models.demand.metrics import score
 from predops.models.demand.rolling import RollingWindows
-from predops.models.demand.selection import SelectedForecaster, inverse_weights
+from predops.models.demand.selection import (
+    SelectedForecaster,
+    inverse_weights,
+    nested_weights,
+)
 from predops.pipelines.jobs.demand import with_horizon
 
 from .factories import T0, series_frame
@@ -72,6 +76,67 @@ def test_pooled_and_shrunk_weights_by_hand() -> None:
     assert w[0] == pytest.approx((1 / 0.75**2) / (1 / 0.75**2 + 1 / 1.25**2))
     assert inverse_weights(np.array([[0.5, 1.5]]), "inverse")[0, 0] > w[0] > 0.5
     assert m._key_weights(("s3", "1-6"), m._pool()).tolist() == [0.5, 0.5]
+
+
+def test_nested_weights_by_hand() -> None:
+    """``nested``: the classical candidates among themselves, then the learnt one
+    against their combination (its error: their weighted mean). Four classical
+    candidates that err alike count as one vote, not four."""
+    w = nested_weights(np.array([0.8, 1.0, 1.0, 1.0, 1.0]), 0)
+    lead = (1 / 0.8**2) / (1 / 0.8**2 + 1 / 1.0**2)
+    assert w[0] == pytest.approx(lead)  # 0.61; side by side it would get 0.28
+    assert inverse_weights(np.array([[0.8, 1.0, 1.0, 1.0, 1.0]]), "inverse")[0, 0] < 0.3
+    assert w[1:] == pytest.approx([(1 - lead) / 4] * 4)
+    # the group's error is its weighted mean: (0.5, 1.0) weigh 0.8 / 0.2, error 0.6
+    w = nested_weights(np.array([0.6, 0.5, 1.0]), 0)
+    assert w[0] == pytest.approx(0.5) and w[1] == pytest.approx(0.4)
+    # not scored: no weight at its level; nothing scored at a level: equal there
+    assert nested_weights(np.array([1.0, np.nan, np.nan]), 0).tolist() == [1.0, 0.0, 0.0]
+    assert nested_weights(np.array([np.nan, 1.0, 2.0]), 0) == pytest.approx([0.0, 0.8, 0.2])
+    assert nested_weights(np.full(3, np.nan), 0).tolist() == [0.5, 0.25, 0.25]
+    # without a learnt candidate it is the plain inverse weighting
+    row = np.array([0.5, 1.0, 2.0])
+    assert (
+        nested_weights(row, None).tolist() == inverse_weights(row[None, :], "inverse")[0].tolist()
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    errors=st.lists(st.one_of(st.none(), st.floats(1e-3, 1e3)), min_size=2, max_size=6),
+    learned=st.integers(0, 5),
+    worse=st.floats(1.01, 10.0),
+)
+def test_nested_weights_sum_to_one_and_the_learnt_share_falls_with_its_error(
+    errors: list[float | None], learned: int, worse: float
+) -> None:
+    mae = np.array([np.nan if e is None else e for e in errors])
+    j = learned % mae.size
+    w = nested_weights(mae, j)
+    assert np.all(w >= 0) and w.sum() == pytest.approx(1.0)
+    rest = np.delete(np.arange(mae.size), j)
+    fin = np.isfinite(mae)
+    if fin[rest].any():
+        assert np.all(w[rest][~fin[rest]] == 0)  # an unscored classical one: nothing
+        if not fin[j]:
+            assert w[j] == 0  # an unscored LightGBM: nothing
+    if np.isfinite(mae[j]) and np.isfinite(np.delete(mae, j)).any():
+        bigger = mae.copy()
+        bigger[j] *= worse
+        assert nested_weights(bigger, j)[j] < w[j]
+
+
+def test_nested_is_the_default_and_weighs_the_lightgbm_against_the_rest() -> None:
+    cands = ("lightgbm", "ets", "theta")
+    m = SelectedForecaster(CFG, candidates=cands)
+    assert m.weighting == "nested"
+    m.errors_ = RollingWindows.from_mapping(
+        {("s1", "1-6"): {"lightgbm": [1.0], "ets": [1.0], "theta": [1.0]}}, cands, 720
+    )
+    w = m._key_weights(("s1", "1-6"), m._pool())
+    assert w.tolist() == [0.5, 0.25, 0.25]  # equal errors: half to each level
+    m.weighting = "shrunk"
+    assert m._key_weights(("s1", "1-6"), m._pool()) == pytest.approx([1 / 3] * 3)
 
 
 def test_the_pool_is_the_same_whatever_order_its_errors_arrived_in() -> None:
