@@ -89,30 +89,6 @@ def polars_every(step: timedelta) -> str:
     return f"{secs}s"
 
 
-EXACT_ABS = 1e18
-"""Samples below this magnitude are summed exactly by :func:`bucket_mean`."""
-
-
-def bucket_mean(column: str) -> pl.Expr:
-    """The mean of ``column`` in a group, the same in every run whatever order polars
-    gathers the group's rows in (a float sum's last bits follow that order, which
-    changed from one process to the next; ETS's optimiser turned those bits into
-    different fits of the same backtest). Each sample splits into its value rounded to
-    9 decimals, summed as ``Decimal(38, 9)`` (an exact integer sum: no order), and the
-    remainder (below 5e-10), summed as floats: that sum's order moves bits some 16
-    orders of magnitude below the total's last one. A single sample's mean is the
-    sample. A group holding a NaN, an infinity or a sample of magnitude
-    :data:`EXACT_ABS` or more takes the float mean (NaN and infinities come out the
-    same in any order); one with no sample, null, as the mean gives."""
-    v = pl.col(column)
-    exact = v.is_finite() & (v.abs() < EXACT_ABS)
-    kept = pl.when(exact).then(v)
-    rounded = kept.cast(pl.Decimal(38, 9))
-    total = rounded.sum().cast(pl.Float64) + (kept - rounded.cast(pl.Float64)).sum()
-    n = exact.sum()
-    return pl.when((~exact).any() | (n == 0)).then(v.mean()).otherwise(total / n)
-
-
 def resample_demand(
     demand: pl.LazyFrame, spec: DemandFeatureSpec, *, cutoff: datetime | None = None
 ) -> pl.LazyFrame:
@@ -146,7 +122,7 @@ def resample_demand(
         .group_by(SERIES, "__end")
         .agg(
             *[
-                (bucket_mean(c) if spec.agg == "mean" else pl.col(c).max()).alias(c)
+                (pl.col(c).mean() if spec.agg == "mean" else pl.col(c).max()).alias(c)
                 for c in VALUE_COLUMNS
             ],
             pl.col("value").sort_by("ts").last().alias("value_last"),

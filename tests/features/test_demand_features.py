@@ -12,7 +12,6 @@ from predops.features.demand import (
     WEEKLY,
     add_calendar_features,
     add_trend_features,
-    bucket_mean,
     demand_features,
     demand_from_pods,
     resample_demand,
@@ -57,43 +56,6 @@ def test_resample_is_a_complete_grid_with_nulls_for_gaps() -> None:
     # bucket (t - 1h, t]: the mean of the 12 five-minute samples ending at t
     first = d.filter(pl.col("ts") <= T0 + timedelta(hours=1))["value"].mean()
     assert r["value"][0] == pytest.approx(first)
-
-
-def _means(frame: pl.DataFrame, expr: pl.Expr) -> list[float]:
-    return frame.group_by("g").agg(expr.alias("m")).sort("g")["m"].to_list()
-
-
-def test_a_bucket_mean_is_the_same_whatever_order_its_samples_arrive_in() -> None:
-    """The same samples in another order give the same mean to the last bit (a float
-    sum's rounding follows the order; polars gathers a group's rows in an order that
-    changed between runs of one backtest). The float mean itself does move."""
-    rng = np.random.default_rng(3)
-    n = 20_000
-    frame = pl.DataFrame({"g": rng.integers(0, 4, n), "v": rng.lognormal(0.0, 3.0, n)})
-    want = _means(frame, bucket_mean("v"))
-    floats = set()
-    for seed in range(6):
-        shuffled = frame.sample(fraction=1.0, shuffle=True, seed=seed)
-        assert _means(shuffled, bucket_mean("v")) == want
-        floats.add(tuple(_means(shuffled, pl.col("v").mean())))
-    assert len(floats) > 1  # the plain float mean is order-dependent here
-    assert want == pytest.approx(_means(frame, pl.col("v").mean()), rel=1e-12)
-
-
-def test_a_bucket_mean_keeps_the_float_means_answer_where_it_cannot_be_exact() -> None:
-    frame = pl.DataFrame(
-        {
-            "g": [0, 0, 1, 1, 2, 2, 3, 3, 4, 4],
-            "v": [1.0, float("nan"), 1.0, float("inf"), None, None, 2.0, None, 1e19, 1.0],
-        },
-        schema={"g": pl.Int64, "v": pl.Float64},
-    )
-    got = _means(frame, bucket_mean("v"))
-    assert np.isnan(got[0])  # a NaN sample: NaN, as the mean
-    assert got[1] == float("inf")
-    assert got[2] is None  # no sample: null, as the mean
-    assert got[3] == 2.0  # a missing sample is left out
-    assert got[4] == pytest.approx(5e18)  # beyond the exact range: the float mean
 
 
 def test_a_trailing_bucket_is_emitted_once_the_data_covers_it() -> None:
