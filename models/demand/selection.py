@@ -158,7 +158,7 @@ def nested_weights(mae: np.ndarray, learned: int | None) -> np.ndarray:
     if learned is None or n < 2:
         plain: np.ndarray = inverse_weights(mae[None, :], "inverse")[0]
         return plain
-    rest = np.array([i for i in range(n) if i != learned])
+    rest = np.delete(np.arange(n), learned)
     inner = inverse_weights(mae[None, rest], "inverse")[0]
     ok = np.isfinite(mae[rest])
     group = float(np.sum(inner[ok] * mae[rest][ok])) if ok.any() else np.nan
@@ -453,8 +453,8 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
                 else:
                     mae = (mae / mae.mean() + pool) / 2
         if self.weighting == "nested":
-            learned = LEARNED if LEARNED in self.candidates else None
-            return nested_weights(mae, None if learned is None else self.candidates.index(learned))
+            learned = self.candidates.index(LEARNED) if LEARNED in self.candidates else None
+            return nested_weights(mae, learned)
         w: np.ndarray = inverse_weights(
             mae[None, :], "best" if self.weighting == "best" else "inverse"
         )[0]
