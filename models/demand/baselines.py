@@ -50,7 +50,7 @@ from threadpoolctl import threadpool_limits
 
 from predops.models.demand.config import ForecastConfig, config_named
 from predops.models.demand.ets_filter import EtsFit, _ets_class, _ets_model, ets_forecasts
-from predops.models.demand.grid import Grid, resample_grid
+from predops.models.demand.grid import Grid, Resampled, resample_grid
 from predops.models.demand.panel import forecast_frame, step_us
 from predops.models.demand.quantiles import Quantiles
 from predops.models.demand.theta import THETA_MIN, theta_forecasts
@@ -233,12 +233,21 @@ class _GridForecaster(BaseEstimator):  # type: ignore[misc]
     """Shared plumbing: read series off the grid, forecast each, return one frame."""
 
     config: str | ForecastConfig
+    reads_grid = True
+    """``fit`` and ``predict`` also take a :class:`grid.Resampled` (the grids resampled
+    once for every candidate that reads them)."""
 
     def _config(self) -> ForecastConfig:
         return self.config if isinstance(self.config, ForecastConfig) else config_named(self.config)
 
-    def _grid(self, demand: pl.DataFrame | pl.LazyFrame) -> Grid:
-        return resample_grid(demand, self.config_)
+    def _value(self) -> str:
+        """The resampled column this candidate reads (see :data:`grid.GRID_VALUES`)."""
+        return "value"
+
+    def _grid(self, demand: pl.DataFrame | pl.LazyFrame | Resampled) -> Grid:
+        if isinstance(demand, Resampled):  # resampled once for every candidate
+            return demand.grid(self.config_, self._value())
+        return resample_grid(demand, self.config_, value=self._value())
 
     def _forecast_one(self, series_id: str, y: np.ndarray, h: np.ndarray) -> Quantiles:
         raise NotImplementedError
@@ -250,7 +259,10 @@ class _GridForecaster(BaseEstimator):  # type: ignore[misc]
         return [self._forecast_one(sid, y, h) for sid, y in zip(series_ids, ys, strict=True)]
 
     def predict(
-        self, X: pl.DataFrame | pl.LazyFrame | None = None, *, calendar: pl.DataFrame | None = None
+        self,
+        X: pl.DataFrame | pl.LazyFrame | Resampled | None = None,
+        *,
+        calendar: pl.DataFrame | None = None,
     ) -> pl.DataFrame:
         """Forecasts from the end of every series in ``X`` (default: the fit data)."""
         check_is_fitted(self, "config_")
@@ -295,7 +307,7 @@ class SeasonalNaiveForecaster(_GridForecaster):
 
     def fit(
         self,
-        X: pl.DataFrame | pl.LazyFrame,
+        X: pl.DataFrame | pl.LazyFrame | Resampled,
         y: None = None,
         *,
         calendar: pl.DataFrame | None = None,
@@ -329,7 +341,7 @@ class PersistenceForecaster(_GridForecaster):
 
     def fit(
         self,
-        X: pl.DataFrame | pl.LazyFrame,
+        X: pl.DataFrame | pl.LazyFrame | Resampled,
         y: None = None,
         *,
         calendar: pl.DataFrame | None = None,
@@ -340,9 +352,8 @@ class PersistenceForecaster(_GridForecaster):
         self.grid_ = self._grid(X)
         return self
 
-    def _grid(self, demand: pl.DataFrame | pl.LazyFrame) -> Grid:
-        column = "value" if self.level == "mean" else "value_last"
-        return resample_grid(demand, self.config_, value=column)
+    def _value(self) -> str:
+        return "value" if self.level == "mean" else "value_last"
 
     def _forecast_one(self, series_id: str, y: np.ndarray, h: np.ndarray) -> Quantiles:
         return persistence(y, h)
@@ -359,7 +370,7 @@ class ETSForecaster(_GridForecaster):
 
     def fit(
         self,
-        X: pl.DataFrame | pl.LazyFrame,
+        X: pl.DataFrame | pl.LazyFrame | Resampled,
         y: None = None,
         *,
         calendar: pl.DataFrame | None = None,
@@ -416,7 +427,7 @@ class ThetaForecaster(_GridForecaster):
 
     def fit(
         self,
-        X: pl.DataFrame | pl.LazyFrame,
+        X: pl.DataFrame | pl.LazyFrame | Resampled,
         y: None = None,
         *,
         calendar: pl.DataFrame | None = None,

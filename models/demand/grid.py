@@ -87,19 +87,68 @@ def resampled(demand: pl.DataFrame | pl.LazyFrame, spec: DemandFeatureSpec) -> p
     return resample_demand(demand_columns(demand), spec)
 
 
+GRID_VALUES = ("value", "value_last")
+"""The resampled columns a grid can hold: ``"value"`` (the bucket's mean) and
+``"value_last"`` (its latest sample; the mean where a bucket has none)."""
+
+
+def _check_value(value: str) -> None:
+    if value not in GRID_VALUES:
+        raise ValueError(f"value must be 'value' or 'value_last', got {value!r}")
+
+
 def resample_grid(
     demand: pl.DataFrame | pl.LazyFrame, config: ForecastConfig, *, value: str = "value"
 ) -> Grid:
     """``demand`` rows on ``config``'s grid (see :func:`features.demand.resample_demand`).
 
-    ``value``: the resampled column the grid holds, ``"value"`` (the bucket's mean) or
-    ``"value_last"`` (its latest sample; the mean where a bucket has none)."""
+    ``value``: the resampled column the grid holds (see :data:`GRID_VALUES`)."""
+    _check_value(value)
     lf = resampled(demand, config.spec)
     if value == "value_last":
         lf = lf.with_columns(pl.coalesce("value_last", "value").alias("value"))
-    elif value != "value":
-        raise ValueError(f"value must be 'value' or 'value_last', got {value!r}")
     df = lf.sort(SERIES, "ts").collect()
     if df.height == 0:
         raise ValueError("no demand rows")
     return grid_from_frame(df)
+
+
+def resample_grids(demand: pl.DataFrame | pl.LazyFrame, config: ForecastConfig) -> dict[str, Grid]:
+    """Both grids of :data:`GRID_VALUES` from one resampling of ``demand``: each equal to
+    :func:`resample_grid` with that ``value``, at the cost of one."""
+    df = (
+        resampled(demand, config.spec)
+        .select(SERIES, "ts", "value", pl.coalesce("value_last", "value").alias("value_last"))
+        .sort(SERIES, "ts")
+        .collect()
+    )
+    if df.height == 0:
+        raise ValueError("no demand rows")
+    mean = grid_from_frame(df)
+    last = df["value_last"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+    return {"value": mean, "value_last": Grid(mean.series, mean.starts, mean.ts_us, last)}
+
+
+class Resampled:
+    """A demand frame whose grids are resampled once, on first use, and then shared.
+
+    A selection hands one to each of its classical candidates (fit, every validation
+    origin, every forecast), so the frame is resampled once where it was once per
+    candidate. A candidate on another grid step than the frame's ``config`` resamples
+    the frame itself, as it would without this."""
+
+    __slots__ = ("_grids", "config", "frame")
+
+    def __init__(self, frame: pl.DataFrame, config: ForecastConfig) -> None:
+        self.frame = frame
+        self.config = config
+        self._grids: dict[str, Grid] | None = None
+
+    def grid(self, config: ForecastConfig, value: str = "value") -> Grid:
+        """The ``value`` grid of the frame on ``config``'s grid."""
+        _check_value(value)
+        if config.spec != self.config.spec:
+            return resample_grid(self.frame, config, value=value)
+        if self._grids is None:
+            self._grids = resample_grids(self.frame, self.config)
+        return self._grids[value]

@@ -82,7 +82,7 @@ from predops.models.demand.baselines import (
 )
 from predops.models.demand.config import ForecastConfig, config_named
 from predops.models.demand.forecaster import DemandForecaster
-from predops.models.demand.grid import Grid, demand_columns, from_us, resample_grid
+from predops.models.demand.grid import Grid, Resampled, demand_columns, from_us
 from predops.models.demand.panel import forecast_frame, step_us
 from predops.models.demand.rolling import F32_MAX, RollingWindows
 
@@ -108,6 +108,12 @@ RESID = "resid"
 """The one column of the served residuals' windows."""
 TAIL_SCALE = (1.0, 1.45)
 """Multipliers of the lower / upper residual quantiles (docs/demand.md, ``tail_scale``)."""
+
+
+def _feed(model: Any, df: pl.DataFrame, res: Resampled) -> pl.DataFrame | Resampled:
+    """What ``model`` is fitted on or forecasts from: the shared resampling where it
+    reads a grid, the frame otherwise (the LightGBM builds its own panel)."""
+    return res if getattr(model, "reads_grid", False) else df
 
 
 def candidate(name: str, config: ForecastConfig, seed: int = 0, n_jobs: int | None = None) -> Any:
@@ -289,13 +295,15 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         self.levels_: dict[tuple[str, str], list[float]] = {}
         self.pending_ = None
         self.models_: dict[str, Any] = {}
+        res = Resampled(df, cfg)
         for name in self.candidates:
-            self.models_[name] = self._make(name, cfg).fit(df, calendar=calendar)
+            model = self._make(name, cfg)
+            self.models_[name] = model.fit(_feed(model, df, res), calendar=calendar)
         # The windows hang off the last bucket the data completes (data to 23:59 every
         # minute completes the hour ending 00:00): origins on the grid, where every
         # candidate issues from and the held-out LightGBMs answer, and the last target
         # a bucket made of data at or before ``end`` only.
-        grid = resample_grid(df, cfg)
+        grid = res.grid(cfg)
         self.last_target_ = from_us(int(grid.ts_us.max()))
         every = int(self.window_every or cfg.backtest_every)
         self.origins_ = sorted(
@@ -328,6 +336,8 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             }
         ).with_columns(pl.col(SERIES).cast(pl.String))
         frames: list[pl.DataFrame] = []
+        # Each origin's history, resampled once for the candidates that read a grid.
+        hists: dict[datetime, Resampled] = {}
         for name in self.candidates:
             final = self.models_[name]
             held = getattr(final, "heldout_predict", None)
@@ -357,11 +367,13 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             # data (no refit per window; every value involved is at or before the
             # cutoff).
             for o in todo:
-                hist = df.filter(pl.col("ts") <= o)
-                if hist.height == 0:
+                if o not in hists:
+                    hists[o] = Resampled(df.filter(pl.col("ts") <= o), cfg)
+                hist = hists[o]
+                if hist.frame.height == 0:
                     continue
                 try:
-                    pred = final.predict(hist, calendar=calendar)
+                    pred = final.predict(_feed(final, hist.frame, hist), calendar=calendar)
                 except ValueError:
                     continue
                 frames.append(pred.with_columns(pl.lit(name).alias("model")))
@@ -589,10 +601,13 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         docstring). Columns as :func:`panel.forecast_frame` (method ``selected``)."""
         check_is_fitted(self, "models_")
         cfg = self.config_
+        res = None if X is None else Resampled(demand_columns(X).collect(), cfg)
         parts = []
         for name, model in self.models_.items():
             try:
-                pred = model.predict(X, calendar=calendar)
+                pred = model.predict(
+                    None if res is None else _feed(model, res.frame, res), calendar=calendar
+                )
             except ValueError:
                 continue
             parts.append(pred.with_columns(pl.lit(name).alias("model")))
@@ -600,8 +615,8 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             raise ValueError("no candidate could forecast")
         long = pl.concat(parts)
         self.components_ = long
-        if X is not None and self.update:
-            self._score_pending(demand_columns(X).collect(), cfg)
+        if res is not None and self.update:
+            self._score_pending(res, cfg)
         wide = self._wide(long)
         assert wide is not None
         wide = self._combine(wide)
@@ -653,14 +668,15 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             .sort(SERIES, "issued_at", "horizon")
         )
 
-    def _score_pending(self, df: pl.DataFrame, cfg: ForecastConfig) -> None:
+    def _score_pending(self, res: Resampled, cfg: ForecastConfig) -> None:
         if self.pending_ is None or self.pending_.height == 0:
             return
-        end = df["ts"].max()
+        end = res.frame["ts"].max()
         due = self.pending_.filter(pl.col("valid_at") <= end)
         if due.height == 0:
             return
-        grid = resample_grid(df.filter(pl.col(SERIES).is_in(due[SERIES].unique().implode())), cfg)
+        # The buckets the forecasts were issued from (the join keeps the due series).
+        grid = res.grid(cfg)
         actual = pl.DataFrame(
             {
                 SERIES: np.repeat(np.asarray(grid.series, dtype=object), np.diff(grid.starts)),

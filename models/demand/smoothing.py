@@ -82,17 +82,33 @@ def forecasts(
 
     ``values``: :func:`filled` panel values; ``first_row``: each origin's series start
     (a window reaching before it repeats the first bucket); ``kernels``: (n_settings,
-    max_h, L) from :func:`kernel`."""
+    max_h, L) from :func:`kernel`.
+
+    Each series with a pair is preceded by ``L - 1`` copies of its first bucket, so
+    every window is one contiguous row of a strided view: the pairs, taken in order of
+    ``h``, are each copied once, and each ``h`` is one product with its kernels."""
     n_set, _, window = kernels.shape
     out = np.empty((origins.size, n_set))
-    offsets = np.arange(1 - window, 1)
+    if origins.size == 0:
+        return out
+    starts, rank = np.unique(first_row, return_inverse=True)
+    # padded: [pad(s0), values[s0:s1], pad(s1), values[s1:s2], ...] (before s0 as is)
+    pieces = [values[: starts[0]]]
+    for i, s in enumerate(starts):
+        end = starts[i + 1] if i + 1 < starts.size else values.size
+        pieces += [np.full(window - 1, values[s]), values[s:end]]
+    padded = np.concatenate(pieces)
+    rows = np.lib.stride_tricks.sliding_window_view(padded, window)
+    top = origins + (window - 1) * rank  # each window's first row: pos(o) - window + 1
+    order = np.argsort(h, kind="stable")
     chunk = max(1, CHUNK_CELLS // window)
-    for a in range(0, origins.size, chunk):
-        o, hh, first = origins[a : a + chunk], h[a : a + chunk], first_row[a : a + chunk]
-        w = values[np.maximum(o[:, None] + offsets[None, :], first[:, None])]
-        for hv in np.unique(hh):
-            sel = hh == hv
-            out[a + np.flatnonzero(sel)] = w[sel] @ kernels[:, hv - 1, :].T
+    for a in range(0, order.size, chunk):
+        idx = order[a : a + chunk]
+        hh = h[idx]
+        cuts = np.flatnonzero(np.diff(hh)) + 1
+        for part in np.split(np.arange(idx.size), cuts):
+            sel = idx[part]
+            out[sel] = rows[top[sel]] @ kernels[:, hh[part[0]] - 1, :].T
     return out
 
 

@@ -25,7 +25,7 @@ from predops.models.demand.baselines import (
 )
 from predops.models.demand.grid import resample_grid
 
-from .factories import series_frame
+from .factories import T0, series_frame
 
 H = np.arange(1, 49)
 
@@ -285,3 +285,85 @@ def test_ets_fits_and_forecasts_run_with_one_blas_thread(monkeypatch: pytest.Mon
         assert _blas_threads() == {2}
     assert during == [{1}, {1}]
     assert out["method"].unique().to_list() == ["ets(A,Ad,A,24)"]
+
+
+def _sampled_panel() -> pl.DataFrame:
+    """Two series sampled every 20 minutes (a bucket's mean and last sample differ),
+    one with a gap of a day, one starting later."""
+    rng = np.random.default_rng(11)
+    a = series_frame("a/gpus", rng.uniform(0, 40, 3 * 24 * 12), step=timedelta(minutes=20))
+    b = series_frame(
+        "b/gpus",
+        rng.uniform(0, 9, 3 * 24 * 9),
+        start=T0 + timedelta(days=2),
+        step=timedelta(minutes=20),
+    )
+    gap = (pl.col("ts") > T0 + timedelta(days=1)) & (pl.col("ts") <= T0 + timedelta(days=2))
+    return pl.concat([a.filter(~gap), b])
+
+
+def test_both_grids_from_one_resampling_equal_each_resampled_alone() -> None:
+    from predops.models.demand.config import HOURLY_CONFIG
+    from predops.models.demand.grid import resample_grids
+
+    df = _sampled_panel()
+    both = resample_grids(df, HOURLY_CONFIG)
+    for value in ("value", "value_last"):
+        alone = resample_grid(df, HOURLY_CONFIG, value=value)
+        shared = both[value]
+        assert shared.series == alone.series
+        np.testing.assert_array_equal(shared.starts, alone.starts)
+        np.testing.assert_array_equal(shared.ts_us, alone.ts_us)
+        np.testing.assert_allclose(shared.value, alone.value, rtol=1e-12, equal_nan=True)
+    assert np.isnan(both["value"].value).any()  # the gap is kept as missing buckets
+    assert not np.allclose(both["value"].value, both["value_last"].value, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", ["seasonal_naive", "ets", "theta", "persistence"])
+def test_a_candidate_on_the_shared_resampling_forecasts_as_on_the_frame(name: str) -> None:
+    from predops.models.demand.config import HOURLY_CONFIG
+    from predops.models.demand.grid import Resampled
+    from predops.models.demand.selection import candidate
+
+    df = _sampled_panel()
+    hist = df.filter(pl.col("ts") <= T0 + timedelta(days=3, minutes=20))
+    on_frame = candidate(name, HOURLY_CONFIG).fit(df)
+    on_grid = candidate(name, HOURLY_CONFIG).fit(Resampled(df, HOURLY_CONFIG))
+    for x_frame, x_grid in ((None, None), (hist, Resampled(hist, HOURLY_CONFIG))):
+        want = on_frame.predict(x_frame)
+        got = on_grid.predict(x_grid)
+        assert got.select("series_id", "issued_at", "horizon", "method").equals(
+            want.select("series_id", "issued_at", "horizon", "method")
+        )
+        for q in ("p10", "p50", "p90"):
+            np.testing.assert_allclose(got[q].to_numpy(), want[q].to_numpy(), rtol=1e-9)
+
+
+def test_the_shared_resampling_runs_once_for_every_candidate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from predops.models.demand import grid as grid_mod
+    from predops.models.demand.config import HOURLY_CONFIG, config_named
+    from predops.models.demand.grid import Resampled
+    from predops.models.demand.selection import candidate
+
+    calls: list[int] = []
+    real = grid_mod.resample_grids
+    monkeypatch.setattr(
+        grid_mod, "resample_grids", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    res = Resampled(_sampled_panel(), HOURLY_CONFIG)
+    for name in ("seasonal_naive", "ets", "theta", "persistence"):
+        candidate(name, HOURLY_CONFIG).fit(res).predict(res)
+    assert len(calls) == 1
+    # A candidate on another grid step resamples the frame itself, on its own step.
+    daily = config_named("weekly")
+    assert daily.spec.freq != HOURLY_CONFIG.spec.freq
+    own = res.grid(daily)
+    assert np.all(
+        np.diff(own.ts_us[own.starts[0] : own.starts[1]])
+        == daily.spec.freq // timedelta(microseconds=1)
+    )
+    assert len(calls) == 1
+    with pytest.raises(ValueError, match="value must be"):
+        res.grid(HOURLY_CONFIG, "value_max")

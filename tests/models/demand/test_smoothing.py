@@ -60,3 +60,22 @@ def test_bad_settings_are_refused() -> None:
         smoothing.kernel(0.0, 0.1, 24, 48, 1)
     with pytest.raises(ValueError, match="window"):
         smoothing.kernel(0.5, 0.1, 24, 12, 1)
+
+
+def test_forecasts_equal_each_pair_window_by_hand() -> None:
+    """Several series, windows clipped at each start, pairs in mixed order of h, and a
+    series without pairs between two with: every pair is its own window's product."""
+    rng = np.random.default_rng(3)
+    starts = np.array([0, 40, 47, 130, 200])
+    values = rng.normal(10.0, 3.0, starts[-1])
+    window, max_h = 30, 5
+    k = smoothing.kernels_for(6, window, max_h)
+    series = rng.choice([0, 2, 3], size=400)  # series 1 (rows 40-46) gets no pair
+    origins = starts[series] + (rng.random(400) * np.diff(starts)[series]).astype(np.int64)
+    h = rng.integers(1, max_h + 1, 400)
+    first = starts[series]
+    out = smoothing.forecasts(values, first, origins, h, k)
+    for i in range(origins.size):
+        rows = np.maximum(np.arange(origins[i] - window + 1, origins[i] + 1), first[i])
+        np.testing.assert_allclose(out[i], k[:, h[i] - 1, :] @ values[rows], rtol=1e-12)
+    assert smoothing.forecasts(values, first[:0], origins[:0], h[:0], k).shape == (0, k.shape[0])
