@@ -196,3 +196,69 @@ def test_demand_from_pods_counts_running_and_queued_gpus() -> None:
     assert set(out["series_id"]) == {"t/gpus/all", "t/gpus/V100", "t/gpus/any"}
     with pytest.raises(ValueError, match="lacks column"):
         demand_from_pods(pods.drop("deleted_at"), h)
+
+
+def test_bucket_means_skip_nulls_and_a_bucket_of_nulls_is_null() -> None:
+    d = demand(6, every_min=10)
+    rng = np.random.default_rng(5)
+    holes = rng.random(d.height) < 0.3
+    hour3 = d["ts"].is_between(T0 + timedelta(hours=2), T0 + timedelta(hours=3), closed="right")
+    d = d.with_columns(
+        pl.when(pl.Series(holes) | hour3).then(None).otherwise(pl.col(c)).alias(c)
+        for c in ("value", "running", "pending", "capacity")
+    )
+    r = resample_demand(d.lazy(), HOURLY).collect()
+    assert r.height == 6
+    for c in ("value", "running", "pending", "capacity"):
+        for k, t in enumerate(r["ts"]):
+            rows = d.filter((pl.col("ts") > t - timedelta(hours=1)) & (pl.col("ts") <= t))[c]
+            want = rows.drop_nulls()
+            if want.len() == 0:
+                assert r[c][k] is None, (c, t)  # samples, but no value in them
+            else:
+                assert r[c][k] == pytest.approx(float(np.mean(want.to_numpy())), rel=1e-12)
+    assert r.filter(pl.col("ts") == T0 + timedelta(hours=3))["value"].to_list() == [None]
+
+
+RESAMPLE_DIGEST = """
+import hashlib, sys
+from datetime import UTC, datetime, timedelta
+import numpy as np, polars as pl
+from predops.features.demand import HOURLY, resample_demand
+rng = np.random.default_rng(7)
+n_series, per_hour, hours = 40, 60, 24
+t0 = datetime(2026, 3, 2, tzinfo=UTC)
+k = np.arange(n_series * per_hour * hours)
+frame = pl.DataFrame({
+    "series_id": [f"s{i}" for i in k % n_series],
+    "ts": [t0 + timedelta(minutes=int(m) + 1) for m in k // n_series],
+    "value": rng.lognormal(3.0, 1.5, k.size),
+    "running": rng.lognormal(3.0, 1.5, k.size),
+    "pending": rng.lognormal(0.0, 2.0, k.size),
+    "capacity": rng.lognormal(4.0, 1.0, k.size),
+    "pool": "p", "resource": "gpus", "gpu_model": None,
+}).with_columns(pl.col("gpu_model").cast(pl.String)).sample(fraction=1.0, shuffle=True, seed=3)
+out = resample_demand(frame.lazy(), HOURLY).collect()
+cols = ("value", "running", "pending", "capacity")
+sys.stdout.write(hashlib.sha256(b"".join(out[c].to_numpy().tobytes() for c in cols)).hexdigest())
+"""
+
+
+def test_the_same_rows_resample_to_the_same_bits_in_every_process() -> None:
+    """A forecast cache keyed on the grid's digest, and a backtest's figures, need the
+    same bucket means in every process (polars' group-by mean differed in the last bit
+    between processes: summation order)."""
+    import subprocess
+    import sys
+
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", RESAMPLE_DIGEST],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        ).stdout
+        for _ in range(3)
+    }
+    assert len(digests) == 1 and len(next(iter(digests))) == 64
