@@ -336,8 +336,8 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             }
         ).with_columns(pl.col(SERIES).cast(pl.String))
         frames: list[pl.DataFrame] = []
-        # Each origin's history, resampled once for the candidates that read a grid.
-        hists: dict[datetime, Resampled] = {}
+        # (name, the model that forecasts its windows, the origins it must forecast)
+        plans: list[tuple[str, Any, set[datetime]]] = []
         for name in self.candidates:
             final = self.models_[name]
             held = getattr(final, "heldout_predict", None)
@@ -361,19 +361,20 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
                     )
                 except ValueError:
                     continue
-            # The classical candidates forecast each origin's history with the final
-            # fit: seasonal naive has no parameters, Theta re-estimates on that
-            # history, ETS filters it with the parameters estimated on all of the fit
-            # data (no refit per window; every value involved is at or before the
-            # cutoff).
-            for o in todo:
-                if o not in hists:
-                    hists[o] = Resampled(df.filter(pl.col("ts") <= o), cfg)
-                hist = hists[o]
-                if hist.frame.height == 0:
-                    continue
+            plans.append((name, final, set(todo)))
+        # The classical candidates forecast each origin's history with the final fit:
+        # seasonal naive has no parameters, Theta re-estimates on that history, ETS
+        # filters it with the parameters estimated on all of the fit data (no refit per
+        # window; every value involved is at or before the cutoff). One history at a
+        # time, resampled once for every candidate that reads a grid.
+        for o in origins:
+            wanted = [(name, model) for name, model, todo in plans if o in todo]
+            hist = Resampled(df.filter(pl.col("ts") <= o), cfg) if wanted else None
+            if hist is None or hist.frame.height == 0:
+                continue
+            for name, model in wanted:
                 try:
-                    pred = final.predict(_feed(final, hist.frame, hist), calendar=calendar)
+                    pred = model.predict(_feed(model, hist.frame, hist), calendar=calendar)
                 except ValueError:
                     continue
                 frames.append(pred.with_columns(pl.lit(name).alias("model")))
