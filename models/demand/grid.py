@@ -104,18 +104,12 @@ def resample_grid(
 
     ``value``: the resampled column the grid holds (see :data:`GRID_VALUES`)."""
     _check_value(value)
-    lf = resampled(demand, config.spec)
-    if value == "value_last":
-        lf = lf.with_columns(pl.coalesce("value_last", "value").alias("value"))
-    df = lf.sort(SERIES, "ts").collect()
-    if df.height == 0:
-        raise ValueError("no demand rows")
-    return grid_from_frame(df)
+    return resample_grids(demand, config)[value]
 
 
 def resample_grids(demand: pl.DataFrame | pl.LazyFrame, config: ForecastConfig) -> dict[str, Grid]:
-    """Both grids of :data:`GRID_VALUES` from one resampling of ``demand``: each equal to
-    :func:`resample_grid` with that ``value``, at the cost of one."""
+    """Both grids of :data:`GRID_VALUES` from one resampling of ``demand`` (only the
+    columns they hold are aggregated)."""
     df = (
         resampled(demand, config.spec)
         .select(SERIES, "ts", "value", pl.coalesce("value_last", "value").alias("value_last"))

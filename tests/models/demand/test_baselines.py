@@ -302,14 +302,17 @@ def _sampled_panel() -> pl.DataFrame:
     return pl.concat([a.filter(~gap), b])
 
 
-def test_both_grids_from_one_resampling_equal_each_resampled_alone() -> None:
+def test_both_grids_from_one_resampling_are_the_resampled_frames_columns() -> None:
     from predops.models.demand.config import HOURLY_CONFIG
-    from predops.models.demand.grid import resample_grids
+    from predops.models.demand.grid import grid_from_frame, resample_grids, resampled
 
     df = _sampled_panel()
     both = resample_grids(df, HOURLY_CONFIG)
+    full = resampled(df, HOURLY_CONFIG.spec).sort("series_id", "ts").collect()
     for value in ("value", "value_last"):
-        alone = resample_grid(df, HOURLY_CONFIG, value=value)
+        # the whole resampled frame, every column aggregated (value_last: the mean
+        # where a bucket has no latest sample)
+        alone = grid_from_frame(full.with_columns(pl.coalesce(value, "value").alias("value")))
         shared = both[value]
         assert shared.series == alone.series
         np.testing.assert_array_equal(shared.starts, alone.starts)
@@ -343,15 +346,19 @@ def test_the_shared_resampling_runs_once_for_every_candidate(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from predops.models.demand import grid as grid_mod
-    from predops.models.demand.config import HOURLY_CONFIG, config_named
-    from predops.models.demand.grid import Resampled
+    from predops.models.demand.config import HOURLY_CONFIG, ForecastConfig, config_named
+    from predops.models.demand.grid import Grid, Resampled
     from predops.models.demand.selection import candidate
 
-    calls: list[int] = []
+    calls: list[int] = []  # resamplings on the shared (hourly) grid
     real = grid_mod.resample_grids
-    monkeypatch.setattr(
-        grid_mod, "resample_grids", lambda *a, **k: calls.append(1) or real(*a, **k)
-    )
+
+    def counted(demand: pl.DataFrame, config: ForecastConfig) -> dict[str, Grid]:
+        if config.spec == HOURLY_CONFIG.spec:
+            calls.append(1)
+        return real(demand, config)
+
+    monkeypatch.setattr(grid_mod, "resample_grids", counted)
     res = Resampled(_sampled_panel(), HOURLY_CONFIG)
     for name in ("seasonal_naive", "ets", "theta", "persistence"):
         candidate(name, HOURLY_CONFIG).fit(res).predict(res)
