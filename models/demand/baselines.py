@@ -118,16 +118,47 @@ def persistence(y: np.ndarray, horizons: np.ndarray, window: int = PERSISTENCE_W
         raise ValueError("persistence forecast of a series with no observed bucket")
     h = np.asarray(horizons, dtype=np.int64)
     p50 = np.full(h.size, z[-1])
-    lo = np.empty(h.size)
-    hi = np.empty(h.size)
     recent = z[-int(window) :]
-    first = _residual_band(np.diff(recent)) if recent.size > 1 else (0.0, 0.0)
-    for i, k in enumerate(h):
-        if recent.size > k:
-            lo[i], hi[i] = _residual_band(recent[k:] - recent[:-k])
-        else:
-            lo[i], hi[i] = first[0] * np.sqrt(k), first[1] * np.sqrt(k)
+    seen = h < recent.size
+    steps = np.unique(np.concatenate([h[seen], [1]])) if recent.size > 1 else h[:0]
+    lo_k, hi_k = change_quantiles(recent, steps)
+    first = (lo_k[0], hi_k[0]) if steps.size else (0.0, 0.0)
+    at = np.searchsorted(steps, h[seen])
+    root = np.sqrt(h)
+    lo = np.where(seen, 0.0, first[0] * root)
+    hi = np.where(seen, 0.0, first[1] * root)
+    lo[seen], hi[seen] = lo_k[at], hi_k[at]
     return Quantiles(p50 + lo, p50, p50 + hi, "persistence")
+
+
+def change_quantiles(z: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per step ``k`` of ``steps`` (each in ``[1, z.size)``), the 10th and 90th
+    percentiles of ``z[k:] - z[:-k]``: the numbers ``np.quantile`` (linear
+    interpolation) gives, to the bit, from one sort of every step's changes at once
+    (a row per step, padded past its last change with +inf, which sorts last)."""
+    n = z.size
+    k = np.asarray(steps, dtype=np.int64)
+    if k.size == 0:
+        return np.empty(0), np.empty(0)
+    j = np.arange(n)[None, :] + k[:, None]
+    d = np.where(j < n, z[np.minimum(j, n - 1)] - z[None, :], np.inf)
+    d.sort(axis=1)
+    count = n - k
+    rows = np.arange(k.size)
+    out = []
+    for q in (0.1, 0.9):
+        # np.quantile's arithmetic: virtual index (n - 1) q, its floor and the next
+        # index (both the last at or past it), and numpy's two-sided lerp.
+        virtual = (count - 1) * q
+        below = np.floor(virtual)
+        past = virtual >= count - 1
+        prev = np.where(past, count - 1, below).astype(np.intp)
+        nxt = np.where(past, count - 1, below + 1).astype(np.intp)
+        a, b = d[rows, prev], d[rows, nxt]
+        gamma = virtual - np.where(past, -1.0, below)
+        diff = b - a
+        out.append(np.where(gamma >= 0.5, b - diff * (1 - gamma), a + diff * gamma))
+    return out[0], out[1]
 
 
 def short_series(y: np.ndarray, horizons: np.ndarray, seasons: tuple[int, ...]) -> Quantiles:
@@ -459,6 +490,7 @@ __all__ = [
     "Quantiles",
     "SeasonalNaiveForecaster",
     "ThetaForecaster",
+    "change_quantiles",
     "ets_forecast",
     "fit_ets",
     "naive",

@@ -35,8 +35,10 @@ suite checks the class as a whole.
   ``interval="quantile"``: three LightGBM quantile models (0.1, 0.5, 0.9), sorted per
   row so they never cross. Both were measured (``predops eval demand`` prints both);
   conformal is the default because it was the better calibrated (see docs/demand.md).
-- **Rounds.** ``rounds="heldout"`` (default): the held-out models train ``n_estimators``
-  rounds while LightGBM scores their calibration windows after each; the round count
+- **Rounds.** ``rounds="heldout"`` (default): the held-out models train side by side,
+  up to ``n_estimators`` rounds, while LightGBM scores their calibration windows after
+  each, and stop once the pooled score has gone ``patience`` rounds without a new best
+  (the rounds after it would only count if the curve fell again past that); the round count
   with the smallest L1 pooled over the windows (at least :data:`MIN_ROUNDS`) is what
   the final model trains and what the held-out models answer with (``rounds_``, the
   curve in ``heldout_curve_``). A panel the trees overfit after a few dozen rounds
@@ -109,6 +111,10 @@ class HeldOut(NamedTuple):
     """The training pairs issued in the window (a mask over them)."""
     curve: np.ndarray | None
     """Its L1 on those pairs after every round (``rounds="heldout"`` only)."""
+    scores: dict[int, np.ndarray] | None = None
+    """Its forecasts of those pairs after the round counts that can be chosen (the
+    best so far, :data:`MIN_ROUNDS`, the last): what LightGBM scored the window with,
+    which equal ``model.predict`` at that many rounds to the bit."""
 
 
 SMOOTHED = "smoothed__forecast"
@@ -141,7 +147,9 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
     are missing to the window statistics, lags, last sample and scale, not zeros; see
     :func:`panel.build_panel`); ``rounds`` ("heldout", the default: the round count
     with the smallest L1 on the held-out windows, at most ``n_estimators``; or
-    "fixed": ``n_estimators``). Chosen on validation cutoffs (docs/demand.md).
+    "fixed": ``n_estimators``); ``patience`` (held-out fits stop once their pooled L1
+    has gone that many rounds without a new best; 0: they train ``n_estimators``).
+    Chosen on validation cutoffs (docs/demand.md).
     """
 
     def __init__(
@@ -166,6 +174,7 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         drop_outage_pairs: bool = True,
         outage_window_gaps: bool = False,
         rounds: str = "heldout",
+        patience: int = 25,
     ) -> None:
         self.config = config
         self.interval = interval
@@ -187,10 +196,13 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         self.drop_outage_pairs = drop_outage_pairs
         self.outage_window_gaps = outage_window_gaps
         self.rounds = rounds
+        self.patience = patience
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # A model pickled before the rounds were chosen trained ``n_estimators`` of them.
         state.setdefault("rounds", "fixed")
+        # ... and one pickled before the held-out fits could stop early trained them all.
+        state.setdefault("patience", 0)
         if "models_" in state:
             state.setdefault("rounds_", int(state.get("n_estimators", 300)))
             state.setdefault("heldout_curve_", None)
@@ -213,6 +225,8 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
             raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {self.weighting!r}")
         if self.rounds not in ROUNDS:
             raise ValueError(f"rounds must be one of {ROUNDS}, got {self.rounds!r}")
+        if int(self.patience) < 0:
+            raise ValueError(f"patience must be >= 0 (0: every round), got {self.patience!r}")
         if int(self.n_estimators) < 1 or int(self.num_leaves) < 2:
             raise ValueError("n_estimators must be >= 1 and num_leaves >= 2")
         if not 0 < float(self.learning_rate) <= 1:
@@ -400,22 +414,70 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         n = int(self.n_estimators if rounds is None else rounds)
         return lgb.train(self._params(q), data, num_boost_round=n)
 
-    def _train_scored(self, data: Any, valid: Any) -> tuple[Any, np.ndarray]:
-        """The median booster of ``n_estimators`` rounds and its L1 on ``valid`` (a
-        subset of the same binned data) after every round. Scoring a held-out set
-        leaves the trees as they are."""
+    def _train_scored(
+        self, folds: list[tuple[Any, Any, float]]
+    ) -> list[tuple[Any, np.ndarray, dict[int, np.ndarray]]]:
+        """The held-out median boosters, one per ``(train, valid, weight)`` (subsets of
+        the same binned data), trained side by side one round at a time, each scoring
+        its window's L1 after every round (scoring leaves the trees as they are).
+
+        Training stops at ``n_estimators`` rounds, when a booster has no split left to
+        make (its curve ends at its last tree), or, with ``patience`` > 0, when the
+        windows' pooled L1 (each weighted by ``weight``, its pairs) has not improved on
+        its best for ``patience`` rounds: the rounds after that best only matter if the
+        curve falls again past that many rounds of no gain. Returns each booster (its
+        training data freed) with its curve and its window forecasts after the round
+        counts :meth:`_chosen_rounds` can pick (see ``HeldOut.scores``)."""
         import lightgbm as lgb
 
-        record: dict[str, Any] = {}
-        booster = lgb.train(
-            {**self._params(0.5), "metric": "l1"},
-            data,
-            num_boost_round=int(self.n_estimators),
-            valid_sets=[valid],
-            valid_names=["heldout"],
-            callbacks=[lgb.record_evaluation(record)],
-        )
-        return booster, np.asarray(record["heldout"]["l1"], dtype=np.float64)
+        params = {**self._params(0.5), "metric": "l1", "num_iterations": int(self.n_estimators)}
+        boosters = []
+        for train, valid, _ in folds:
+            booster = lgb.Booster(params=params, train_set=train)
+            booster.add_valid(valid, "heldout")
+            boosters.append(booster)
+        weight = np.asarray([w for *_, w in folds], dtype=np.float64)
+        curves: list[list[float]] = [[] for _ in folds]
+        # Each booster's window forecasts after this round (LightGBM's own buffer,
+        # handed to an evaluation function; copied only where a round may be chosen).
+        now: list[np.ndarray] = []
+        scores: list[dict[int, np.ndarray]] = [{} for _ in folds]
+
+        def grab(preds: np.ndarray, _: Any) -> tuple[str, float, bool]:
+            now.append(preds)
+            return "forecasts", 0.0, False
+
+        patience = int(self.patience)
+        best, best_round = np.inf, 0
+        for r in range(int(self.n_estimators)):
+            if any([booster.update() for booster in boosters]):
+                break  # a booster added no tree this round: its curve ends before it
+            now.clear()
+            values = np.asarray([b.eval_valid(grab)[0][2] for b in boosters], dtype=np.float64)
+            for curve, value in zip(curves, values, strict=True):
+                curve.append(float(value))
+            pooled = float(weight @ values) / float(weight.sum())
+            improved = pooled < best
+            if improved:
+                best, best_round = pooled, r
+            for own, preds in zip(scores, now, strict=True):
+                if improved:
+                    for k in [k for k in own if k != MIN_ROUNDS]:
+                        del own[k]  # the earlier best
+                    own[r + 1] = preds.copy()
+                if r + 1 == MIN_ROUNDS and r + 1 not in own:
+                    own[r + 1] = preds.copy()
+            if patience > 0 and r - best_round >= patience:
+                break
+        last = list(now) if len(now) == len(boosters) else [None] * len(boosters)
+        out = []
+        for booster, curve, own, preds in zip(boosters, curves, scores, last, strict=True):
+            if preds is not None and curve and len(curve) not in own:
+                own[len(curve)] = preds.copy()  # the last round (chosen if under the floor)
+            # As ``lgb.train`` leaves it: the trees only, the binned data released.
+            booster.model_from_string(booster.model_to_string()).free_dataset()
+            out.append((booster, np.asarray(curve, dtype=np.float64), own))
+        return out
 
     def _difficulty(self, panel: Panel, cfg: ForecastConfig, origins: np.ndarray) -> np.ndarray:
         """Recent volatility at the origin, in scale units (the conformal normaliser)."""
@@ -441,6 +503,7 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         steps = self._cal_steps(panel, cfg, o)
         end_us = int(panel.ts_us.max())
         out: list[HeldOut] = []
+        todo: list[tuple[int, np.ndarray, np.ndarray]] = []
         folds = int(self.cal_folds)
         for fold in range(folds):
             # Fold f holds out the origins of [end - (f+1) steps, end - f steps); its
@@ -457,12 +520,19 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
                 rng = np.random.default_rng(int(self.random_state) + 1 + fold)
                 early = np.sort(rng.choice(early, size=cap, replace=False))
             if self.rounds == "heldout":
-                model, curve = self._train_scored(
-                    data.subset(early), data.subset(np.flatnonzero(late))
-                )
-                out.append(HeldOut(cut_us, model, late, curve))
+                todo.append((cut_us, early, late))
             else:
                 out.append(HeldOut(cut_us, self._train(data.subset(early), 0.5), late, None))
+        if todo:
+            # Side by side: the pooled curve decides when to stop (``patience``).
+            trained = self._train_scored(
+                [
+                    (data.subset(early), data.subset(np.flatnonzero(late)), float(late.sum()))
+                    for _, early, late in todo
+                ]
+            )
+            for (cut_us, _, late), (model, curve, scores) in zip(todo, trained, strict=True):
+                out.append(HeldOut(cut_us, model, late, curve, scores))
         return out
 
     def _chosen_rounds(self, held: list[HeldOut]) -> int:
@@ -492,8 +562,14 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         hz = np.asarray(cfg.horizons, dtype=np.int64)
         steps = self._cal_steps(panel, cfg, o)
         parts: list[tuple[np.ndarray, ...]] = []
-        for _, model, late, _ in held:
-            pred = model.predict(x[late])
+        for fold in held:
+            late = fold.late
+            # LightGBM's own forecasts of the window at the chosen rounds, when it kept
+            # them (the same numbers; predicting them again cost about 9 CPU-s of the
+            # Azure VM backtest).
+            pred = (fold.scores or {}).get(self.rounds_)
+            if pred is None:
+                pred = fold.model.predict(x[late])
             # The smoothed forecast's distance from the model's, in target units.
             gap = x[late, -1] - pred - (x[late, -1] if self.stacking == "offset" else 0.0)
             parts.append((o[late], h[late], z[late] - pred, gap))

@@ -9,11 +9,14 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from predops.models.demand import baselines
 from predops.models.demand.baselines import (
     PersistenceForecaster,
+    change_quantiles,
     ets_forecast,
     fit_ets,
     naive,
@@ -79,6 +82,32 @@ def test_persistence_bands_each_horizon_from_its_own_changes() -> None:
     d_lo, d_hi = np.quantile([1.0, 2.0], [0.1, 0.9])
     assert s.p90[1] - s.p50[1] == pytest.approx(2 * d_hi)
     assert s.p10[1] - s.p50[1] == pytest.approx(2 * d_lo)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    z=st.lists(
+        st.one_of(
+            st.floats(-1e6, 1e6, allow_nan=False),
+            st.integers(-3, 3).map(float),  # ties
+        ),
+        min_size=2,
+        max_size=80,
+    ),
+    data=st.data(),
+)
+def test_change_quantiles_are_numpys_to_the_bit(z: list[float], data: st.DataObject) -> None:
+    """Every step's changes sorted in one array give what ``np.quantile`` gives each
+    step's changes alone, bit for bit (the persistence band and the forecasts built
+    on it do not move)."""
+    y = np.asarray(z)
+    steps = np.asarray(
+        sorted(data.draw(st.sets(st.integers(1, y.size - 1), min_size=1))), dtype=np.int64
+    )
+    lo, hi = change_quantiles(y, steps)
+    for i, k in enumerate(steps):
+        want = np.quantile(y[k:] - y[:-k], [0.1, 0.9])
+        assert lo[i].tobytes() == want[0].tobytes() and hi[i].tobytes() == want[1].tobytes()
 
 
 def test_persistence_level_last_is_the_state_at_the_issue_time() -> None:

@@ -242,7 +242,7 @@ def test_rounds_are_chosen_on_the_heldout_windows() -> None:
             for k in range(4)
         ]
     )
-    f = DemandForecaster(n_estimators=n, n_jobs=1).fit(noise)
+    f = DemandForecaster(n_estimators=n, n_jobs=1, patience=0).fit(noise)
     assert f.rounds == "heldout" and f.calibration_ == "split"
     assert f.heldout_curve_ is not None and f.heldout_curve_.shape == (n,)
     assert f.rounds_ == max(MIN_ROUNDS, int(np.argmin(f.heldout_curve_)) + 1)
@@ -257,13 +257,99 @@ def test_rounds_are_chosen_on_the_heldout_windows() -> None:
     assert clean.rounds_ == n
 
 
+@pytest.mark.parametrize("patience", [5, 15, 40])
+def test_heldout_fits_stop_once_the_pooled_curve_stops_improving(patience: int) -> None:
+    """``patience``: the held-out boosters stop the first round the pooled curve has
+    gone ``patience`` rounds without beating its best; up to there they are the trees
+    and the curve of a full run, and the rounds chosen are the full run's whenever its
+    best comes before that stop."""
+    n = 120
+    rng = np.random.default_rng(2)
+    noise = pl.concat(
+        [
+            series_frame(f"p{k}/gpus", 50 + 10 * rng.standard_normal(24 * 21), pool=f"p{k}")
+            for k in range(4)
+        ]
+    )
+    full = DemandForecaster(n_estimators=n, n_jobs=1, patience=0).fit(noise)
+    early = DemandForecaster(n_estimators=n, n_jobs=1, patience=patience).fit(noise)
+    assert full.heldout_curve_ is not None and early.heldout_curve_ is not None
+    whole = full.heldout_curve_
+    # Where the full curve says a patient run stops: the first round ``patience``
+    # rounds past the best so far.
+    best = np.minimum.accumulate(whole)
+    last_best = np.array([np.flatnonzero(whole[: r + 1] == best[r])[0] for r in range(n)])
+    stops = np.flatnonzero(np.arange(n) - last_best >= patience)
+    stop = int(stops[0]) + 1 if stops.size else n
+    assert early.heldout_curve_.shape == (stop,)
+    np.testing.assert_array_equal(early.heldout_curve_, whole[:stop])
+    assert stop < n  # pure noise: the trees stop helping well before the cap
+    assert early.rounds_ == max(min(MIN_ROUNDS, stop), int(np.argmin(whole[:stop])) + 1)
+    if int(np.argmin(whole)) < stop:
+        assert early.rounds_ == full.rounds_
+    assert early.models_[0.5].num_trees() == early.rounds_
+    x = np.random.default_rng(3).normal(size=(100, len(full.feature_names_)))
+    for (_, a), (_, b) in zip(full.heldout_models_, early.heldout_models_, strict=True):
+        k = min(stop, early.rounds_)
+        np.testing.assert_array_equal(a.predict(x, num_iteration=k), b.predict(x, num_iteration=k))
+    with pytest.raises(ValueError, match="patience"):
+        DemandForecaster(patience=-1).fit(noise)
+
+
+@pytest.mark.parametrize("patience", [0, 8])
+def test_heldout_window_forecasts_kept_while_training_are_predicts(patience: int) -> None:
+    """The window forecasts the held-out fits keep (the best round, the floor, the last)
+    are, to the bit, what the booster predicts at that many rounds; and the band built
+    from them is the band built by predicting the windows again."""
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(6000, 5))
+    x[rng.random(x.shape) < 0.05] = np.nan
+    y = np.nan_to_num(x[:, 0]) + 0.5 * rng.normal(size=6000)
+    data = lgb.Dataset(x, y, params={"verbose": -1}, free_raw_data=False).construct()
+    f = DemandForecaster(n_estimators=60, n_jobs=1, patience=patience)
+    valid = [np.arange(3000, 4500), np.arange(4500, 6000)]
+    trained = f._train_scored(
+        [(data.subset(np.arange(0, 3000)), data.subset(v), float(v.size)) for v in valid]
+    )
+    curves = [c for _, c, _ in trained]
+    pooled = (curves[0] * 1500 + curves[1] * 1500) / 3000
+    n = pooled.size
+    for (model, curve, kept), v in zip(trained, valid, strict=True):
+        assert curve.size == n
+        assert set(kept) == {int(np.argmin(pooled)) + 1, min(MIN_ROUNDS, n), n}
+        for k, pred in kept.items():
+            np.testing.assert_array_equal(pred, model.predict(x[v], num_iteration=k))
+
+    # In a fit: the band from the kept forecasts is the band from predicting again.
+    noise = pl.concat(
+        [
+            series_frame(f"p{k}/gpus", 50 + 10 * rng.standard_normal(24 * 21), pool=f"p{k}")
+            for k in range(3)
+        ]
+    )
+    kept_fit = DemandForecaster(n_estimators=60, n_jobs=1, patience=patience).fit(noise)
+    plain = DemandForecaster(n_estimators=60, n_jobs=1, patience=patience)
+    train_scored = plain._train_scored
+
+    def forget(folds: list[tuple[object, object, float]]) -> list[tuple[object, object, dict]]:
+        return [(m, c, {}) for m, c, _ in train_scored(folds)]
+
+    plain._train_scored = forget  # type: ignore[method-assign]
+    plain.fit(noise)
+    assert kept_fit.rounds_ == plain.rounds_
+    assert kept_fit.band_ is not None and plain.band_ is not None
+    np.testing.assert_array_equal(kept_fit.band_, plain.band_)
+
+
 def test_fixed_rounds_and_scoring_leave_the_trees_alone() -> None:
     """``rounds="fixed"`` trains every model ``n_estimators`` rounds and records no
     curve; scoring the held-out windows while training changes no tree (the held-out
     models of both settings agree at every round count)."""
     data = panel(np.random.default_rng(4), noise=0.1)
     fixed = DemandForecaster(rounds="fixed", **SMALL).fit(data)
-    chosen = DemandForecaster(**SMALL).fit(data)
+    chosen = DemandForecaster(patience=0, **SMALL).fit(data)
     assert fixed.rounds_ == SMALL["n_estimators"] and fixed.heldout_curve_ is None
     assert fixed.models_[0.5].num_trees() == SMALL["n_estimators"]
     x = np.random.default_rng(1).normal(size=(200, len(fixed.feature_names_)))
@@ -278,17 +364,18 @@ def test_fixed_rounds_and_scoring_leave_the_trees_alone() -> None:
 
 
 def test_a_model_pickled_before_the_rounds_were_chosen_loads() -> None:
-    """A model registered before ``rounds`` existed loads as the fixed-rounds model it
-    was: its parameters print, it says how many rounds it trained, and it forecasts as
-    before."""
+    """A model registered before ``rounds`` and ``patience`` existed loads as the
+    fixed-rounds model it was: its parameters print, it says how many rounds it
+    trained, and it forecasts as before."""
     data = panel(np.random.default_rng(5))
     model = DemandForecaster(rounds="fixed", **SMALL).fit(data)
     state = model.__getstate__()
-    for key in ("rounds", "rounds_", "heldout_curve_"):
+    for key in ("rounds", "rounds_", "heldout_curve_", "patience"):
         del state[key]
     old = DemandForecaster.__new__(DemandForecaster)
     old.__setstate__(state)
     assert old.get_params()["rounds"] == "fixed" and "rounds=" in repr(old)
+    assert old.get_params()["patience"] == 0  # its held-out fits trained every round
     assert old.rounds_ == SMALL["n_estimators"] and old.heldout_curve_ is None
     got = pickle.loads(pickle.dumps(old)).predict(data)
     assert got.equals(model.predict(data))
