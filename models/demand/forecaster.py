@@ -469,11 +469,13 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
                     own[r + 1] = preds.copy()
             if patience > 0 and r - best_round >= patience:
                 break
-        last = list(now) if len(now) == len(boosters) else [None] * len(boosters)
+        last: list[np.ndarray | None] = [None] * len(boosters)
+        if len(now) == len(boosters):
+            last = list(now)
         out = []
-        for booster, curve, own, preds in zip(boosters, curves, scores, last, strict=True):
-            if preds is not None and curve and len(curve) not in own:
-                own[len(curve)] = preds.copy()  # the last round (chosen if under the floor)
+        for booster, curve, own, final in zip(boosters, curves, scores, last, strict=True):
+            if final is not None and curve and len(curve) not in own:
+                own[len(curve)] = final.copy()  # the last round (chosen if under the floor)
             # As ``lgb.train`` leaves it: the trees only, the binned data released.
             booster.model_from_string(booster.model_to_string()).free_dataset()
             out.append((booster, np.asarray(curve, dtype=np.float64), own))
