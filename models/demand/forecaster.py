@@ -566,9 +566,8 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         parts: list[tuple[np.ndarray, ...]] = []
         for fold in held:
             late = fold.late
-            # LightGBM's own forecasts of the window at the chosen rounds, when it kept
-            # them (the same numbers; predicting them again cost about 9 CPU-s of the
-            # Azure VM backtest).
+            # LightGBM's own forecasts of the window at the chosen rounds, kept while
+            # it scored the window (the same numbers, without predicting them again).
             pred = (fold.scores or {}).get(self.rounds_)
             if pred is None:
                 pred = fold.model.predict(x[late])
