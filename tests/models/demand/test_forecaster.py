@@ -230,18 +230,24 @@ def test_mase_weighting_counts_a_calm_series_like_a_jumpy_one() -> None:
         DemandForecaster(weighting="metric").fit(data)
 
 
+def noise_pools(rng: np.random.Generator, pools: int) -> pl.DataFrame:
+    """``pools`` pools of three weeks of hourly white noise around 50 GPUs: nothing for
+    the trees to learn, so the held-out curve turns up after a few dozen rounds."""
+    return pl.concat(
+        [
+            series_frame(f"p{k}/gpus", 50 + 10 * rng.standard_normal(24 * 21), pool=f"p{k}")
+            for k in range(pools)
+        ]
+    )
+
+
 def test_rounds_are_chosen_on_the_heldout_windows() -> None:
     """``rounds="heldout"``: the final model has the round count whose pooled L1 on the
     held-out windows is smallest; the held-out models answer with as many rounds; pure
     noise stops well short of the cap, a clean seasonal panel uses it all."""
     n = 120
     rng = np.random.default_rng(0)
-    noise = pl.concat(
-        [
-            series_frame(f"p{k}/gpus", 50 + 10 * rng.standard_normal(24 * 21), pool=f"p{k}")
-            for k in range(4)
-        ]
-    )
+    noise = noise_pools(rng, 4)
     f = DemandForecaster(n_estimators=n, n_jobs=1, patience=0).fit(noise)
     assert f.rounds == "heldout" and f.calibration_ == "split"
     assert f.heldout_curve_ is not None and f.heldout_curve_.shape == (n,)
@@ -265,12 +271,7 @@ def test_heldout_fits_stop_once_the_pooled_curve_stops_improving(patience: int) 
     best comes before that stop."""
     n = 120
     rng = np.random.default_rng(2)
-    noise = pl.concat(
-        [
-            series_frame(f"p{k}/gpus", 50 + 10 * rng.standard_normal(24 * 21), pool=f"p{k}")
-            for k in range(4)
-        ]
-    )
+    noise = noise_pools(rng, 4)
     full = DemandForecaster(n_estimators=n, n_jobs=1, patience=0).fit(noise)
     early = DemandForecaster(n_estimators=n, n_jobs=1, patience=patience).fit(noise)
     assert full.heldout_curve_ is not None and early.heldout_curve_ is not None
@@ -323,12 +324,7 @@ def test_heldout_window_forecasts_kept_while_training_are_predicts(patience: int
             np.testing.assert_array_equal(pred, model.predict(x[v], num_iteration=k))
 
     # In a fit: the band from the kept forecasts is the band from predicting again.
-    noise = pl.concat(
-        [
-            series_frame(f"p{k}/gpus", 50 + 10 * rng.standard_normal(24 * 21), pool=f"p{k}")
-            for k in range(3)
-        ]
-    )
+    noise = noise_pools(rng, 3)
     kept_fit = DemandForecaster(n_estimators=60, n_jobs=1, patience=patience).fit(noise)
     plain = DemandForecaster(n_estimators=60, n_jobs=1, patience=patience)
     train_scored = plain._train_scored
