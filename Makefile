@@ -3,7 +3,6 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-export OMP_WAIT_POLICY := passive
 export PREDOPS_SHARED_DATA ?= $(abspath ../shared/data)
 
 .PHONY: setup system-deps demo test lint typecheck layers unit clean

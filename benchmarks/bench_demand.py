@@ -34,8 +34,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-
 import numpy as np
 import polars as pl
 
@@ -242,7 +240,7 @@ def run_peer(train: pl.DataFrame, h: int, tmp: Path) -> tuple[dict[str, pl.DataF
     }
     script = tmp / "peer.py"
     script.write_text(PEER_SCRIPT)
-    env = {**os.environ, "PYTHONPATH": "", "OMP_WAIT_POLICY": "passive"}
+    env = {**os.environ, "PYTHONPATH": ""}
     t0 = time.perf_counter()
     done = subprocess.run(
         [str(python), str(script), json.dumps(args)],

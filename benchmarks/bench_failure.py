@@ -34,8 +34,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-
 import numpy as np
 import polars as pl
 

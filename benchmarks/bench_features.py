@@ -140,7 +140,6 @@ def main() -> int:
     ap.add_argument("--skip-pandas", action="store_true")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     spec = NodeFeatureSpec()
     tel, inv = make_input(args.nodes, args.hours)
     ev = pl.DataFrame(

@@ -29,14 +29,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import resource
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 import numpy as np
 import polars as pl

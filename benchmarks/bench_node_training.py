@@ -37,8 +37,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-
 START = datetime(2026, 1, 5, tzinfo=UTC)
 
 

@@ -428,7 +428,6 @@ def main() -> None:
     ap.add_argument("--fuzz-examples", type=int, default=10, help="per API operation")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     wall = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="predops-bench-reliability-"))
     scenarios: dict[str, Any] = {}

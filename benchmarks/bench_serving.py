@@ -129,7 +129,6 @@ def env_for(ws: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         {
-            "OMP_WAIT_POLICY": "passive",
             "PREDOPS_WORKSPACE": str(ws),
             "MLFLOW_TRACKING_URI": f"sqlite:///{ws / 'mlflow.db'}",
             "PREDOPS_SERVER__RELOAD_EVERY_S": "3600",

@@ -262,7 +262,6 @@ def main() -> None:
     ap.add_argument("--max-requests", type=int, default=None, help="default 2000 per second")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     wall = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="predops-bench-soak-"))
     try:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import wraps
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -72,11 +73,49 @@ def show_progress() -> bool:
     return sys.stderr.isatty()
 
 
-def lightgbm_env() -> None:
-    """Call before lightgbm is first imported (the model jobs import it)."""
-    # LightGBM's OpenMP threads spin while idle unless told otherwise; the machines are
-    # shared.
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+def lightgbm_env(cgroup: Path = Path("/sys/fs/cgroup")) -> None:
+    """Call before lightgbm is first imported (the model jobs import it): OpenMP reads
+    its environment once, when it loads.
+
+    The thread count defaults to the CPU limit of the process's cgroup, rounded up,
+    where one is set below the CPUs it may run on. OpenMP's default is those CPUs: in a
+    pod limited to 2 CPUs on a 64-core node, 64 threads that the limit throttles.
+
+    The wait policy is left to OpenMP: libgomp's default spins briefly at the end of a
+    parallel region (a bounded count), then sleeps. ``passive`` (sleep at once) made
+    every one of LightGBM's many small parallel regions per round a kernel wake-up: more
+    CPU and more wall time for the same forecasts (docs/demand.md, "OpenMP"). A
+    variable already set wins over both."""
+    limit = cgroup_cpu_limit(cgroup)
+    if limit is not None and limit < usable_cpus():
+        os.environ.setdefault("OMP_NUM_THREADS", str(limit))
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def cgroup_cpu_limit(root: Path) -> int | None:
+    """The CPU limit of the cgroup mounted at ``root`` in whole CPUs, rounded up: cgroup
+    v2's ``cpu.max`` (``quota period``), else v1's ``cpu/cpu.cfs_quota_us`` over
+    ``cpu.cfs_period_us``. None without a limit, or where the files are missing or
+    unreadable (the caller then keeps OpenMP's default)."""
+    try:
+        v2 = root / "cpu.max"
+        if v2.is_file():
+            quota, period = v2.read_text().split()[:2]
+        else:
+            v1 = root / "cpu"
+            quota = (v1 / "cpu.cfs_quota_us").read_text().strip()
+            period = (v1 / "cpu.cfs_period_us").read_text().strip()
+        if quota == "max" or int(quota) <= 0 or int(period) <= 0:
+            return None
+        return max(1, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        return None
 
 
 def emit(

@@ -141,6 +141,29 @@ def test_one_scheduler_recreated(rendered: dict[str, list[Obj]]) -> None:
     assert in_pod == dict(in_prod, volumeMounts=mounts)
 
 
+def test_predops_containers_size_openmp_to_their_cpu_request(
+    rendered: dict[str, list[Obj]],
+) -> None:
+    """Every container running the predops entrypoint (it may train or score with
+    LightGBM) gets OMP_NUM_THREADS from its own CPU request: the manifests set no CPU
+    limit, so neither the cgroup nor OpenMP would cap the threads below the node's CPUs."""
+    seen = 0
+    for name in OVERLAYS:
+        for where, _, pod in pod_templates(rendered[name]):
+            for c in pod["containers"]:
+                if not str(c["image"]).startswith("predops:") or "command" in c:
+                    continue  # MLflow's server runs from the same image with its own command
+                env = {e["name"]: e for e in c.get("env", [])}
+                assert "OMP_NUM_THREADS" in env, (name, where, c["name"])
+                ref = env["OMP_NUM_THREADS"]["valueFrom"]["resourceFieldRef"]
+                assert ref["resource"] == "requests.cpu", (name, where, c["name"])
+                assert str(ref["divisor"]) == "1"
+                assert ref.get("containerName", c["name"]) == c["name"]
+                assert "cpu" in c["resources"]["requests"]
+                seen += 1
+    assert seen >= 5  # server, scheduler and apply in production; server + scheduler embedded
+
+
 def test_server_deployment_service_probes_and_budget(overlay: list[Obj]) -> None:
     dep = one(overlay, "Deployment", "predops-server")
     svc = one(overlay, "Service", "predops")

@@ -140,7 +140,7 @@ def stack(served_workspace: Path, tmp_path_factory: pytest.TempPathFactory) -> I
         pytest.fail("prometheus not found: install Debian's prometheus package")
     root = tmp_path_factory.mktemp("monitoring")
     ws = served_workspace
-    env = {**os.environ, "OMP_WAIT_POLICY": "passive"}
+    env = dict(os.environ)
     for key in ("MLFLOW_TRACKING_URI", "PREDOPS_API_TOKEN", "PREDOPS_SCHEDULER_TEST_PAUSE"):
         env.pop(key, None)
     (root / "serve.toml").write_text(SERVE.format(digest=token_digest(TOKEN)))

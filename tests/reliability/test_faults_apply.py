@@ -41,7 +41,7 @@ def approve(ws: Path, plan_id: str) -> None:
 
 
 def apply_process(ws: Path, kubeconfig: Path, plan_id: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "OMP_WAIT_POLICY": "passive", "PREDOPS_OPERATOR": "fault-test"}
+    env = {**os.environ, "PREDOPS_OPERATOR": "fault-test"}
     env.pop("MLFLOW_TRACKING_URI", None)
     args = ["--workspace", str(ws), "apply", plan_id, "--execute"]
     args += ["--kubeconfig", str(kubeconfig), "--at", T0.isoformat(), "--json"]

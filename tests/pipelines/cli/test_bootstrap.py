@@ -50,7 +50,6 @@ def test_bootstrap_brings_up_a_cluster_from_kubernetes_and_prometheus_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
     telemetry, inventory = fleet(datetime.now(UTC))
     gpus = dict(zip(inventory["node_id"], inventory["gpus"], strict=True))
     nodes = [

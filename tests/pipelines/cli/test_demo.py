@@ -38,7 +38,7 @@ def test_demo_trains_scores_plans_then_serves(tmp_path: Path) -> None:
     hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     start = hour - timedelta(days=12, minutes=35)
     cmd += ["--seed", "5", "--port", str(port), "--start", start.isoformat(), "--json"]
-    env = {**os.environ, "OMP_WAIT_POLICY": "passive"}
+    env = dict(os.environ)
     out = tmp_path / "demo.json"
     with out.open("wb") as stdout, log.open("wb") as stderr:
         proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, env=env)

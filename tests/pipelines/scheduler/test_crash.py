@@ -28,7 +28,7 @@ enabled = false
 
 
 def start(ws: Path, cfg: Path, log: Path, pause: str | None) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "OMP_WAIT_POLICY": "passive"}
+    env = dict(os.environ)
     env.pop("PREDOPS_SCHEDULER_TEST_PAUSE", None)
     if pause:
         env["PREDOPS_SCHEDULER_TEST_PAUSE"] = pause

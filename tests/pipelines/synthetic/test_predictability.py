@@ -8,7 +8,6 @@ ratio), and they only part company as the failure nears.
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -79,7 +78,6 @@ def hourly_features(
 
 @pytest.mark.timeout(300)
 def test_lightgbm_beats_the_reactive_rule_but_is_far_from_perfect() -> None:
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     import lightgbm as lgb
 
     cfg = config(nodes=1000, days=21, minutes=15, seed=1)
