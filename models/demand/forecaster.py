@@ -385,7 +385,9 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         return data.construct()
 
     def _threads(self) -> int:
-        return 0 if self.n_jobs is None else int(self.n_jobs)  # 0: LightGBM's default
+        """LightGBM threads for training *and* predicting: ``Booster.predict`` does not
+        take the training's setting, and without one runs on every CPU."""
+        return 0 if self.n_jobs is None else int(self.n_jobs)  # 0: OpenMP's default
 
     def _params(self, q: float) -> dict[str, Any]:
         return {
@@ -570,7 +572,7 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
             # it scored the window (the same numbers, without predicting them again).
             pred = (fold.scores or {}).get(self.rounds_)
             if pred is None:
-                pred = fold.model.predict(x[late])
+                pred = fold.model.predict(x[late], num_threads=self._threads())
             # The smoothed forecast's distance from the model's, in target units.
             gap = x[late, -1] - pred - (x[late, -1] if self.stacking == "offset" else 0.0)
             parts.append((o[late], h[late], z[late] - pred, gap))
@@ -582,7 +584,7 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         else:
             # Too little history to hold any out: in-sample residuals of the final
             # model (narrower than honest bands; the attribute says so).
-            oc, hc, resid = o, h, z - self.models_[0.5].predict(x)
+            oc, hc, resid = o, h, z - self.models_[0.5].predict(x, num_threads=self._threads())
             how = "in-sample"
         d = self._difficulty(panel, cfg, oc)
         self.difficulty_offset_ = float(max(np.median(d), 1e-3))
@@ -699,11 +701,13 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         base = baseline(panel, cfg, o, h) + panel.scale[o] * offset
         scale = panel.scale[o]
         if self.interval == "quantile":
-            zs = np.sort(np.stack([models[q].predict(x) for q in QUANTILES]), axis=0)
+            threads = self._threads()
+            zs = np.stack([models[q].predict(x, num_threads=threads) for q in QUANTILES])
+            zs = np.sort(zs, axis=0)
             p10, p50, p90 = (base + scale * zs[i] for i in range(3))
         else:
             assert self.band_ is not None
-            pred = models[0.5].predict(x)
+            pred = models[0.5].predict(x, num_threads=self._threads())
             if self.stacked_:
                 # Blend with the smoothed forecast (weight 0 unless ``blend``).
                 w = self.blend_[np.searchsorted(hz, h)]

@@ -323,7 +323,8 @@ class UsageForecaster:
         return lgb.train(params, data, num_boost_round=int(self.n_estimators))
 
     def _raw(self, models: dict[float, Any], x: np.ndarray, ref: np.ndarray) -> np.ndarray:
-        z = np.column_stack([models[lv].predict(x) for lv in self.levels])
+        threads = self._threads()  # Booster.predict does not take the training's setting
+        z = np.column_stack([models[lv].predict(x, num_threads=threads) for lv in self.levels])
         return monotone(ref[:, None] + z)
 
     # ---------------------------------------------------------------- predict

@@ -22,6 +22,7 @@ from predops.models.demand.forecaster import (
 )
 from predops.models.demand.panel import build_panel
 from tests.models.demand.factories import T0, calendar, daily_shape, panel, series_frame
+from tests.models.threads import predict_threads
 
 SMALL = {"n_estimators": 40, "n_jobs": 1}
 
@@ -393,3 +394,18 @@ def test_rounds_pool_only_what_every_window_scored() -> None:
     rising = np.linspace(0.5, 1.0, 100)
     assert f._chosen_rounds([HeldOut(0, None, late_a, rising)]) == MIN_ROUNDS
     assert f._chosen_rounds([HeldOut(0, None, late_a, rising[:5])]) == 5  # all it scored
+
+
+@pytest.mark.parametrize("interval", ["conformal", "quantile"])
+def test_predictions_run_on_the_threads_asked_for(
+    interval: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``n_jobs`` reaches LightGBM's predictions as well as its training:
+    ``Booster.predict`` does not take the training's ``num_threads``, and without one it
+    runs on every CPU the process may use."""
+    seen = predict_threads(monkeypatch)
+    data = panel(np.random.default_rng(3), n_series=3, hours=24 * 9)
+    for n_jobs, threads in ((1, 1), (None, 0)):
+        seen.clear()
+        DemandForecaster(interval=interval, n_estimators=20, n_jobs=n_jobs).fit(data).predict()
+        assert seen and set(seen) == {threads}, (n_jobs, seen)

@@ -21,6 +21,7 @@ from predops.models.usage.forecaster import (
 )
 from predops.models.usage.grid import to_grid
 from predops.models.usage.online import BOUNDS, OnlineCorrection
+from tests.models.threads import predict_threads
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
 STEP = timedelta(minutes=5)
@@ -265,3 +266,14 @@ def _us(t: datetime) -> int:
 
 def _us_step() -> int:
     return int(STEP.total_seconds() * 1_000_000)
+
+
+def test_predictions_run_on_the_threads_asked_for(
+    fitted: tuple[UsageForecaster, pl.DataFrame], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``n_jobs`` reaches ``Booster.predict``, which does not take the training's
+    ``num_threads`` (without one it runs on every CPU)."""
+    seen = predict_threads(monkeypatch)
+    model, hist = fitted
+    model.predict(hist)
+    assert seen and set(seen) == {1}
