@@ -367,7 +367,12 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         if not held.size:
             return
         zb = np.asarray(
-            self.booster_.predict(Xv[held], num_iteration=self.best_iteration_, raw_score=True)
+            self.booster_.predict(
+                Xv[held],
+                num_iteration=self.best_iteration_,
+                raw_score=True,
+                num_threads=self._threads(),
+            )
         )
         zl = self.linear_.raw(Xv[held])
         w_held = None if weight is None else weight[held]
@@ -486,10 +491,19 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         have neither attribute."""
         return getattr(self, "blend_weight_", 1.0), getattr(self, "linear_", None)
 
+    def _threads(self, num_threads: int = 0) -> int:
+        """A prediction's LightGBM threads: ``num_threads``, else the fitted ``n_jobs``.
+        ``Booster.predict`` does not take the training's setting; without one it runs on
+        OpenMP's default, every CPU where ``OMP_NUM_THREADS`` is unset."""
+        return int(num_threads) if num_threads else int(self.n_jobs)
+
     def _corrected_raw(self, Xv: np.ndarray, num_threads: int = 0) -> np.ndarray:
         raw = np.asarray(
             self.booster_.predict(
-                Xv, num_iteration=self.best_iteration_, raw_score=True, num_threads=num_threads
+                Xv,
+                num_iteration=self.best_iteration_,
+                raw_score=True,
+                num_threads=self._threads(num_threads),
             ),
             dtype=np.float64,
         )
@@ -537,7 +551,12 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
     def contributions_encoded(self, Xv: np.ndarray) -> np.ndarray:
         """:meth:`contributions` of rows encoded as for :meth:`proba_encoded`."""
         c = np.asarray(
-            self.booster_.predict(Xv, num_iteration=self.best_iteration_, pred_contrib=True),
+            self.booster_.predict(
+                Xv,
+                num_iteration=self.best_iteration_,
+                pred_contrib=True,
+                num_threads=self._threads(),
+            ),
             dtype=np.float64,
         )
         w, linear = self._blend()

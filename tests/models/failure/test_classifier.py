@@ -208,3 +208,20 @@ def test_prior_negative_rate_must_be_a_share() -> None:
     X, y, t = failure_rows(np.random.default_rng(2), n=2000)
     with pytest.raises(ValueError, match="prior_negative_rate"):
         NodeFailureClassifier(prior_negative_rate=0.0).fit(X, y, time=t)
+
+
+def test_every_prediction_runs_on_the_fitted_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Booster.predict does not take the training's num_threads: without one it runs on
+    # every CPU. Scoring, probabilities, reasons and the blend's held-back slice must
+    # all run on n_jobs unless the caller asks for another count.
+    from tests.models.threads import predict_threads
+
+    X, y, _ = failure_rows(np.random.default_rng(3), n=1500)
+    seen = predict_threads(monkeypatch)
+    clf = NodeFailureClassifier(**FAST, linear_blend=True, n_jobs=2).fit(X, y)
+    clf.predict_proba(X)
+    clf.contributions(X)
+    assert seen and set(seen) == {2}, seen
+    seen.clear()
+    clf.proba_encoded(clf._validated(X, reset=False), num_threads=1)
+    assert seen == [1]

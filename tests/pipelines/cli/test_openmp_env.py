@@ -80,3 +80,21 @@ def test_no_thread_count_without_a_limit_below_the_cpus(
     monkeypatch.setattr(os, "sched_getaffinity", lambda _: set(range(4)))
     lightgbm_env(v2(tmp_path, text))
     assert "OMP_NUM_THREADS" not in os.environ
+
+
+def test_the_cli_sets_threads_before_any_model_loads() -> None:
+    # OpenMP reads OMP_NUM_THREADS once, when LightGBM loads, and the failure model's
+    # n_jobs is read when its config is imported: both must wait for the CLI's group
+    # callback (lightgbm_env), so importing the CLI may load neither.
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, predops.pipelines.cli.main\n"
+        "early = [m for m in ('lightgbm', 'predops.models.failure.config') if m in sys.modules]\n"
+        "print(early)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout
