@@ -492,9 +492,9 @@ class NodeFailureClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[mis
         return getattr(self, "blend_weight_", 1.0), getattr(self, "linear_", None)
 
     def _threads(self, num_threads: int = 0) -> int:
-        """A prediction's LightGBM threads: ``num_threads``, else the fitted ``n_jobs``.
-        ``Booster.predict`` does not take the training's setting; without one it runs on
-        OpenMP's default, every CPU where ``OMP_NUM_THREADS`` is unset."""
+        """A prediction's LightGBM threads: ``num_threads``, else the fitted ``n_jobs``
+        (0: OpenMP's count). ``Booster.predict`` does not take the training's setting;
+        without one it runs on OpenMP's count whatever the training used."""
         return int(num_threads) if num_threads else int(self.n_jobs)
 
     def _corrected_raw(self, Xv: np.ndarray, num_threads: int = 0) -> np.ndarray:

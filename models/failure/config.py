@@ -8,8 +8,6 @@ Every trainer of the model reads these: the production job
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -26,28 +24,6 @@ simulated 2,000-node fleet (24 h horizon, trained on days 0-26, validated on day
 tried, e.g. 0.109 -> 0.116 at 15 leaves; rack-level effects still reach the model
 through the rack-peer deviation features."""
 
-MAX_THREADS = 4
-"""LightGBM threads of the failure model at most: its fits (a few hundred thousand rows)
-and scoring (10,000 nodes x 3 horizons) gain little beyond this."""
-
-
-def default_threads(environ: Mapping[str, str] | None = None) -> int:
-    """The failure model's LightGBM threads: OpenMP's thread count, at most
-    :data:`MAX_THREADS`. That count is ``OMP_NUM_THREADS`` where it is a positive whole
-    number (its first entry where it lists one per nesting level): in the manifests the
-    container's CPU request, on the CLI the cgroup's CPU limit
-    (``predops.pipelines.cli.support.lightgbm_env``). Else the CPUs this process may run
-    on. A ``num_threads`` given to LightGBM overrides ``OMP_NUM_THREADS``, so the model
-    has to read it: counting the node's CPUs alone gave a pod that requested 2 CPUs on a
-    large node 4 threads."""
-    env = os.environ if environ is None else environ
-    first = env.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    if first.isdigit() and int(first) > 0:
-        return min(MAX_THREADS, int(first))
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(MAX_THREADS, cpus or 1))
-
-
 MODEL_PARAMS: dict[str, Any] = {
     "learning_rate": 0.02,
     "n_estimators": 600,
@@ -58,13 +34,16 @@ MODEL_PARAMS: dict[str, Any] = {
     "num_leaves": 15,
     "negative_rate": 0.2,
     "calibration": "sigmoid",
-    "n_jobs": default_threads(),
+    "n_jobs": 0,
 }
 """Chosen on the simulated fleet's time-later validation slice (never its test period).
-``n_jobs`` is read when this module is first imported: the CLI sets ``OMP_NUM_THREADS``
-before any command imports a model. At most 600 rounds bounds scoring cost (10,000
-nodes x 3 horizons in about a second on 2 cores); early stopping on the 2,000-node fleet
-stopped at 147-415 rounds anyway."""
+``n_jobs`` 0: OpenMP's thread count, that is ``OMP_NUM_THREADS`` where set (in the
+manifests the container's CPU request, on the CLI the cgroup's CPU limit:
+``predops.pipelines.cli.support.lightgbm_env``), else every CPU, as the demand and usage
+models run. A count of the model's own would override it: ``min(4, CPUs)`` gave a pod
+that requested 2 CPUs on a large node 4 threads. At most 600 rounds bounds scoring cost
+(10,000 nodes x 3 horizons in about a second on 2 cores); early stopping on the
+2,000-node fleet stopped at 147-415 rounds anyway."""
 
 DRIVE_PARAMS: dict[str, Any] = {**MODEL_PARAMS, "n_estimators": 3000}
 """Backblaze drives (evaluation only, never served): the node settings with room for

@@ -1,27 +1,41 @@
-"""The failure model's thread count follows OpenMP's, capped."""
+"""The failure model's settings leave the thread count to OpenMP."""
 
 from __future__ import annotations
 
-import os
+from typing import Any
 
+import numpy as np
 import pytest
 
-from predops.models.failure.config import MAX_THREADS, default_threads
+from predops.models.failure.classifier import NodeFailureClassifier
+from predops.models.failure.config import DRIVE_PARAMS, MODEL_PARAMS
+from tests.models.failure.factories import failure_rows
+from tests.models.threads import predict_threads
 
 
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [("1", 1), ("2", 2), ("3", 3), ("64", MAX_THREADS), ("2,1", 2), (" 3 ", 3)],
-)
-def test_threads_follow_omp_num_threads_up_to_the_cap(value: str, expected: int) -> None:
-    # A pod that requests 2 CPUs on a 64-core node gets OMP_NUM_THREADS=2 from the
-    # manifests: the model must not count the node's CPUs instead.
-    assert default_threads({"OMP_NUM_THREADS": value}) == expected
+@pytest.mark.parametrize("params", [MODEL_PARAMS, DRIVE_PARAMS], ids=["node", "drive"])
+def test_the_model_hands_lightgbm_no_thread_count_of_its_own(
+    params: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # OMP_NUM_THREADS is the pod's CPU request (manifests) or the cgroup's CPU limit
+    # (lightgbm_env). A num_threads above 0 overrides it: min(4, CPUs) gave a pod that
+    # requested 2 CPUs on a large node 4 threads. Training and every prediction must
+    # leave the count to OpenMP.
+    import lightgbm as lgb
 
+    trained: list[object] = []
+    real = lgb.train
 
-@pytest.mark.parametrize("value", ["", "0", "-2", "two", "1.5"])
-def test_an_unusable_omp_num_threads_falls_back_to_the_cpus(value: str) -> None:
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    expected = max(1, min(MAX_THREADS, cpus or 1))
-    assert default_threads({"OMP_NUM_THREADS": value}) == expected
-    assert default_threads({}) == expected
+    def spy(p: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        trained.append(p.get("num_threads"))
+        return real(p, *args, **kwargs)
+
+    monkeypatch.setattr(lgb, "train", spy)
+    seen = predict_threads(monkeypatch)
+    X, y, _ = failure_rows(np.random.default_rng(2), n=1200)
+    fast = {"n_estimators": 20, "early_stopping_rounds": 5, "min_child_samples": 20}
+    clf = NodeFailureClassifier(**{**params, **fast}).fit(X, y)
+    clf.predict_proba(X)
+    clf.contributions(X)
+    assert trained and all(t == 0 for t in trained), trained
+    assert seen and all(t == 0 for t in seen), seen
