@@ -3,8 +3,10 @@
 Python lists of floats per (series, bucket, candidate) that the previous release kept,
 in the same run.
 
-The state is ``--series`` series x 4 horizon buckets x 5 candidates, each window full
-(``--window`` errors, 720 by default: a month of hourly updates), plus one window of
+The state is ``--series`` series x 4 horizon buckets x the combination's candidates
+(``models.demand.selection.CANDIDATES``: six since the seasonal naive at the longest
+season joined them), each window full (``--window`` errors, 720 by default: a month of
+hourly updates), plus one window of
 served residuals per (series, bucket). Measured per side: the bytes the state holds
 (tracemalloc, which sees numpy's buffers), the bytes per (series, bucket) and that
 figure scaled to 10,000 series; the seconds to append one hourly update (an error per
@@ -34,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from predops.models.demand.rolling import RollingWindows
+from predops.models.demand.selection import CANDIDATES
 
-CANDIDATES = ("lightgbm", "ets", "seasonal_naive", "theta", "persistence")
 BUCKETS = ("1-6", "7-12", "13-24", "25-48")
 FLEET = 10_000
 

@@ -1,8 +1,9 @@
 """``SelectedForecaster``: per series and horizon bucket, the served forecast is a
-weighted combination of the global LightGBM and classical methods (ETS, seasonal naive,
-Theta, persistence: the last bucket), weighted by what each did on that series' own
-recent backtest windows before the cutoff, with a p10 / p90 band recalibrated online on
-the served forecast's own residuals.
+weighted combination of the global LightGBM and classical methods (ETS, seasonal naive
+at the config's shortest and longest seasons, Theta, persistence: the last bucket),
+weighted by what each did on that series' own recent backtest windows before the
+cutoff, with a p10 / p90 band recalibrated online on the served forecast's own
+residuals.
 Over 500 lines: one estimator whose fit (the windows, the weights) and predict (the
 online updates, the band) share the rolling state; splitting them would split that state.
 
@@ -19,6 +20,11 @@ online updates, the band) share the rolling state; splitting them would split th
   forecast each origin's history with their final fit (seasonal naive and persistence
   have no parameters, Theta re-estimates on that history, ETS filters it with the parameters
   estimated on the fit data).
+- **Candidates.** Every method the served forecast is judged against is one of them:
+  the seasonal naive at the config's longest season (``seasonal_naive_long``; hourly,
+  the same hour last week) as well as at its shortest (a day), so a series whose week
+  repeats can lean on last week's hour. A config with one season has one seasonal
+  naive (``candidates_``, the fitted list, leaves the duplicate out).
 - **Weights.** Per (series, bucket) the candidates' mean absolute error over the
   scored rows in the window gives the weights (``weighting``): ``"inverse"``
   (``w ~ MAE^-2``, normalised), ``"best"`` (all weight on the smallest error),
@@ -30,9 +36,9 @@ online updates, the band) share the rolling state; splitting them would split th
   ``"nested"`` (the default: ``"shrunk"``'s errors weighed in two levels, the classical
   candidates among themselves, then the LightGBM against their combination, whose error
   is taken as its members' weighted mean error: :func:`nested_weights`. ETS, Theta,
-  persistence and seasonal naive all extrapolate the series' own recent values, so
+  persistence and the seasonal naives all extrapolate the series' own recent values, so
   their errors move together; weighed side by side they outvote the one learnt model
-  four to one whatever the windows say. Chosen on the validation windows of every real
+  whatever the windows say. Chosen on the validation windows of every real
   source, docs/demand.md). A series or bucket with no scored row gets equal weights
   (the pool's under ``pooled`` / ``shrunk`` / ``nested``; under ``nested`` equal at
   each level). The weights, the candidates'
@@ -86,7 +92,9 @@ from predops.models.demand.grid import Grid, Resampled, demand_columns, from_us
 from predops.models.demand.panel import forecast_frame, step_us
 from predops.models.demand.rolling import F32_MAX, RollingWindows
 
-CANDIDATES = ("lightgbm", "ets", "seasonal_naive", "theta", "persistence")
+CANDIDATES = ("lightgbm", "ets", "seasonal_naive", "seasonal_naive_long", "theta", "persistence")
+LONG_SEASON = "seasonal_naive_long"
+"""Seasonal naive at the config's longest season (``seasonal_naive``: its shortest)."""
 WEIGHTINGS = ("inverse", "best", "pooled", "shrunk", "nested")
 POOLING = ("pooled", "shrunk", "nested")
 """Weightings that read every series' errors (the bucket's pool)."""
@@ -124,6 +132,8 @@ def candidate(name: str, config: ForecastConfig, seed: int = 0, n_jobs: int | No
         return ETSForecaster(config)
     if name == "seasonal_naive":
         return SeasonalNaiveForecaster(config)
+    if name == LONG_SEASON:
+        return SeasonalNaiveForecaster(config, season=max(config.seasons))
     if name == "theta":
         return ThetaForecaster(config)
     if name == "persistence":
@@ -173,6 +183,14 @@ def nested_weights(mae: np.ndarray, learned: int | None) -> np.ndarray:
     out[learned] = top[0]
     out[rest] = inner * top[1]
     return out
+
+
+def fitted_candidates(candidates: tuple[str, ...], config: ForecastConfig) -> tuple[str, ...]:
+    """The candidates a fit uses: ``candidates`` without the longest-season seasonal
+    naive where it is the shortest one again (a config with one season)."""
+    if len(set(config.seasons)) == 1 and "seasonal_naive" in candidates:
+        return tuple(c for c in candidates if c != LONG_SEASON)
+    return tuple(candidates)
 
 
 class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
@@ -252,7 +270,8 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
     def __setstate__(self, state: dict[str, Any]) -> None:
         # A model pickled before the ring buffers kept its windows as lists per key.
         cap = int(state.get("residual_window", 720))
-        cands = tuple(state.get("candidates", CANDIDATES))
+        cands = tuple(state.get("candidates_", state.get("candidates", CANDIDATES)))
+        state.setdefault("candidates_", cands)
         errors = state.get("errors_")
         if isinstance(errors, dict):
             state["errors_"] = RollingWindows.from_mapping(errors, cands, cap)
@@ -288,15 +307,16 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         if not isinstance(end, datetime):
             raise ValueError("demand frame has no timestamps")
         self.data_cutoff_ = end
+        self.candidates_ = fitted_candidates(self.candidates, cfg)
         # (series, bucket) -> each candidate's rolling abs errors; resid_ -> the served
         # residuals (ring buffers: bounded by the keys, not by time)
-        self.errors_ = self._windows(self.candidates)
+        self.errors_ = self._windows(self.candidates_)
         self.resid_ = self._windows((RESID,))
         self.levels_: dict[tuple[str, str], list[float]] = {}
         self.pending_ = None
         self.models_: dict[str, Any] = {}
         res = Resampled(df, cfg)
-        for name in self.candidates:
+        for name in self.candidates_:
             model = self._make(name, cfg)
             self.models_[name] = model.fit(_feed(model, df, res), calendar=calendar)
         # The windows hang off the last bucket the data completes (data to 23:59 every
@@ -338,7 +358,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         frames: list[pl.DataFrame] = []
         # (name, the model that forecasts its windows, the origins it must forecast)
         plans: list[tuple[str, Any, set[datetime]]] = []
-        for name in self.candidates:
+        for name in self.candidates_:
             final = self.models_[name]
             held = getattr(final, "heldout_predict", None)
             todo = list(origins)
@@ -394,7 +414,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         keys = [SERIES, "issued_at", "valid_at", "horizon"]
         extra = ["actual"] if "actual" in rows.columns else []
         base = rows.select(*keys, *extra).unique(keys, keep="first")
-        for name in self.candidates:
+        for name in self.candidates_:
             part = rows.filter(pl.col("model") == name).select(
                 *keys,
                 pl.col("p10").alias(f"{name}__p10"),
@@ -466,7 +486,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
                 else:
                     mae = (mae / mae.mean() + pool) / 2
         if self.weighting == "nested":
-            learned = self.candidates.index(LEARNED) if LEARNED in self.candidates else None
+            learned = self.candidates_.index(LEARNED) if LEARNED in self.candidates_ else None
             return nested_weights(mae, learned)
         w: np.ndarray = inverse_weights(
             mae[None, :], "best" if self.weighting == "best" else "inverse"
@@ -484,7 +504,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         p50 = np.zeros(n)
         half = np.zeros(n)
         tot = np.zeros(n)
-        for j, name in enumerate(self.candidates):
+        for j, name in enumerate(self.candidates_):
             c50 = wide[f"{name}__p50"].cast(pl.Float64).fill_null(np.nan).to_numpy()
             c10 = wide[f"{name}__p10"].cast(pl.Float64).fill_null(np.nan).to_numpy()
             c90 = wide[f"{name}__p90"].cast(pl.Float64).fill_null(np.nan).to_numpy()
@@ -497,7 +517,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             tot += wj
         missing = tot <= 0
         if missing.any():
-            for name in self.candidates:
+            for name in self.candidates_:
                 c50 = wide[f"{name}__p50"].cast(pl.Float64).fill_null(np.nan).to_numpy()
                 c10 = wide[f"{name}__p10"].cast(pl.Float64).fill_null(np.nan).to_numpy()
                 c90 = wide[f"{name}__p90"].cast(pl.Float64).fill_null(np.nan).to_numpy()
@@ -520,10 +540,10 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             return
         # The band learns from the latest ``band_windows`` windows only (all weigh).
         for t in issued[-int(self.band_windows) :]:
-            self.errors_ = self._windows(self.candidates)
+            self.errors_ = self._windows(self.candidates_)
             self._learn(val.filter(pl.col("issued_at") != t), errors_only=True)
             self._add_residuals(self._combine(val.filter(pl.col("issued_at") == t)), issued=False)
-        self.errors_ = self._windows(self.candidates)
+        self.errors_ = self._windows(self.candidates_)
         self._learn(val, errors_only=True)
 
     def _learn(self, scored: pl.DataFrame, *, errors_only: bool = False) -> None:
@@ -534,7 +554,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         scored = scored.sort("issued_at", "horizon")
         act = scored["actual"].cast(pl.Float64).to_numpy()
         keys = list(zip(scored[SERIES].to_list(), scored["bucket"].to_list(), strict=True))
-        for c in self.candidates:
+        for c in self.candidates_:
             c50 = scored[f"{c}__p50"].cast(pl.Float64).fill_null(np.nan).to_numpy()
             # A wild candidate's error beyond float32 is kept as the largest it holds
             err = np.minimum(np.abs(act - c50), F32_MAX)
@@ -651,7 +671,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             "valid_at",
             "horizon",
             "bucket",
-            *(pl.col(f"{c}__p50").cast(pl.Float32) for c in self.candidates),
+            *(pl.col(f"{c}__p50").cast(pl.Float32) for c in self.candidates_),
             "half",
             "p10",
             "p50",
@@ -700,7 +720,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         for sid, b in sorted(self.errors_.keys()):
             w = self._key_weights((sid, b), pooled, maes[(sid, b)])
             out.setdefault(sid, {})[b] = {
-                c: round(float(x), 4) for c, x in zip(self.candidates, w, strict=True)
+                c: round(float(x), 4) for c, x in zip(self.candidates_, w, strict=True)
             }
         return out
 
@@ -712,7 +732,7 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         check_is_fitted(self, "models_")
         return {
             "method": METHOD,
-            "candidates": list(self.candidates),
+            "candidates": list(self.candidates_),
             "buckets": list(self.buckets_),
             "weighting": self.weighting,
             "data_cutoff": self.data_cutoff_.isoformat(),
@@ -729,9 +749,14 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
     def component_forecasts(self) -> pl.DataFrame:
         """The candidates' own forecasts of the last ``predict`` (column ``model``)."""
         check_is_fitted(self, "components_")
-        m = min(self.config_.seasons)
+        seasons = self.config_.seasons
         out: pl.DataFrame = self.components_.with_columns(
-            pl.col("model").replace({"seasonal_naive": f"seasonal_naive_{m}"})
+            pl.col("model").replace(
+                {
+                    "seasonal_naive": f"seasonal_naive_{min(seasons)}",
+                    LONG_SEASON: f"seasonal_naive_{max(seasons)}",
+                }
+            )
         )
         return out
 
@@ -744,4 +769,11 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
         return max(lb, 3 * max(self.config_.seasons))
 
 
-__all__ = ["CANDIDATES", "SelectedForecaster", "candidate", "inverse_weights", "nested_weights"]
+__all__ = [
+    "CANDIDATES",
+    "SelectedForecaster",
+    "candidate",
+    "fitted_candidates",
+    "inverse_weights",
+    "nested_weights",
+]

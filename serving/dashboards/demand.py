@@ -112,7 +112,8 @@ def served_forecast(ctx: ServeContext, demand: pl.DataFrame) -> ServedForecast:
 CANDIDATE_LABELS = {
     "lightgbm": "LightGBM",
     "ets": "ETS",
-    "seasonal_naive": "seasonal naive",
+    "seasonal_naive": "seasonal naive (shortest season)",
+    "seasonal_naive_long": "seasonal naive (longest season)",
     "theta": "Theta",
     "persistence": "persistence (last value)",
 }

@@ -124,7 +124,8 @@ def test_demand_series_shows_how_the_combination_weighs_its_candidates(
         "hours ahead",
         "LightGBM",
         "ETS",
-        "seasonal naive",
+        "seasonal naive (shortest season)",
+        "seasonal naive (longest season)",
         "Theta",
         "persistence (last value)",
     ]
@@ -132,8 +133,8 @@ def test_demand_series_shows_how_the_combination_weighs_its_candidates(
     assert [b for b, _ in rows] == ["1-6", "7-12", "13-24", "25-48"]
     for bucket, cells in rows:
         shown = [float(x) for x in re.findall(r">(\d+)%</td>", cells)]
-        # five weights, each rounded to a whole percent, summing to 100 +- rounding
-        assert len(shown) == 5 and abs(sum(shown) - 100) <= 3, (bucket, shown)
+        # six weights, each rounded to a whole percent, summing to 100 +- rounding
+        assert len(shown) == 6 and abs(sum(shown) - 100) <= 3, (bucket, shown)
     assert "validation windows issued at" in page
     # every weighting has its words; the default's: LightGBM against the classical
     # methods' combination, own errors shrunk toward the pool's

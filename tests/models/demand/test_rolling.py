@@ -166,6 +166,7 @@ def test_a_wild_candidate_is_kept_as_the_worst_error_not_a_crash() -> None:
     """An error beyond what float32 holds (a candidate that forecast 1e300) is kept as
     the largest float32: that candidate gets no weight, and nothing raises."""
     m = SelectedForecaster(CFG, candidates=CHEAP)
+    m.candidates_ = CHEAP
     m.errors_ = m._windows(CHEAP)
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     scored = pl.DataFrame(

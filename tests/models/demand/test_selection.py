@@ -12,12 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from predops.models.demand.backtest import rolling_origin
-from predops.models.demand.config import HOURLY_CONFIG
+from predops.models.demand.config import HOURLY_CONFIG, WEEKLY_CONFIG
 from predops.models.demand.forecaster import DemandForecaster
 from predops.models.demand.metrics import score
 from predops.models.demand.rolling import RollingWindows
 from predops.models.demand.selection import (
+    CANDIDATES,
     SelectedForecaster,
+    candidate,
+    fitted_candidates,
     inverse_weights,
     nested_weights,
 )
@@ -130,6 +133,7 @@ def test_nested_is_the_default_and_weighs_the_lightgbm_against_the_rest() -> Non
     cands = ("lightgbm", "ets", "theta")
     m = SelectedForecaster(CFG, candidates=cands)
     assert m.weighting == "nested"
+    m.candidates_ = cands
     m.errors_ = RollingWindows.from_mapping(
         {("s1", "1-6"): {"lightgbm": [1.0], "ets": [1.0], "theta": [1.0]}}, cands, 720
     )
@@ -192,6 +196,21 @@ def _steps(n: int, rng: np.random.Generator) -> np.ndarray:
     return y
 
 
+def _with_and_without(
+    ys: dict[str, np.ndarray], n: int, base: tuple[str, ...], extra: str
+) -> tuple[dict[str, float], SelectedForecaster]:
+    """The served p50's mean absolute error over the day after the first ``n`` hours of
+    ``ys``, without and with the candidate ``extra``, and the model fitted with it."""
+    demand = pl.concat([series_frame(sid, y[:n]) for sid, y in ys.items()])
+    truth = np.concatenate([ys[sid][n - 1 + np.arange(1, 25)] for sid in sorted(ys)])
+    err = {}
+    for label, more in (("without", ()), ("with", (extra,))):
+        model = SelectedForecaster(CFG, candidates=(*base, *more)).fit(demand)
+        fc = model.predict(demand).sort("series_id", "horizon")
+        err[label] = float(np.abs(fc["p50"].to_numpy() - truth).mean())
+    return err, model
+
+
 def test_step_series_go_to_persistence() -> None:
     """VCs whose jobs hold their GPUs for a day or more: what runs now is the best
     forecast of the next hours. Persistence takes the largest weight in the near
@@ -199,13 +218,8 @@ def test_step_series_go_to_persistence() -> None:
     rng = np.random.default_rng(4)
     n = 24 * 16
     ys = {f"vc{k}/gpus": _steps(n + 24, rng) for k in range(8)}
-    demand = pl.concat([series_frame(sid, y[:n]) for sid, y in ys.items()])
+    err, model = _with_and_without(ys, n, (*CHEAP, "ets"), "persistence")
     truth = np.concatenate([ys[sid][n - 1 + np.arange(1, 25)] for sid in sorted(ys)])
-    err = {}
-    for label, extra in (("without", ()), ("with", ("persistence",))):
-        model = SelectedForecaster(CFG, candidates=(*CHEAP, "ets", *extra)).fit(demand)
-        fc = model.predict(demand).sort("series_id", "horizon")
-        err[label] = np.abs(fc["p50"].to_numpy() - truth).mean()
     weights = model.selection()["weights_at_fit"]
     near = np.mean([[w["1-6"][c] for c in model.candidates] for w in weights.values()], axis=0)
     assert model.candidates[int(np.argmax(near))] == "persistence", near
@@ -216,6 +230,52 @@ def test_step_series_go_to_persistence() -> None:
     }
     assert min(own, key=lambda m: own[m]) == "persistence", own
     assert err["with"] < 0.95 * err["without"], err  # measured: 3.46 against 3.78
+
+
+def _weekly(n: int, rng: np.random.Generator) -> np.ndarray:
+    """A pool whose every weekday runs at its own level (Monday's batch runs, a quiet
+    weekend) over the same daily shape: yesterday's hour is off by a day's step every
+    day, last week's hour only by the noise."""
+    t = np.arange(n)
+    day = (t // 24) % 7
+    level = np.array([160.0, 140.0, 150.0, 130.0, 145.0, 60.0, 50.0])[day]
+    return level + 20 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 2.0, n)
+
+
+def test_a_week_that_repeats_goes_to_last_weeks_hour() -> None:
+    """Every baseline the served forecast is judged against is one of its candidates:
+    where each weekday has its own level, the seasonal naive at the longest season (the
+    same hour last week) takes the most weight in every bucket, and the served forecast
+    is closer to the truth with it than without."""
+    rng = np.random.default_rng(6)
+    n = 24 * 23
+    ys = {f"pool{k}/cpus": _weekly(n + 24, rng) for k in range(3)}
+    err, model = _with_and_without(ys, n, CHEAP, "seasonal_naive_long")
+    assert model.candidates_ == (*CHEAP, "seasonal_naive_long")
+    for sid, w in model.selection()["weights_at_fit"].items():
+        for bucket, x in w.items():
+            assert max(x, key=lambda c: x[c]) == "seasonal_naive_long", (sid, bucket, x)
+    comp = model.component_forecasts()
+    assert sorted(comp["model"].unique().to_list()) == [
+        "seasonal_naive_168",
+        "seasonal_naive_24",
+        "theta",
+    ]
+    assert err["with"] < 0.5 * err["without"], err  # measured: 2.24 against 10.5
+
+
+def test_one_season_has_one_seasonal_naive() -> None:
+    """The weekly config has one season: its longest-season seasonal naive would be the
+    shortest one again, counted twice among the classical candidates."""
+    assert "seasonal_naive_long" in fitted_candidates(CANDIDATES, HOURLY_CONFIG)
+    weekly = fitted_candidates(CANDIDATES, WEEKLY_CONFIG)
+    assert "seasonal_naive_long" not in weekly and "seasonal_naive" in weekly
+    assert len(weekly) == len(CANDIDATES) - 1
+    # asked for alone, it stays: it is then the only seasonal naive
+    alone = ("lightgbm", "seasonal_naive_long")
+    assert fitted_candidates(alone, WEEKLY_CONFIG) == alone
+    assert candidate("seasonal_naive_long", WEEKLY_CONFIG).season == 52
+    assert candidate("seasonal_naive_long", HOURLY_CONFIG).season == 168
 
 
 def _post_cutoff_perturbed(frame: pl.DataFrame, cutoff, shift: float, scale: float) -> pl.DataFrame:

@@ -182,7 +182,14 @@ def _selection_reported(out: dict[str, Any]) -> None:
     candidates' weights, which sum to one."""
     sel = out["selection"]
     assert sel["method"] == "selected"
-    assert sel["candidates"] == ["lightgbm", "ets", "seasonal_naive", "theta", "persistence"]
+    assert sel["candidates"] == [
+        "lightgbm",
+        "ets",
+        "seasonal_naive",
+        "seasonal_naive_long",
+        "theta",
+        "persistence",
+    ]
     cutoff = datetime.fromisoformat(sel["data_cutoff"])
     origins = [datetime.fromisoformat(o) for o in sel["window_origins"]]
     assert len(origins) == 3 and all(o < cutoff for o in origins)
