@@ -59,11 +59,11 @@ online updates, the band) share the rolling state; splitting them would split th
   windows of ``residual_window`` rows per (series, bucket), and the weights and the band
   are recomputed from them. The windows are float32 ring buffers
   (:class:`models.demand.rolling.RollingWindows`): memory is bounded by the keys, not
-  by time (10,000 series x 4 buckets: about 0.7 GB full, where lists of Python floats
-  took 5.6 GB; ``benchmarks/bench_selection_state.py``). Between refits (the fit-once
-  protocol, hourly forecasts between nightly retrains) both follow the series. State
-  lives in the fitted object only; a model reloaded from the registry starts again
-  from its fit windows.
+  by time (10,000 series x 4 buckets, six candidates: about 0.8 GB full, where lists of
+  Python floats took 5.6 GB with five; ``benchmarks/bench_selection_state.py``).
+  Between refits (the fit-once protocol, hourly forecasts between nightly retrains)
+  both follow the series. State lives in the fitted object only; a model reloaded from
+  the registry starts again from its fit windows.
 
 Pure: numpy / polars / LightGBM / statsmodels; no I/O, no clock, no environment.
 """
