@@ -113,11 +113,13 @@ def test_memory_is_bounded_by_the_keys_not_by_time() -> None:
 
 
 def test_a_model_pickled_with_lists_loads_into_ring_buffers() -> None:
-    """Models registered before the ring buffers kept their windows as lists per key:
-    they load, and forecast as the same model whose windows are buffers."""
+    """Models registered before the ring buffers kept their windows as lists per key
+    (and before the fitted candidate list, ``candidates_``, existed): they load, and
+    forecast as the same model whose windows are buffers."""
     demand = series_frame("a/gpus", _daily(24 * 12, np.random.default_rng(4)))
     model = SelectedForecaster(CFG, candidates=CHEAP).fit(demand)
     state = model.__getstate__()
+    del state["candidates_"]
     state["errors_"] = {
         k: {c: model.errors_.values(k, c).tolist() for c in CHEAP if model.errors_.count(k, c)}
         for k in model.errors_
@@ -131,6 +133,7 @@ def test_a_model_pickled_with_lists_loads_into_ring_buffers() -> None:
     for col in ("p10", "p50", "p90"):
         assert np.allclose(got[col].to_numpy(), want[col].to_numpy(), rtol=1e-12)
     assert old.selection()["weights_now"] == model.selection()["weights_now"]
+    assert old.candidates_ == CHEAP
 
 
 def test_forecasts_pending_from_an_older_model_are_scored_as_new_ones() -> None:
