@@ -310,12 +310,15 @@ def test_the_choice_at_a_cutoff_reads_nothing_after_it(
     )
     cutoff = T0 + timedelta(hours=n - 48)
     perturbed = _post_cutoff_perturbed(demand, cutoff, shift, scale)
-    models = {"selected": lambda: SelectedForecaster(CFG, candidates=CHEAP)}
+    # last week's hour reaches furthest back of the cheap candidates
+    cands = (*CHEAP, "seasonal_naive_long")
+    models = {"selected": lambda: SelectedForecaster(CFG, candidates=cands)}
     a = rolling_origin(demand, models, config=CFG, cutoffs=[cutoff]).rows
     b = rolling_origin(perturbed, models, config=CFG, cutoffs=[cutoff]).rows
     cols = ["model", "series_id", "horizon", "p10", "p50", "p90"]
     assert a.select(cols).sort(cols[:3]).equals(b.select(cols).sort(cols[:3]))
-    fitted = SelectedForecaster(CFG, candidates=CHEAP).fit(demand.filter(pl.col("ts") <= cutoff))
+    assert set(a["model"]) == {"selected", "seasonal_naive_24", "seasonal_naive_168", "theta"}
+    fitted = SelectedForecaster(CFG, candidates=cands).fit(demand.filter(pl.col("ts") <= cutoff))
     sel = fitted.selection()
     assert sel["window_last_target"] <= cutoff.isoformat()
     assert max(sel["window_origins"]) <= (cutoff - timedelta(hours=24)).isoformat()
