@@ -10,7 +10,7 @@ import pytest
 from predops.models.failure.classifier import NodeFailureClassifier
 from predops.models.failure.config import DRIVE_PARAMS, MODEL_PARAMS
 from tests.models.failure.factories import failure_rows
-from tests.models.threads import predict_threads
+from tests.models.threads import predict_threads, train_threads
 
 
 @pytest.mark.parametrize("params", [MODEL_PARAMS, DRIVE_PARAMS], ids=["node", "drive"])
@@ -21,16 +21,7 @@ def test_the_model_hands_lightgbm_no_thread_count_of_its_own(
     # (lightgbm_env). A num_threads above 0 overrides it: min(4, CPUs) gave a pod that
     # requested 2 CPUs on a large node 4 threads. Training and every prediction must
     # leave the count to OpenMP.
-    import lightgbm as lgb
-
-    trained: list[object] = []
-    real = lgb.train
-
-    def spy(p: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-        trained.append(p.get("num_threads"))
-        return real(p, *args, **kwargs)
-
-    monkeypatch.setattr(lgb, "train", spy)
+    trained = train_threads(monkeypatch)
     seen = predict_threads(monkeypatch)
     X, y, _ = failure_rows(np.random.default_rng(2), n=1200)
     fast = {"n_estimators": 20, "early_stopping_rounds": 5, "min_child_samples": 20}
