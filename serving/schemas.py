@@ -214,6 +214,11 @@ class SelectionOut(BaseModel):
         description="boosting rounds of the LightGBM candidate, chosen on its held-out "
         "windows; null without one",
     )
+    lightgbm_anchor: str | None = Field(
+        default=None,
+        description="what the LightGBM candidate's target is measured from ('last' "
+        "sample or 24 h 'level'), chosen on the fit data; null without one",
+    )
 
 
 class ForecastResponse(BaseModel):

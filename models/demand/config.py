@@ -16,6 +16,8 @@ from datetime import timedelta
 
 from predops.features.demand import HOURLY, WEEKLY, DemandFeatureSpec
 
+ANCHORS = ("last", "level", "auto")
+
 
 @dataclass(frozen=True, slots=True)
 class ForecastConfig:
@@ -27,8 +29,12 @@ class ForecastConfig:
       the seasonal-naive baselines and the target-aligned lag features use them.
     - ``ets_season``: the seasonal period of the ETS baseline (0: no seasonal term).
     - ``anchor``: what the target is measured from: ``"last"`` observed value (the trees
-      forecast the change; right for step-like hourly demand) or ``"level"`` (the
-      trailing mean; with a trend term for long horizons, where one bucket is noise).
+      forecast the change; right for step-like hourly demand), ``"level"`` (the
+      trailing mean; with a trend term for long horizons, where one bucket is noise) or
+      ``"auto"``: chosen at each fit from the fit data (:func:`panel.choose_anchor`:
+      the level where, even at the shortest horizons, it forecasts the recent weeks
+      far better than the last sample does: series whose hourly values are mostly
+      noise). The fitted model's ``config_`` holds the anchor chosen.
     - ``level_window``: trailing buckets averaged into the level that scales the target.
     - ``trend_window``: trailing buckets of the local linear trend extrapolated into the
       target's baseline (0: no trend term, the level alone).
@@ -69,8 +75,8 @@ class ForecastConfig:
                 f"level_window {self.level_window} must be one of the spec's windows "
                 f"{self.spec.windows}"
             )
-        if self.anchor not in ("last", "level"):
-            raise ValueError(f"anchor must be 'last' or 'level', got {self.anchor!r}")
+        if self.anchor not in ANCHORS:
+            raise ValueError(f"anchor must be one of {ANCHORS}, got {self.anchor!r}")
         if self.backtest_every < 1:
             raise ValueError("backtest_every must be >= 1 step")
         if self.trend_window == 1 or self.trend_window < 0:
@@ -124,7 +130,9 @@ HOURLY_CONFIG = ForecastConfig(
     seasons=(24, 168),
     ets_season=24,
     level_window=24,
-    anchor="last",
+    # The last sample for step-like demand (Helios, Philly, DataCenter), the level for
+    # VMs whose hours are mostly noise (Azure): chosen per fit, docs/demand.md.
+    anchor="auto",
     min_history=48,
     # Short against the history so the held-out model is nearly the final one: a week
     # held out of three weeks' history gave bands ~1.4x too wide on Helios.
@@ -135,8 +143,8 @@ HOURLY_CONFIG = ForecastConfig(
     stack_window=504,
 )
 """Elastic pools: hours ahead, a daily and a weekly season; the target is the change
-from the last observed bucket (no trend term: a day's growth is not worth
-extrapolating)."""
+from the last observed bucket, or from the 24 h level where the hours are mostly noise
+(``anchor="auto"``; no trend term: a day's growth is not worth extrapolating)."""
 
 WEEKLY_CONFIG = ForecastConfig(
     name="weekly",

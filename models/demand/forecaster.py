@@ -55,6 +55,7 @@ Pure: numpy / polars / LightGBM; no I/O, no clock, no environment.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -72,6 +73,7 @@ from predops.models.demand.panel import (
     Panel,
     baseline,
     build_panel,
+    choose_anchor,
     design,
     feature_names,
     forecast_frame,
@@ -251,6 +253,8 @@ class DemandForecaster(BaseEstimator):  # type: ignore[misc]
         lf = demand_columns(X)
         panel = build_panel(lf, cfg, calendar=calendar, outage_gaps=bool(self.outage_window_gaps))
         rng = np.random.default_rng(self.random_state)
+        # "auto": the anchor this fit's data supports; the fitted config holds it.
+        cfg = replace(cfg, anchor=choose_anchor(panel, cfg))
         self.config_ = cfg
         self.stacked_ = self.stacking != "none" and cfg.stack_window > 0
         self.feature_names_ = feature_names(cfg) + ([SMOOTHED] if self.stacked_ else [])

@@ -185,6 +185,11 @@ def nested_weights(mae: np.ndarray, learned: int | None) -> np.ndarray:
     return out
 
 
+def _anchor(model: Any) -> str | None:
+    cfg = getattr(model, "config_", None)
+    return None if cfg is None else str(cfg.anchor)
+
+
 def fitted_candidates(candidates: tuple[str, ...], config: ForecastConfig) -> tuple[str, ...]:
     """The candidates a fit uses: ``candidates`` without the longest-season seasonal
     naive where it is the shortest one again (a config with one season)."""
@@ -742,6 +747,8 @@ class SelectedForecaster(BaseEstimator):  # type: ignore[misc]
             "window_last_target": getattr(self, "last_target_", self.data_cutoff_).isoformat(),
             # The LightGBM candidate's boosting rounds, chosen on its held-out windows.
             "lightgbm_rounds": getattr(self.models_.get("lightgbm"), "rounds_", None),
+            # What the LightGBM's target is measured from, chosen on the fit data.
+            "lightgbm_anchor": _anchor(self.models_.get("lightgbm")),
             "weights_at_fit": self.fit_weights_,
             "weights_now": self._weights_table(),
         }

@@ -411,6 +411,7 @@ def _selection_summary(results: list[BacktestResult]) -> dict[str, Any]:
                 {
                     "data_cutoff": sel["data_cutoff"],
                     "lightgbm_rounds": sel.get("lightgbm_rounds"),
+                    "lightgbm_anchor": sel.get("lightgbm_anchor"),
                     "window_origins": sel["window_origins"],
                     "series": len(weights),
                     "mean_weight": {

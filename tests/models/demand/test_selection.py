@@ -176,6 +176,7 @@ def test_a_trend_goes_to_theta_and_the_served_forecast_follows_it() -> None:
     for bucket, w in sel["weights_at_fit"]["pool/gpus"].items():
         assert w["theta"] > 0.8, (bucket, w)
     assert sel["lightgbm_rounds"] is None  # no LightGBM among the candidates
+    assert sel["lightgbm_anchor"] is None
     cut = max(demand["ts"])
     assert all(o <= (cut - timedelta(hours=24)).isoformat() for o in sel["window_origins"])
     fc = model.predict(demand)
@@ -528,6 +529,7 @@ def test_windows_sit_on_the_grid_when_the_data_ends_inside_a_bucket(
     assert sel["window_last_target"] == (end + Q).isoformat()
     lgb = model.models_["lightgbm"]
     assert sel["lightgbm_rounds"] == lgb.rounds_ == lgb.models_[0.5].num_trees()
+    assert sel["lightgbm_anchor"] == lgb.config_.anchor in ("last", "level")
     # Every candidate scored on every window: 3 origins x hours 1-6 per series.
     for key in (("a/gpus", "1-6"), ("b/gpus", "1-6")):
         assert {c: model.errors_.count(key, c) for c in model.candidates} == {
