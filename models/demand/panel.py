@@ -287,13 +287,14 @@ def anchor_errors(panel: Panel, config: ForecastConfig) -> tuple[float, float]:
     model may issue from in the last ``ANCHOR_CHOICE_DAYS`` days of the panel, each
     error in units of its series' noise (so every series weighs alike). NaN where no
     such pair is observed."""
-    first, last_h = config.buckets[0] if config.buckets else (1, 1)
     n = panel.n_rows
-    rows = np.arange(n)
+    if n == 0:
+        return float("nan"), float("nan")
+    first, last_h = config.buckets[0] if config.buckets else (1, 1)
     sid = panel.series_index()
-    since = int(panel.ts_us.max()) - ANCHOR_CHOICE_DAYS * 86_400 * US_PER_S if n else 0
-    origins = rows[(panel.ts_us >= since) & modelable(panel, config)] if n else rows
-    sums = np.zeros(2)
+    since = int(panel.ts_us.max()) - ANCHOR_CHOICE_DAYS * 86_400 * US_PER_S
+    origins = np.flatnonzero((panel.ts_us >= since) & modelable(panel, config))
+    sum_last = sum_level = 0.0
     count = 0
     for h in range(first, last_h + 1):
         o = origins[origins + h < n]
@@ -302,11 +303,12 @@ def anchor_errors(panel: Panel, config: ForecastConfig) -> tuple[float, float]:
         e_last = np.abs(y - panel.last[o]) / panel.noise[o]
         e_level = np.abs(y - panel.level[o]) / panel.noise[o]
         ok = np.isfinite(e_last) & np.isfinite(e_level)
-        sums += (float(e_last[ok].sum()), float(e_level[ok].sum()))
+        sum_last += float(e_last[ok].sum())
+        sum_level += float(e_level[ok].sum())
         count += int(ok.sum())
     if count == 0:
         return float("nan"), float("nan")
-    return float(sums[0] / count), float(sums[1] / count)
+    return sum_last / count, sum_level / count
 
 
 def choose_anchor(panel: Panel, config: ForecastConfig) -> str:
