@@ -39,17 +39,6 @@ Rules (:func:`levels` for one group, :func:`fleet_levels` for the groups togethe
   stocks above its service level and never spends more than the budget; what the
   quantile steps leave of the budget is not spent. With a loose budget it is the
   unbudgeted rule.
-- *budgeted, priced stock-outs* (``occasion_cost > 0``): a stock-out occasion costs
-  ``occasion_cost`` units short on top of its units (the per-occasion and per-unit
-  shortage costs of the classical inventory models). Each group's expected cost over
-  the window at level ``S`` is ``E[(D - S)+] + occasion_cost x P(D > S)``; that is not
-  convex in ``S`` (covering a group's chance of *any* shortage takes many units before
-  it pays), so no common critical ratio solves it and :func:`occasion_allocation`
-  solves the budgeted problem exactly by dynamic programming over the groups, each
-  group at most its ``service``-quantile. The budget is bounded at
-  :data:`MAX_DP_UNITS` steps: a larger one is allocated in blocks of
-  ``ceil(budget / MAX_DP_UNITS)`` units. With ``occasion_cost = 0`` the rule is the
-  common critical ratio above.
 """
 
 from __future__ import annotations
@@ -59,7 +48,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from predops.models.demand.spares import (
     CountForecaster,
@@ -70,9 +58,6 @@ from predops.models.demand.spares import (
 
 KINDS = ("forecast", "poisson", "fixed")
 DISPERSIONS = ("group", "pooled")
-MAX_DP_UNITS = 1024
-"""The most budget steps :func:`occasion_allocation` searches in one week (its table is
-``groups x (MAX_DP_UNITS + 1)^2`` floats at most, 8 MB a group)."""
 
 
 @dataclass(frozen=True)
@@ -86,8 +71,6 @@ class Rule:
     fixed_units: int = 0
     budgeted: bool = False
     dispersion: str = "group"
-    occasion_cost: float = 0.0
-    """Units short one stock-out occasion is worth (budgeted rules; module doc)."""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -106,12 +89,6 @@ class Rule:
             )
         if self.dispersion == "pooled" and self.kind != "forecast":
             raise ValueError("rule dispersion 'pooled' applies to forecast rules only")
-        if not (math.isfinite(self.occasion_cost) and self.occasion_cost >= 0):
-            raise ValueError(
-                f"rule occasion_cost must be finite and non-negative, got {self.occasion_cost}"
-            )
-        if self.occasion_cost > 0 and not self.budgeted:
-            raise ValueError("rule occasion_cost applies to budgeted rules only")
 
     @property
     def per_group(self) -> bool:
@@ -129,8 +106,6 @@ class Rule:
             out["half_life_weeks"] = self.half_life_weeks
             out["dispersion"] = self.dispersion
         out["budgeted"] = self.budgeted
-        if self.budgeted:
-            out["occasion_cost"] = self.occasion_cost
         return out
 
 
@@ -208,16 +183,13 @@ def fleet_params(
 @dataclass(frozen=True)
 class FleetLevels:
     """Levels of several groups: ``levels[g, i]`` for group ``g`` in week ``i``, the
-    service level ``service[i]`` every group stocks to at least that week (the common
-    level; with priced stock-outs, the lowest of the groups with demand), and (budgeted
-    rules) the ``budget[i]`` the levels fit and whether it bound (``binding[i]``: the
-    levels at ``cap`` would not fit)."""
+    service level ``service[i]`` every group stocks to that week, and (budgeted rules)
+    the ``budget[i]`` the levels fit."""
 
     levels: np.ndarray
     service: np.ndarray
     cap: float
     budget: np.ndarray | None = None
-    binding: np.ndarray | None = None
 
     def summary(self) -> dict[str, float | int]:
         n = self.service.size
@@ -229,20 +201,8 @@ class FleetLevels:
         }
         if self.budget is not None:
             out["budget_mean"] = float(self.budget.mean()) if n else 0.0
-            binding = self.service < self.cap if self.binding is None else self.binding
-            out["binding_weeks"] = int(binding.sum())
+            out["binding_weeks"] = int((self.service < self.cap).sum())
         return out
-
-
-def _check_budget(mean: np.ndarray, k: np.ndarray, budget: np.ndarray, cap: float) -> None:
-    if mean.ndim != 2 or k.shape != mean.shape:
-        raise ValueError(f"mean {mean.shape} and k {k.shape} must be the same (groups, weeks)")
-    if budget.shape != (mean.shape[1],):
-        raise ValueError(f"budget {budget.shape} must have one value per week ({mean.shape[1]})")
-    if not np.isfinite(budget).all() or (budget < 0).any():
-        raise ValueError("budget must be finite and non-negative every week")
-    if not 0 < cap < 1:
-        raise ValueError(f"service cap must be in (0, 1), got {cap}")
 
 
 def common_service(
@@ -254,7 +214,14 @@ def common_service(
     mean = np.asarray(mean, dtype=np.float64)
     k = np.asarray(k, dtype=np.float64)
     budget = np.asarray(budget, dtype=np.float64)
-    _check_budget(mean, k, budget, cap)
+    if mean.ndim != 2 or k.shape != mean.shape:
+        raise ValueError(f"mean {mean.shape} and k {k.shape} must be the same (groups, weeks)")
+    if budget.shape != (mean.shape[1],):
+        raise ValueError(f"budget {budget.shape} must have one value per week ({mean.shape[1]})")
+    if not np.isfinite(budget).all() or (budget < 0).any():
+        raise ValueError("budget must be finite and non-negative every week")
+    if not 0 < cap < 1:
+        raise ValueError(f"service cap must be in (0, 1), got {cap}")
     weeks = budget.size
     at_cap = count_quantiles(mean, k, np.full((1, weeks), cap))
     fits = at_cap.sum(axis=0) <= budget
@@ -269,110 +236,7 @@ def common_service(
     lv = at_cap.copy()
     if todo.size:
         lv[:, todo] = count_quantiles(mean[:, todo], k[:, todo], lo[todo][None, :])
-    return FleetLevels(lv, lo, cap, budget, ~fits)
-
-
-def _survival(mean: np.ndarray, k: np.ndarray, top: int) -> np.ndarray:
-    """``P(D > s)`` for ``s = 0..top`` of each group's negative binomial (Poisson when
-    ``k`` is infinite; nothing when the mean is 0): ``(groups, top + 1)``."""
-    s = np.arange(top + 1, dtype=np.float64)[None, :]
-    out = np.zeros((mean.size, top + 1))
-    pois = (mean > 0) & np.isinf(k)
-    nb = (mean > 0) & ~np.isinf(k)
-    if pois.any():
-        out[pois] = stats.poisson.sf(s, mean[pois, None])
-    if nb.any():
-        kk = k[nb, None]
-        out[nb] = stats.nbinom.sf(s, kk, kk / (kk + mean[nb, None]))
-    return out
-
-
-def _allocate(
-    mean: np.ndarray,
-    k: np.ndarray,
-    top: np.ndarray,
-    budget: np.ndarray,
-    occasion_cost: float,
-    unit: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Levels ``(groups, weeks)`` that minimise, each week, the sum over groups of
-    ``E[(D - S)+] + occasion_cost x P(D > S)`` subject to ``sum S <= budget`` and ``S <=
-    top`` (module doc), in blocks of ``unit`` units, and each week's lowest service level
-    ``P(D <= S)`` of the groups with demand."""
-    groups, weeks = mean.shape
-    steps = (budget // unit).astype(np.int64)
-    top = np.minimum(top, budget.astype(np.int64)[None, :])  # nobody above the budget
-    span = int(top.max())
-    sf = _survival(mean.ravel(), k.ravel(), span).reshape(groups, weeks, span + 1)
-    # E[(D - S)+] = mean - sum_{j < S} P(D > j).
-    short = mean[..., None] - np.cumsum(sf, axis=-1) + sf
-    cost = (short + occasion_cost * sf)[..., ::unit]
-    level = np.arange(cost.shape[-1]) * unit
-    cost = np.where(level[None, None, :] <= top[..., None], cost, np.inf)
-    width = int(steps.max()) + 1
-    best = np.zeros((weeks, width))  # least cost of the groups so far, at most b steps
-    picks = []
-    for g in range(groups):
-        total = np.full((weeks, width), np.inf)
-        pick = np.zeros((weeks, width), dtype=np.int64)
-        for j in range(min(level.size, width)):  # j steps to group g
-            cand = best[:, : width - j] + cost[g][:, j : j + 1]
-            better = cand < total[:, j:]  # strict: the fewest units among equal costs
-            total[:, j:] = np.where(better, cand, total[:, j:])
-            pick[:, j:] = np.where(better, j, pick[:, j:])
-        picks.append(pick)
-        best = total
-    out = np.zeros((groups, weeks), dtype=np.int64)
-    left = steps.copy()
-    cols = np.arange(weeks)
-    for g in range(groups - 1, -1, -1):
-        out[g] = picks[g][cols, left]
-        left -= out[g]
-    out *= unit
-    left_over = np.take_along_axis(sf, out[..., None], axis=-1)[..., 0]
-    served = np.where(mean > 0, 1.0 - left_over, 1.0).min(axis=0)
-    return out, served
-
-
-def _week_chunks(weeks: np.ndarray, per_week: int) -> list[np.ndarray]:
-    """``weeks`` in runs whose tables stay near ``MAX_DP_UNITS^2`` floats together (at
-    least one week a run)."""
-    size = max(1, (MAX_DP_UNITS + 1) ** 2 // max(1, per_week))
-    return [weeks[i : i + size] for i in range(0, weeks.size, size)]
-
-
-def occasion_allocation(
-    mean: np.ndarray, k: np.ndarray, budget: np.ndarray, cap: float, occasion_cost: float
-) -> FleetLevels:
-    """Budgeted levels with priced stock-outs (module doc): every week each group at its
-    ``cap``-quantile when those fit ``budget``; otherwise the levels, each at most that
-    quantile, that minimise the groups' expected units short plus ``occasion_cost`` x
-    their chances of a shortage over the window, within the budget."""
-    mean = np.asarray(mean, dtype=np.float64)
-    k = np.asarray(k, dtype=np.float64)
-    budget = np.asarray(budget, dtype=np.float64)
-    _check_budget(mean, k, budget, cap)
-    if not (math.isfinite(occasion_cost) and occasion_cost >= 0):
-        raise ValueError(f"occasion_cost must be finite and non-negative, got {occasion_cost}")
-    weeks = budget.size
-    lv = count_quantiles(mean, k, np.full((1, weeks), cap))
-    binding = lv.sum(axis=0) > budget
-    service = np.full(weeks, cap)
-    todo = np.flatnonzero(binding)
-    if todo.size:
-        unit = max(1, math.ceil(float(budget[todo].max()) / MAX_DP_UNITS))
-        span = int(np.minimum(lv[:, todo], budget[todo].astype(np.int64)).max())
-        per_week = (mean.shape[0] + 2) * (span + 1)
-        for part in _week_chunks(todo, int(per_week)):
-            lv[:, part], service[part] = _allocate(
-                mean[:, part],
-                k[:, part],
-                lv[:, part],
-                np.floor(budget[part]),
-                occasion_cost,
-                unit,
-            )
-    return FleetLevels(lv, service, cap, budget, binding)
+    return FleetLevels(lv, lo, cap, budget)
 
 
 def fleet_levels(
@@ -380,18 +244,14 @@ def fleet_levels(
 ) -> FleetLevels:
     """Levels of a forecast or Poisson rule for several groups from their
     :func:`fleet_params`: every group at ``rule.service``, or, budgeted, at the common
-    service level that fits ``budget`` (one value per week; :func:`common_service`), or,
-    with priced stock-outs, by :func:`occasion_allocation`."""
+    service level that fits ``budget`` (one value per week; :func:`common_service`)."""
     if rule.kind == "fixed":
         raise ValueError("a fixed rule has no forecast: use levels")
     mean, k = params
     if rule.budgeted:
         if budget is None:
             raise ValueError("a budgeted rule needs a budget (units per week)")
-        b = np.asarray(budget, dtype=np.float64)
-        if rule.occasion_cost > 0:
-            return occasion_allocation(mean, k, b, rule.service, rule.occasion_cost)
-        return common_service(mean, k, b, rule.service)
+        return common_service(mean, k, np.asarray(budget, dtype=np.float64), rule.service)
     if budget is not None:
         raise ValueError("budget given for a rule that is not budgeted")
     lv = count_quantiles(mean, k, np.asarray(rule.service))

@@ -20,11 +20,8 @@ Installed base for the fixed rule (never in the trace as a count except LANL):
 Rules (:mod:`predops.policy.spares`): ``forecast``, the newsvendor on the forecast,
 budgeted: the groups taking part share the fixed rule's total level each week (the
 *budget*: what ``ceil(share x installed base)`` stocks, summed over the groups, known
-before the window), each group at most its quantile at the service level chosen on
-validation; within the budget the levels minimise the expected units short plus
-``occasion_cost`` x the chances of a shortage (a stock-out occasion priced in units
-short; 0: one common service level, the highest that fits), ``occasion_cost`` chosen
-on validation from :data:`OCCASION_COST_GRID`; ``forecast_unbudgeted``, the same
+before the window) and stock one common service level, the highest that fits it and
+no higher than the level chosen on validation; ``forecast_unbudgeted``, the same
 newsvendor per group without the budget (knobs chosen on its own); ``poisson``;
 ``fixed``; ``forecast_reference`` (0.95, 13 weeks, the group's own dispersion, no
 budget).
@@ -35,10 +32,7 @@ it, simulated the same way, with nothing from the test window. Knobs (the foreca
 rules' service level in :data:`SERVICE_GRID`, half-life and dispersion, own or pooled
 over the groups; the Poisson rule's service level) are chosen on the validation
 window: among the candidates that hold no more spares there than the fixed rule, the
-widest margin over the fixed rule (the smaller of the two shares by which it has fewer
-stock-out weeks and holds fewer spares: a choice far from both edges of what beats the
-fixed rule, since a choice at an edge of one window moves across it in the next), then
-the fewest stock-out weeks, then the fewest units short, then the highest service level
+fewest stock-out weeks, then the fewest units short, then the highest service level
 (when the window cannot tell candidates apart, the safest), then the fewest spares.
 The service grid runs to ``1 - 1e-8``: beyond ``0.999`` the levels are a safety-stock
 knob more than a probability (the negative binomial's tail is thinner than one-week
@@ -50,7 +44,6 @@ a few MB.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -75,9 +68,6 @@ SERVICE_GRID = (
 )
 HALF_LIFE_GRID = (4.0, 8.0, 13.0, 26.0, 52.0)
 DISPERSION_GRID = ("group", "pooled")
-OCCASION_COST_GRID = (0.0, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
-"""Units short a stock-out occasion is worth, for the budgeted forecast rule (0: the
-common critical ratio)."""
 REFERENCE = Rule("forecast", service=0.95, half_life_weeks=13.0)
 FAMILIES = ("forecast", "forecast_unbudgeted", "poisson")
 
@@ -260,36 +250,17 @@ def run_window(
     }
 
 
-def _slack(fixed: float, x: float) -> float:
-    """How far below the fixed rule's figure ``x`` is, as a share of it (0 when both are
-    0; minus infinity when only the fixed rule's is)."""
-    if fixed > 0:
-        return (fixed - x) / fixed
-    return 0.0 if x <= 0 else -math.inf
-
-
-def _margin(x: dict[str, float], fixed: dict[str, float]) -> float:
-    """The smaller of a candidate's two slacks against the fixed rule, stock-out weeks
-    and spares held: positive when it beats the fixed rule on both."""
-    return min(
-        _slack(fixed["stock_out_weeks"], x["stock_out_weeks"]),
-        _slack(fixed["spares_held_mean"], x["spares_held_mean"]),
-    )
-
-
 def _pick(candidates: list[tuple[Rule, dict[str, float]]], fixed: dict[str, float]) -> Rule:
-    """Validation choice (module doc): within the fixed rule's spares held, the widest
-    margin over the fixed rule (:func:`_margin`), then the fewest stock-out weeks, then
-    the fewest units short, then the highest service level (the window cannot tell
-    those apart: take the safest), then the fewest spares. When no candidate fits the
-    fixed rule's spares, the fewest spares."""
+    """Validation choice (module doc): within the fixed rule's spares held, the fewest
+    stock-out weeks, then the fewest units short, then the highest service level (the
+    window cannot tell those apart: take the safest), then the fewest spares. When no
+    candidate fits the fixed rule's spares, the fewest spares."""
     within = [c for c in candidates if c[1]["spares_held_mean"] <= fixed["spares_held_mean"]]
     if not within:
         return min(candidates, key=lambda c: c[1]["spares_held_mean"])[0]
     return min(
         within,
         key=lambda c: (
-            -_margin(c[1], fixed),
             c[1]["stock_out_weeks"],
             c[1]["units_short"],
             -c[0].service,
@@ -304,8 +275,7 @@ def _key(rule: Rule) -> str:
     if rule.kind == "poisson":
         return f"poisson@{q}"
     family = "forecast" if rule.budgeted else "forecast_unbudgeted"
-    name = f"{family}@{q}/hl{rule.half_life_weeks:g}/{rule.dispersion}"
-    return f"{name}/oc{rule.occasion_cost:g}" if rule.budgeted else name
+    return f"{family}@{q}/hl{rule.half_life_weeks:g}/{rule.dispersion}"
 
 
 def _family(rule: Rule) -> str:
@@ -317,12 +287,11 @@ def _family(rule: Rule) -> str:
 def _grid() -> dict[str, Rule]:
     rules = [Rule("poisson", service=q) for q in SERVICE_GRID]
     rules += [
-        Rule("forecast", service=q, half_life_weeks=h, dispersion=d, budgeted=b, occasion_cost=c)
+        Rule("forecast", service=q, half_life_weeks=h, dispersion=d, budgeted=b)
         for b in (True, False)
         for d in DISPERSION_GRID
         for h in HALF_LIFE_GRID
         for q in SERVICE_GRID
-        for c in (OCCASION_COST_GRID if b else (0.0,))
     ]
     return {"fixed": Rule("fixed")} | {_key(r): r for r in rules}
 
@@ -388,7 +357,6 @@ def evaluate_spares(
     rules = {**chosen, "fixed": grid["fixed"], "forecast_reference": REFERENCE}
     f = chosen["forecast"]
     by_service = {f"{q:.10g}": vt[_key(replace(f, service=q))] for q in SERVICE_GRID}
-    by_cost = {f"{c:g}": vt[_key(replace(f, occasion_cost=c))] for c in OCCASION_COST_GRID}
     begin("test window")
     test = run_window(data, rules, t_start, n, lead_weeks, fixed_share)
     tt = test["totals"]
@@ -411,21 +379,14 @@ def evaluate_spares(
         | {"fixed": {"kind": "fixed", "units": f"ceil({fixed_share:g} x installed base)"}},
         "selection": {
             "window": {"from": val["from"], "to": val["to"], "groups": val["groups"]},
-            "criterion": "validation window: within the fixed rule's spares held, the "
-            "widest margin over the fixed rule (the smaller of the shares by which it has "
-            "fewer stock-out weeks and holds fewer spares), then fewest stock-out weeks, then "
-            "fewest units short, then highest service level, then fewest spares",
-            "margins": {
-                fam: m if math.isfinite(m := _margin(vt[_key(r)], vt["fixed"])) else None
-                for fam, r in chosen.items()
-            },
+            "criterion": "validation window: within the fixed rule's spares held, fewest "
+            "stock-out weeks, then fewest units short, then highest service level, then "
+            "fewest spares",
             "service_grid": [float(q) for q in SERVICE_GRID],
-            "occasion_cost_grid": list(OCCASION_COST_GRID),
             "validation_totals": {"fixed": vt["fixed"]}
             | {fam: vt[_key(r)] for fam, r in chosen.items()},
             "validation_budgeted": val["budgeted"][_key(f)],
             "forecast_by_service": by_service,
-            "forecast_by_occasion_cost": by_cost,
         },
         "test": test,
         "bar": _bar(tt["forecast"], tt["fixed"]),

@@ -106,9 +106,7 @@ def test_budgeted_rule_spends_at_most_the_fixed_rules_total() -> None:
 def test_grid_names_are_unique() -> None:
     grid = se._grid()
     n = len(se.SERVICE_GRID)
-    per_family = len(se.DISPERSION_GRID) * len(se.HALF_LIFE_GRID) * n
-    # Poisson, the unbudgeted forecast, and the budgeted one at every occasion cost.
-    assert len(grid) == 1 + n + per_family * (1 + len(se.OCCASION_COST_GRID))
+    assert len(grid) == 1 + n + 2 * len(se.DISPERSION_GRID) * len(se.HALF_LIFE_GRID) * n
     assert all(se._key(r) == k for k, r in grid.items() if r.kind != "fixed")
     assert max(se.SERVICE_GRID) < 1
 
