@@ -16,7 +16,9 @@ from datetime import timedelta
 
 from predops.features.demand import HOURLY, WEEKLY, DemandFeatureSpec
 
-ANCHORS = ("last", "level", "auto")
+RESOLVED_ANCHORS = ("last", "level")
+"""What a fitted model's target is measured from (``"auto"`` resolves to one of them)."""
+ANCHORS = (*RESOLVED_ANCHORS, "auto")
 
 
 @dataclass(frozen=True, slots=True)

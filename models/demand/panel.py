@@ -34,7 +34,7 @@ from predops.features.demand import (
     demand_features,
     trend_feature_name,
 )
-from predops.models.demand.config import ForecastConfig
+from predops.models.demand.config import RESOLVED_ANCHORS, ForecastConfig
 from predops.models.demand.grid import grid_from_frame, resampled
 
 US_PER_S = 1_000_000
@@ -333,8 +333,8 @@ def baseline(
     """``base(t, h)``: the anchor at the origin (last observed value or level), plus
     the extrapolated trend if any (``anchor="auto"`` must be resolved first:
     :func:`choose_anchor`)."""
-    if config.anchor not in ("last", "level"):
-        raise ValueError(f"anchor {config.anchor!r} must be resolved to 'last' or 'level'")
+    if config.anchor not in RESOLVED_ANCHORS:
+        raise ValueError(f"anchor {config.anchor!r} must be resolved to one of {RESOLVED_ANCHORS}")
     anchor = panel.last if config.anchor == "last" else panel.level
     base = np.nan_to_num(anchor[origins], nan=0.0)
     if config.trend_window:
